@@ -1,0 +1,29 @@
+# megatron_add_test(name SOURCES ... LABELS ... [MPI_RANKS n ...])
+#   Builds a gtest binary. Without MPI_RANKS its tests are discovered one by one; with it the
+#   binary also runs as one CTest test per rank count under mpirun, every rank asserting.
+set(MEGATRON_MPIEXEC_FLAGS --allow-run-as-root --oversubscribe --bind-to none
+    CACHE STRING "Flags for mpirun in the distributed tests")
+
+function(megatron_add_test name)
+  cmake_parse_arguments(arg "" "" "SOURCES;LABELS;MPI_RANKS" ${ARGN})
+  add_executable(${name} ${arg_SOURCES})
+  target_link_libraries(${name} PRIVATE megatron::megatron GTest::gtest GTest::gmock)
+  target_include_directories(${name} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
+  # Reusing the library's precompiled header needs the library's -fPIC, not the default -fPIE.
+  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
+  target_compile_options(${name} PRIVATE -fPIC)
+  target_precompile_headers(${name} REUSE_FROM megatron)
+  if(NOT arg_MPI_RANKS)
+    target_link_libraries(${name} PRIVATE GTest::gtest_main)
+    gtest_discover_tests(${name} PROPERTIES LABELS "${arg_LABELS}" TIMEOUT 120
+                         DISCOVERY_TIMEOUT 60)
+    return()
+  endif()
+  target_sources(${name} PRIVATE "${PROJECT_SOURCE_DIR}/tests/distributed_main.cpp")
+  foreach(n IN LISTS arg_MPI_RANKS)
+    add_test(NAME ${name}.np${n}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MEGATRON_MPIEXEC_FLAGS} -np ${n} $<TARGET_FILE:${name}>)
+    set_tests_properties(${name}.np${n} PROPERTIES LABELS "distributed;${arg_LABELS}" TIMEOUT 180
+                         PROCESSORS 2)
+  endforeach()
+endfunction()

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Installs everything the build needs: Debian packages and the Python venv with LibTorch.
+# Idempotent: a second run only checks, and returns in a second or two.
+#
+# Environment:
+#   MEGATRON_VENV   where the venv lives (default: ~/.cache/megatron-cpp/venv).
+#                   The tree's .venv is a link to it, so fresh clones reuse one LibTorch.
+#   MEGATRON_SKIP_APT=1  do not touch system packages (machines without apt or root).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TORCH_VERSION="2.11.0"
+VENV="${MEGATRON_VENV:-$HOME/.cache/megatron-cpp/venv}"
+
+log() { printf '[setup] %s\n' "$*"; }
+
+# --- Debian packages -------------------------------------------------------
+APT_PACKAGES=(
+  build-essential cmake ninja-build ccache git pkg-config
+  python3 python3-venv python3-dev
+  openmpi-bin libopenmpi-dev
+  libspdlog-dev libfmt-dev libcli11-dev
+  libgtest-dev libgmock-dev
+)
+
+missing_packages() {
+  local p
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
+if [[ "${MEGATRON_SKIP_APT:-0}" != 1 ]] && command -v dpkg-query >/dev/null; then
+  mapfile -t missing < <(missing_packages)
+  if ((${#missing[@]})); then
+    log "installing Debian packages: ${missing[*]}"
+    SUDO=""
+    [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+fi
+
+# --- Python venv with LibTorch ---------------------------------------------
+PY_REQUIREMENTS=("torch==${TORCH_VERSION}" "numpy" "pytest")
+
+venv_ready() {
+  [[ -x "$VENV/bin/python" ]] &&
+    "$VENV/bin/python" - "$TORCH_VERSION" <<'PY' 2>/dev/null
+import importlib.metadata as m, sys
+want = sys.argv[1]
+assert m.version("torch").split("+")[0] == want
+m.version("numpy"); m.version("pytest")
+PY
+}
+
+if ! venv_ready; then
+  # The system python may lack ensurepip; pyenv's or Debian's python3-venv provide it.
+  PYTHON="${MEGATRON_PYTHON:-$(command -v python3)}"
+  log "creating venv at $VENV with ${PY_REQUIREMENTS[*]} (LibTorch is ~2.7 GB; pip caches it)"
+  mkdir -p "$(dirname "$VENV")"
+  [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q "${PY_REQUIREMENTS[@]}"
+  venv_ready || { log "error: venv at $VENV does not have torch==${TORCH_VERSION} after install"; exit 1; }
+fi
+
+# The tree sees the venv as .venv (git-ignored); CMake looks for LibTorch there.
+if [[ "$(readlink -f "$ROOT/.venv" 2>/dev/null)" != "$(readlink -f "$VENV")" ]]; then
+  if [[ -e "$ROOT/.venv" && ! -L "$ROOT/.venv" ]]; then
+    log "error: $ROOT/.venv is a directory, not the venv at $VENV; remove it, or set MEGATRON_VENV=$ROOT/.venv"
+    exit 1
+  else
+    ln -sfn "$VENV" "$ROOT/.venv"
+  fi
+fi
+
+log "ready: $("$ROOT/.venv/bin/python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)')"

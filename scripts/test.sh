@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite: set up and build if needed, then ctest (unit, distributed, install),
+# then pytest when there are Python tests. Exits non-zero on any failure.
+#   CTEST_ARGS    extra ctest arguments, e.g. "-L unit" or "-R launcher"
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+
+bash "$ROOT/scripts/build.sh"
+
+# shellcheck disable=SC2086
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" ${CTEST_ARGS:-}
+
+if compgen -G "$ROOT/tests/python/test_*.py" >/dev/null; then
+  MEGATRON_BUILD_DIR="$BUILD_DIR" "$ROOT/.venv/bin/python" -m pytest -q "$ROOT/tests/python"
+fi

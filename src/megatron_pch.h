@@ -1,0 +1,12 @@
+// Precompiled header for the library's own sources (never included by hand): the LibTorch
+// headers nearly every source file needs, parsed once per build instead of once per file.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
