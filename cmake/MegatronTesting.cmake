@@ -9,10 +9,7 @@ function(megatron_add_test name)
   add_executable(${name} ${arg_SOURCES})
   target_link_libraries(${name} PRIVATE megatron::megatron GTest::gtest GTest::gmock)
   target_include_directories(${name} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
-  # Reusing the library's precompiled header needs the library's -fPIC, not the default -fPIE.
-  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
-  target_compile_options(${name} PRIVATE -fPIC)
-  target_precompile_headers(${name} REUSE_FROM megatron)
+  megatron_use_library_pch(${name})
   if(NOT arg_MPI_RANKS)
     target_link_libraries(${name} PRIVATE GTest::gtest_main)
     gtest_discover_tests(${name} PROPERTIES LABELS "${arg_LABELS}" TIMEOUT 120

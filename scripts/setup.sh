@@ -42,26 +42,27 @@ if [[ "${MEGATRON_SKIP_APT:-0}" != 1 ]] && command -v dpkg-query >/dev/null; the
 fi
 
 # --- Python venv with LibTorch ---------------------------------------------
-PY_REQUIREMENTS=("torch==${TORCH_VERSION}" "numpy" "pytest")
+# Python packages besides torch: the tests' independent references (numpy, HF tokenizers).
+PY_PACKAGES=(numpy pytest tokenizers)
 
 venv_ready() {
   [[ -x "$VENV/bin/python" ]] &&
-    "$VENV/bin/python" - "$TORCH_VERSION" <<'PY' 2>/dev/null
+    "$VENV/bin/python" - "$TORCH_VERSION" "${PY_PACKAGES[@]}" <<'PY' 2>/dev/null
 import importlib.metadata as m, sys
 want = sys.argv[1]
 assert m.version("torch").split("+")[0] == want
-m.version("numpy"); m.version("pytest")
+for name in sys.argv[2:]: m.version(name)
 PY
 }
 
 if ! venv_ready; then
   # The system python may lack ensurepip; pyenv's or Debian's python3-venv provide it.
   PYTHON="${MEGATRON_PYTHON:-$(command -v python3)}"
-  log "creating venv at $VENV with ${PY_REQUIREMENTS[*]} (LibTorch is ~2.7 GB; pip caches it)"
+  log "installing torch==${TORCH_VERSION} ${PY_PACKAGES[*]} into $VENV (LibTorch is ~2.7 GB; pip caches it)"
   mkdir -p "$(dirname "$VENV")"
   [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q "${PY_REQUIREMENTS[@]}"
+  "$VENV/bin/python" -m pip install -q "torch==${TORCH_VERSION}" "${PY_PACKAGES[@]}"
   venv_ready || { log "error: venv at $VENV does not have torch==${TORCH_VERSION} after install"; exit 1; }
 fi
 

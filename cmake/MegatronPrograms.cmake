@@ -1,0 +1,15 @@
+# megatron_add_program(name SOURCES ...): an executable on the library (tools, examples, benches),
+# landing in build/bin and reusing the library's precompiled LibTorch headers.
+function(megatron_use_library_pch target)
+  # Reusing the library's precompiled header needs the library's -fPIC, not the default -fPIE.
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
+  target_compile_options(${target} PRIVATE -fPIC)
+  target_precompile_headers(${target} REUSE_FROM megatron)
+endfunction()
+
+function(megatron_add_program name)
+  cmake_parse_arguments(arg "" "" "SOURCES" ${ARGN})
+  add_executable(${name} ${arg_SOURCES})
+  target_link_libraries(${name} PRIVATE megatron::megatron CLI11::CLI11)
+  megatron_use_library_pch(${name})
+endfunction()

@@ -1,0 +1,83 @@
+// ParallelState: this rank's place in the TP x CP x DP x PP grid and the process groups that go
+// with it, in Megatron-LM's rank order (TP ranks contiguous, then CP, then DP, then PP).
+// Built once from the world group and passed to whatever needs it; it holds no global state.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "megatron/comm/process_group.h"
+
+namespace megatron {
+
+class ParallelState {
+ public:
+  // Splits world into groups. world size must equal tp * cp * dp * pp for some dp >= 1.
+  // Collective over world: every rank calls it with the same arguments.
+  static ParallelState initialize_model_parallel(
+      std::shared_ptr<comm::ProcessGroup> world, int tensor_model_parallel_size = 1,
+      int pipeline_model_parallel_size = 1,
+      std::optional<int> virtual_pipeline_model_parallel_size = std::nullopt,
+      int context_parallel_size = 1);
+
+  // The rank lists of every group of each kind, for a world of world_size ranks (pure function;
+  // what initialize_model_parallel builds its groups from).
+  struct Layout {
+    std::vector<std::vector<int>> tensor_model_parallel, pipeline_model_parallel, data_parallel,
+        context_parallel, model_parallel, embedding, position_embedding;
+  };
+  static Layout rank_layout(int world_size, int tensor_model_parallel_size,
+                            int pipeline_model_parallel_size, int context_parallel_size = 1);
+
+  // Groups this rank belongs to. The embedding group holds the first and last pipeline stage
+  // of this rank's pipeline; ranks on other stages get nullptr, as do ranks outside the
+  // position-embedding group (first stage).
+  comm::ProcessGroup& get_world_group() const { return *world_; }
+  comm::ProcessGroup& get_tensor_model_parallel_group() const { return *tp_; }
+  comm::ProcessGroup& get_pipeline_model_parallel_group() const { return *pp_; }
+  comm::ProcessGroup& get_data_parallel_group() const { return *dp_; }
+  comm::ProcessGroup& get_context_parallel_group() const { return *cp_; }
+  comm::ProcessGroup& get_model_parallel_group() const { return *mp_; }
+  std::shared_ptr<comm::ProcessGroup> get_embedding_group() const { return embedding_; }
+  std::shared_ptr<comm::ProcessGroup> get_position_embedding_group() const {
+    return position_embedding_;
+  }
+  std::shared_ptr<comm::ProcessGroup> tensor_model_parallel_group_ptr() const { return tp_; }
+
+  int get_world_size() const { return world_->size(); }
+  int get_rank() const { return world_->rank(); }
+  int get_tensor_model_parallel_world_size() const { return tp_->size(); }
+  int get_tensor_model_parallel_rank() const { return tp_->rank(); }
+  int get_pipeline_model_parallel_world_size() const { return pp_->size(); }
+  int get_pipeline_model_parallel_rank() const { return pp_->rank(); }
+  int get_data_parallel_world_size() const { return dp_->size(); }
+  int get_data_parallel_rank() const { return dp_->rank(); }
+  int get_context_parallel_world_size() const { return cp_->size(); }
+  int get_context_parallel_rank() const { return cp_->rank(); }
+  std::optional<int> get_virtual_pipeline_model_parallel_world_size() const { return vpp_size_; }
+
+  // World ranks of the first member of this rank's TP / DP group (Megatron's "src" ranks).
+  int get_tensor_model_parallel_src_rank() const { return tp_->global_rank(0); }
+  int get_data_parallel_src_rank() const { return dp_->global_rank(0); }
+  // World ranks along this rank's pipeline.
+  int get_pipeline_model_parallel_first_rank() const { return pp_->global_rank(0); }
+  int get_pipeline_model_parallel_last_rank() const { return pp_->global_rank(pp_->size() - 1); }
+  int get_pipeline_model_parallel_next_rank() const;  // wraps around, like Megatron-LM
+  int get_pipeline_model_parallel_prev_rank() const;
+
+  // Stage tests. With virtual stages, the first stage is also virtual rank 0 and the last stage
+  // also virtual rank vpp-1; pass the model chunk's virtual rank to take it into account.
+  bool is_pipeline_first_stage(std::optional<int> virtual_rank = std::nullopt) const;
+  bool is_pipeline_last_stage(std::optional<int> virtual_rank = std::nullopt) const;
+  bool is_rank_in_embedding_group() const { return embedding_ != nullptr; }
+  bool is_rank_in_position_embedding_group() const { return position_embedding_ != nullptr; }
+
+ private:
+  ParallelState() = default;
+  std::shared_ptr<comm::ProcessGroup> world_, tp_, pp_, dp_, cp_, mp_, embedding_,
+      position_embedding_;
+  std::optional<int> vpp_size_;
+};
+
+}  // namespace megatron
