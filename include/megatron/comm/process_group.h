@@ -45,6 +45,9 @@ struct P2POp {
 struct DistributedOptions {
   // Default 10 minutes; $MEGATRON_DISTRIBUTED_TIMEOUT_SECONDS overrides it when set.
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+  // Where the job's tensors live: CPU jobs of several ranks need MPI (mpirun); CUDA jobs use
+  // NCCL and may also be launched torchrun-style.
+  at::DeviceType device_type = at::kCPU;
 };
 
 class ProcessGroupImpl;

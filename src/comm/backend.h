@@ -1,0 +1,84 @@
+// Private to src/comm: one group's communicator on one transport (MPI, NCCL, or the
+// single-process one). ProcessGroup checks arguments, then hands tensors to a Backend.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "megatron/comm/process_group.h"
+
+namespace megatron::comm::detail {
+
+// What an operation is, for the timeout message: "all_reduce(sum) on group 'tp' ...".
+struct OpInfo {
+  std::string op;           // "all_reduce(sum)", "send", ...
+  std::string group;        // group name
+  int rank = 0;             // this process's rank in the group
+  int world_rank = 0;
+  std::vector<int> peers;   // world ranks the operation waits on
+};
+
+std::string describe_timeout(const OpInfo& info, std::chrono::milliseconds timeout);
+
+// A Work whose wait() polls `test` until it returns true or the timeout passes; `finish` runs
+// once after completion (copy-back, averaging).
+class PollingWork : public Work {
+ public:
+  PollingWork(OpInfo info, std::chrono::milliseconds timeout, std::function<bool()> test,
+              std::function<void()> finish);
+  bool is_completed() override;
+  void wait(std::chrono::milliseconds timeout) override;
+
+ private:
+  void complete();
+  OpInfo info_;
+  std::function<bool()> test_;
+  std::function<void()> finish_;
+  bool done_ = false;
+};
+
+WorkHandle completed_work(std::chrono::milliseconds timeout);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Tensors are contiguous and checked; `info` describes the call for errors.
+  virtual WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op, const OpInfo& info) = 0;
+  virtual WorkHandle all_gather(at::Tensor& output, const at::Tensor& input, const OpInfo& info) = 0;
+  virtual WorkHandle reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op,
+                                    const OpInfo& info) = 0;
+  virtual WorkHandle broadcast(at::Tensor& tensor, int src, const OpInfo& info) = 0;
+  virtual WorkHandle batch_p2p(const std::vector<P2POp>& ops, const OpInfo& info) = 0;
+  virtual WorkHandle barrier(const OpInfo& info) = 0;
+  // The backend of a subgroup (`ranks` are this group's ranks); nullptr outside it.
+  virtual std::unique_ptr<Backend> split(const std::vector<int>& ranks, const std::string& name) = 0;
+};
+
+struct BackendContext {
+  int rank = 0;
+  int size = 1;
+  std::chrono::milliseconds timeout{0};
+};
+
+// Single process: every collective is the identity (or a copy), p2p only to itself.
+std::unique_ptr<Backend> make_local_backend(BackendContext ctx);
+
+#ifdef MEGATRON_WITH_MPI
+// MPI_COMM_WORLD, after init_mpi().
+void init_mpi();
+std::unique_ptr<Backend> make_mpi_world_backend(BackendContext ctx);
+void mpi_abort(int exit_code);
+#endif
+
+#ifdef MEGATRON_WITH_NCCL
+struct NcclRendezvous;  // how a new NCCL communicator gets its unique id
+std::unique_ptr<Backend> make_nccl_backend(BackendContext ctx, std::vector<int> global_ranks,
+                                           std::string name,
+                                           std::shared_ptr<NcclRendezvous> rendezvous,
+                                           Backend* host_backend);
+std::shared_ptr<NcclRendezvous> make_nccl_rendezvous(const LauncherEnv& env, Backend* host_world);
+#endif
+
+}  // namespace megatron::comm::detail

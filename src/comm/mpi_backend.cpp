@@ -1,0 +1,244 @@
+// Host-tensor collectives over MPI: one communicator per group, every operation non-blocking
+// (MPI-3 I-collectives) so that waits can time out. bf16/fp16 reduce through user-defined ops
+// that accumulate in float.
+#ifdef MEGATRON_WITH_MPI
+
+#include <ATen/ATen.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Exception.h>
+#include <c10/util/Half.h>
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+
+#include "backend.h"
+
+namespace megatron::comm::detail {
+namespace {
+
+void check_mpi(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  TORCH_CHECK(false, "[comm] ", call, " failed: ", std::string(text, length));
+}
+
+MPI_Datatype mpi_type(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return MPI_FLOAT;
+    case at::kDouble: return MPI_DOUBLE;
+    case at::kLong: return MPI_INT64_T;
+    case at::kInt: return MPI_INT32_T;
+    case at::kShort: return MPI_INT16_T;
+    case at::kChar: return MPI_INT8_T;
+    case at::kByte: return MPI_UINT8_T;
+    case at::kBool: return MPI_C_BOOL;
+    case at::kBFloat16:
+    case at::kHalf: return MPI_UINT16_T;  // moved as bits; reduced by the ops below
+    default: TORCH_CHECK(false, "[comm] MPI collectives do not support dtype ", type);
+  }
+}
+
+template <typename T, typename Combine>
+void reduce_16bit(void* in, void* inout, int* len, Combine combine) {
+  auto* a = static_cast<const T*>(in);
+  auto* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = T(combine(static_cast<float>(a[i]), static_cast<float>(b[i])));
+}
+
+struct Sum { float operator()(float a, float b) const { return a + b; } };
+struct Max { float operator()(float a, float b) const { return a > b ? a : b; } };
+struct Min { float operator()(float a, float b) const { return a < b ? a : b; } };
+
+template <typename T, typename Combine>
+void reduce_fn(void* in, void* inout, int* len, MPI_Datatype*) {
+  reduce_16bit<T>(in, inout, len, Combine{});
+}
+
+// User ops for 16-bit floats, created once after MPI_Init.
+struct HalfOps {
+  MPI_Op bf16[3], fp16[3];  // sum, max, min
+};
+HalfOps g_half_ops;
+
+void create_half_ops() {
+  MPI_Op_create(&reduce_fn<c10::BFloat16, Sum>, 1, &g_half_ops.bf16[0]);
+  MPI_Op_create(&reduce_fn<c10::BFloat16, Max>, 1, &g_half_ops.bf16[1]);
+  MPI_Op_create(&reduce_fn<c10::BFloat16, Min>, 1, &g_half_ops.bf16[2]);
+  MPI_Op_create(&reduce_fn<c10::Half, Sum>, 1, &g_half_ops.fp16[0]);
+  MPI_Op_create(&reduce_fn<c10::Half, Max>, 1, &g_half_ops.fp16[1]);
+  MPI_Op_create(&reduce_fn<c10::Half, Min>, 1, &g_half_ops.fp16[2]);
+}
+
+MPI_Op mpi_op(ReduceOp op, at::ScalarType type) {
+  int index = op == ReduceOp::kMax ? 1 : op == ReduceOp::kMin ? 2 : 0;  // avg = sum, then divide
+  if (type == at::kBFloat16) return g_half_ops.bf16[index];
+  if (type == at::kHalf) return g_half_ops.fp16[index];
+  if (type == at::kBool) return index == 0 ? MPI_LOR : index == 1 ? MPI_LOR : MPI_LAND;
+  return index == 0 ? MPI_SUM : index == 1 ? MPI_MAX : MPI_MIN;
+}
+
+int mpi_count(const at::Tensor& t) {
+  TORCH_CHECK(t.numel() <= INT_MAX, "[comm] tensor of ", t.numel(),
+              " elements exceeds MPI's count limit (", INT_MAX, "); split it");
+  return static_cast<int>(t.numel());
+}
+
+class MpiBackend : public Backend {
+ public:
+  MpiBackend(MPI_Comm comm, BackendContext ctx) : comm_(comm), ctx_(ctx) {}
+  ~MpiBackend() override {
+    if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Comm_free(&comm_);
+    }
+  }
+
+  WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op, const OpInfo& info) override {
+    auto requests = std::make_shared<std::vector<MPI_Request>>(1);
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), mpi_count(tensor),
+                             mpi_type(tensor.scalar_type()), mpi_op(op, tensor.scalar_type()),
+                             comm_, requests->data()),
+              "MPI_Iallreduce");
+    std::function<void()> finish;
+    if (op == ReduceOp::kAvg) finish = [tensor, n = ctx_.size]() mutable { tensor.div_(n); };
+    return make_work(requests, info, std::move(finish), {tensor});
+  }
+
+  WorkHandle all_gather(at::Tensor& output, const at::Tensor& input, const OpInfo& info) override {
+    auto requests = std::make_shared<std::vector<MPI_Request>>(1);
+    auto type = mpi_type(input.scalar_type());
+    check_mpi(MPI_Iallgather(input.data_ptr(), mpi_count(input), type, output.data_ptr(),
+                             mpi_count(input), type, comm_, requests->data()),
+              "MPI_Iallgather");
+    return make_work(requests, info, nullptr, {output, input});
+  }
+
+  WorkHandle reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op,
+                            const OpInfo& info) override {
+    auto requests = std::make_shared<std::vector<MPI_Request>>(1);
+    check_mpi(MPI_Ireduce_scatter_block(input.data_ptr(), output.data_ptr(), mpi_count(output),
+                                        mpi_type(input.scalar_type()),
+                                        mpi_op(op, input.scalar_type()), comm_, requests->data()),
+              "MPI_Ireduce_scatter_block");
+    std::function<void()> finish;
+    if (op == ReduceOp::kAvg) finish = [output, n = ctx_.size]() mutable { output.div_(n); };
+    return make_work(requests, info, std::move(finish), {output, input});
+  }
+
+  WorkHandle broadcast(at::Tensor& tensor, int src, const OpInfo& info) override {
+    auto requests = std::make_shared<std::vector<MPI_Request>>(1);
+    check_mpi(MPI_Ibcast(tensor.data_ptr(), mpi_count(tensor), mpi_type(tensor.scalar_type()), src,
+                         comm_, requests->data()),
+              "MPI_Ibcast");
+    return make_work(requests, info, nullptr, {tensor});
+  }
+
+  WorkHandle batch_p2p(const std::vector<P2POp>& ops, const OpInfo& info) override {
+    auto requests = std::make_shared<std::vector<MPI_Request>>(ops.size());
+    std::vector<at::Tensor> keep;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const auto& p = ops[i];
+      auto type = mpi_type(p.tensor.scalar_type());
+      if (p.kind == P2POp::kSend) {
+        check_mpi(MPI_Isend(p.tensor.data_ptr(), mpi_count(p.tensor), type, p.peer, kP2PTag, comm_,
+                            &(*requests)[i]),
+                  "MPI_Isend");
+      } else {
+        check_mpi(MPI_Irecv(p.tensor.data_ptr(), mpi_count(p.tensor), type, p.peer, kP2PTag, comm_,
+                            &(*requests)[i]),
+                  "MPI_Irecv");
+      }
+      keep.push_back(p.tensor);
+    }
+    return make_work(requests, info, nullptr, std::move(keep));
+  }
+
+  WorkHandle barrier(const OpInfo& info) override {
+    auto requests = std::make_shared<std::vector<MPI_Request>>(1);
+    check_mpi(MPI_Ibarrier(comm_, requests->data()), "MPI_Ibarrier");
+    return make_work(requests, info, nullptr, {});
+  }
+
+  std::unique_ptr<Backend> split(const std::vector<int>& ranks, const std::string& name) override {
+    // MPI_Comm_create_group is collective over the new group only, so ranks outside it
+    // never take part (and need not create every group of the job).
+    auto it = std::find(ranks.begin(), ranks.end(), ctx_.rank);
+    if (it == ranks.end()) return nullptr;
+    MPI_Group parent, child;
+    check_mpi(MPI_Comm_group(comm_, &parent), "MPI_Comm_group");
+    check_mpi(MPI_Group_incl(parent, static_cast<int>(ranks.size()), ranks.data(), &child),
+              "MPI_Group_incl");
+    MPI_Comm comm;
+    // The tag keeps concurrent creations of different groups apart.
+    int tag = static_cast<int>(std::hash<std::string>{}(name) & 0x3fff);
+    check_mpi(MPI_Comm_create_group(comm_, child, tag, &comm), "MPI_Comm_create_group");
+    MPI_Group_free(&child);
+    MPI_Group_free(&parent);
+    BackendContext ctx = ctx_;
+    ctx.rank = static_cast<int>(it - ranks.begin());
+    ctx.size = static_cast<int>(ranks.size());
+    return std::make_unique<MpiBackend>(comm, ctx);
+  }
+
+ private:
+  static constexpr int kP2PTag = 7;
+
+  WorkHandle make_work(std::shared_ptr<std::vector<MPI_Request>> requests, const OpInfo& info,
+                       std::function<void()> finish, std::vector<at::Tensor> keep_alive) {
+    auto test = [requests, keep_alive = std::move(keep_alive)]() {
+      int flag = 0;
+      check_mpi(MPI_Testall(static_cast<int>(requests->size()), requests->data(), &flag,
+                            MPI_STATUSES_IGNORE),
+                "MPI_Testall");
+      return flag != 0;
+    };
+    return std::make_shared<PollingWork>(info, ctx_.timeout, std::move(test), std::move(finish));
+  }
+
+  MPI_Comm comm_;
+  BackendContext ctx_;
+};
+
+void finalize_mpi_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+}  // namespace
+
+void init_mpi() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return;
+  int provided = 0;
+  check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+  // Errors come back as return codes and become exceptions naming the call.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  create_half_ops();
+  std::atexit(finalize_mpi_at_exit);
+}
+
+std::unique_ptr<Backend> make_mpi_world_backend(BackendContext ctx) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  TORCH_CHECK(rank == ctx.rank && size == ctx.size, "[comm] MPI says rank ", rank, " of ", size,
+              " but the launcher environment says rank ", ctx.rank, " of ", ctx.size);
+  return std::make_unique<MpiBackend>(MPI_COMM_WORLD, ctx);
+}
+
+void mpi_abort(int exit_code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+}
+
+}  // namespace megatron::comm::detail
+
+#endif  // MEGATRON_WITH_MPI

@@ -1,0 +1,201 @@
+// CUDA-tensor collectives over NCCL: one communicator per group, created on the group's first
+// CUDA operation, running on its own stream. The caller's stream waits for the communication
+// through CUDA events, and wait() polls the end event so that a stuck peer times out.
+#ifdef MEGATRON_WITH_NCCL
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+#include <nccl.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstring>
+
+#include "backend.h"
+
+namespace megatron::comm::detail {
+
+// The unique id of a new communicator reaches its members through the host world (MPI, or
+// the single-process backend) or, in torchrun-style jobs, through a c10d::TCPStore.
+struct NcclRendezvous {
+  c10::intrusive_ptr<c10d::Store> store;
+  int created = 0;  // communicators created so far on this rank, for store keys
+};
+
+namespace {
+
+void check_nccl(ncclResult_t rc, const char* call, const std::string& group) {
+  TORCH_CHECK(rc == ncclSuccess, "[comm] ", call, " on group '", group, "' failed: ",
+              ncclGetErrorString(rc), " (", ncclGetLastError(nullptr), ")");
+}
+
+ncclDataType_t nccl_type(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return ncclFloat32;
+    case at::kDouble: return ncclFloat64;
+    case at::kHalf: return ncclFloat16;
+    case at::kBFloat16: return ncclBfloat16;
+    case at::kLong: return ncclInt64;
+    case at::kInt: return ncclInt32;
+    case at::kChar: return ncclInt8;
+    case at::kByte:
+    case at::kBool: return ncclUint8;
+    default: TORCH_CHECK(false, "[comm] NCCL collectives do not support dtype ", type);
+  }
+}
+
+ncclRedOp_t nccl_op(ReduceOp op, at::ScalarType type) {
+  if (type == at::kBool) return op == ReduceOp::kMin ? ncclMin : ncclMax;
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kMin: return ncclMin;
+  }
+  return ncclSum;
+}
+
+class NcclBackend : public Backend {
+ public:
+  NcclBackend(ncclComm_t comm, BackendContext ctx, std::string name, int device)
+      : comm_(comm), ctx_(ctx), name_(std::move(name)), device_(device),
+        stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device)) {}
+  ~NcclBackend() override { ncclCommDestroy(comm_); }
+
+  WorkHandle all_reduce(at::Tensor& t, ReduceOp op, const OpInfo& info) override {
+    return run(info, {t}, [&](cudaStream_t s) {
+      return ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()),
+                           nccl_op(op, t.scalar_type()), comm_, s);
+    });
+  }
+  WorkHandle all_gather(at::Tensor& out, const at::Tensor& in, const OpInfo& info) override {
+    return run(info, {out, in}, [&](cudaStream_t s) {
+      return ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in.scalar_type()),
+                           comm_, s);
+    });
+  }
+  WorkHandle reduce_scatter(at::Tensor& out, const at::Tensor& in, ReduceOp op,
+                            const OpInfo& info) override {
+    return run(info, {out, in}, [&](cudaStream_t s) {
+      return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(),
+                               nccl_type(in.scalar_type()), nccl_op(op, in.scalar_type()), comm_, s);
+    });
+  }
+  WorkHandle broadcast(at::Tensor& t, int src, const OpInfo& info) override {
+    return run(info, {t}, [&](cudaStream_t s) {
+      return ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), src,
+                           comm_, s);
+    });
+  }
+  WorkHandle batch_p2p(const std::vector<P2POp>& ops, const OpInfo& info) override {
+    std::vector<at::Tensor> tensors;
+    for (const auto& op : ops) tensors.push_back(op.tensor);
+    return run(info, tensors, [&](cudaStream_t s) {
+      // Grouped so that sends and receives between the same pair of ranks cannot deadlock.
+      ncclResult_t rc = ncclGroupStart();
+      for (const auto& op : ops) {
+        if (rc != ncclSuccess) break;
+        auto type = nccl_type(op.tensor.scalar_type());
+        rc = op.kind == P2POp::kSend
+                 ? ncclSend(op.tensor.data_ptr(), op.tensor.numel(), type, op.peer, comm_, s)
+                 : ncclRecv(op.tensor.data_ptr(), op.tensor.numel(), type, op.peer, comm_, s);
+      }
+      ncclResult_t end = ncclGroupEnd();
+      return rc != ncclSuccess ? rc : end;
+    });
+  }
+  WorkHandle barrier(const OpInfo& info) override {
+    auto flag = at::zeros({1}, at::TensorOptions().device(at::kCUDA, device_));
+    return all_reduce(flag, ReduceOp::kSum, info);
+  }
+  std::unique_ptr<Backend> split(const std::vector<int>&, const std::string&) override {
+    return nullptr;  // each group makes its own communicator when it first meets a CUDA tensor
+  }
+
+ private:
+  template <typename Launch>
+  WorkHandle run(const OpInfo& info, const std::vector<at::Tensor>& tensors, Launch launch) {
+    c10::cuda::CUDAGuard guard(device_);
+    auto current = c10::cuda::getCurrentCUDAStream(device_);
+    at::cuda::CUDAEvent inputs_ready;
+    inputs_ready.record(current);
+    inputs_ready.block(stream_);
+    check_nccl(launch(stream_.stream()), info.op.c_str(), name_);
+    for (const auto& t : tensors) {
+      // The caching allocator must not hand this memory out again before NCCL is done with it.
+      c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
+    }
+    auto done = std::make_shared<at::cuda::CUDAEvent>();
+    done->record(stream_);
+    ncclComm_t comm = comm_;
+    std::string group = name_;
+    auto test = [done, comm, group]() {
+      ncclResult_t async_error = ncclSuccess;
+      check_nccl(ncclCommGetAsyncError(comm, &async_error), "ncclCommGetAsyncError", group);
+      check_nccl(async_error, "NCCL operation", group);
+      return done->query();
+    };
+    auto finish = [done, current]() { done->block(current); };
+    return std::make_shared<PollingWork>(info, ctx_.timeout, test, finish);
+  }
+
+  ncclComm_t comm_;
+  BackendContext ctx_;
+  std::string name_;
+  int device_;
+  c10::cuda::CUDAStream stream_;
+};
+
+}  // namespace
+
+std::shared_ptr<NcclRendezvous> make_nccl_rendezvous(const LauncherEnv& env, Backend* host_world) {
+  auto rendezvous = std::make_shared<NcclRendezvous>();
+  if (host_world == nullptr) {
+    c10d::TCPStoreOptions opts;
+    opts.port = static_cast<uint16_t>(env.master_port);
+    opts.isServer = env.rank == 0;
+    opts.numWorkers = env.world_size;
+    rendezvous->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+  }
+  return rendezvous;
+}
+
+std::unique_ptr<Backend> make_nccl_backend(BackendContext ctx, std::vector<int> global_ranks,
+                                           std::string name,
+                                           std::shared_ptr<NcclRendezvous> rendezvous,
+                                           Backend* host_backend) {
+  ncclUniqueId id;
+  if (ctx.rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId", name);
+  if (rendezvous->store) {
+    // Key by group name and creation count: every member creates its groups in the same order.
+    std::string key = "megatron/nccl/" + name + "/" + std::to_string(rendezvous->created++);
+    if (ctx.rank == 0) {
+      std::vector<uint8_t> bytes(reinterpret_cast<uint8_t*>(&id),
+                                 reinterpret_cast<uint8_t*>(&id) + sizeof(id));
+      rendezvous->store->set(key, bytes);
+    } else {
+      auto bytes = rendezvous->store->get(key);
+      TORCH_CHECK(bytes.size() == sizeof(id), "[comm] bad NCCL id for group '", name, "' in store");
+      std::memcpy(&id, bytes.data(), sizeof(id));
+    }
+  } else {
+    TORCH_INTERNAL_ASSERT(host_backend != nullptr);
+    auto bytes = at::empty({static_cast<int64_t>(sizeof(id))}, at::kByte);
+    if (ctx.rank == 0) std::memcpy(bytes.data_ptr(), &id, sizeof(id));
+    OpInfo info{"broadcast(NCCL unique id)", name, ctx.rank, global_ranks[ctx.rank], global_ranks};
+    host_backend->broadcast(bytes, 0, info)->wait();
+    std::memcpy(&id, bytes.data_ptr(), sizeof(id));
+  }
+  int device = c10::cuda::current_device();
+  c10::cuda::CUDAGuard guard(device);
+  ncclComm_t comm;
+  check_nccl(ncclCommInitRank(&comm, ctx.size, id, ctx.rank), "ncclCommInitRank", name);
+  return std::make_unique<NcclBackend>(comm, ctx, std::move(name), device);
+}
+
+}  // namespace megatron::comm::detail
+
+#endif  // MEGATRON_WITH_NCCL

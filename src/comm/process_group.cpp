@@ -1,0 +1,315 @@
+// ProcessGroup: argument checks shared by every transport, the choice of transport per tensor
+// (host: MPI or single-process, CUDA: NCCL), and init_distributed().
+#include "megatron/comm/process_group.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "backend.h"
+
+namespace megatron::comm {
+
+using detail::Backend;
+using detail::OpInfo;
+
+const char* to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kAvg: return "avg";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kMin: return "min";
+  }
+  return "?";
+}
+
+class ProcessGroupImpl {
+ public:
+  std::string name;
+  std::vector<int> global_ranks;
+  int rank = 0;
+  std::chrono::milliseconds timeout{0};
+  at::DeviceType device_type = at::kCPU;
+  std::unique_ptr<Backend> host;  // null in torchrun-style GPU jobs (no MPI there)
+  std::unique_ptr<Backend> cuda;  // created on the first CUDA tensor
+#ifdef MEGATRON_WITH_NCCL
+  std::shared_ptr<detail::NcclRendezvous> rendezvous;
+#endif
+
+  static std::shared_ptr<ProcessGroup> wrap(std::unique_ptr<ProcessGroupImpl> impl) {
+    return std::shared_ptr<ProcessGroup>(new ProcessGroup(std::move(impl)));
+  }
+
+  int size() const { return static_cast<int>(global_ranks.size()); }
+
+  OpInfo info(std::string op, std::vector<int> peer_group_ranks = {}) const {
+    OpInfo info{std::move(op), name, rank, global_ranks[rank], {}};
+    if (peer_group_ranks.empty()) {
+      for (int r = 0; r < size(); ++r)
+        if (r != rank) peer_group_ranks.push_back(r);
+    }
+    for (int r : peer_group_ranks) info.peers.push_back(global_ranks.at(r));
+    return info;
+  }
+
+  Backend& backend_for(const at::Tensor& tensor, const std::string& op) {
+    TORCH_CHECK(tensor.defined(), "[comm] ", op, " on group '", name, "': undefined tensor");
+    TORCH_CHECK(tensor.layout() == at::kStrided, "[comm] ", op, " on group '", name,
+                "': only dense tensors can be communicated, got layout ", tensor.layout());
+    if (tensor.is_cuda()) {
+#ifdef MEGATRON_WITH_NCCL
+      if (!cuda) {
+        detail::BackendContext ctx{rank, size(), timeout};
+        cuda = detail::make_nccl_backend(ctx, global_ranks, name, rendezvous, host.get());
+      }
+      return *cuda;
+#else
+      TORCH_CHECK(false, "[comm] ", op, " on group '", name, "': CUDA tensor, but this build has "
+                  "no NCCL (configure with MEGATRON_WITH_CUDA=ON and MEGATRON_WITH_NCCL=ON)");
+#endif
+    }
+    TORCH_CHECK(tensor.is_cpu(), "[comm] ", op, " on group '", name,
+                "': tensors must be on CPU (MPI) or CUDA (NCCL), got ", tensor.device());
+    TORCH_CHECK(host, "[comm] ", op, " on group '", name, "': host tensors need MPI, which "
+                "torchrun-style jobs do not have; move the tensor to CUDA or launch with mpirun");
+    return *host;
+  }
+};
+
+namespace {
+
+// Runs `start` on a contiguous version of `tensor` and, if that was a copy, writes the result
+// back when the operation completes.
+class CopyBackWork : public Work {
+ public:
+  CopyBackWork(WorkHandle inner, at::Tensor target, at::Tensor staging,
+               std::chrono::milliseconds timeout)
+      : Work(timeout), inner_(std::move(inner)), target_(target), staging_(staging) {}
+  bool is_completed() override {
+    if (!done_ && inner_->is_completed()) finish();
+    return done_;
+  }
+  void wait(std::chrono::milliseconds timeout) override {
+    inner_->wait(timeout);
+    if (!done_) finish();
+  }
+
+ private:
+  void finish() {
+    target_.copy_(staging_);
+    done_ = true;
+  }
+  WorkHandle inner_;
+  at::Tensor target_, staging_;
+  bool done_ = false;
+};
+
+template <typename Start>
+WorkHandle in_place(at::Tensor& tensor, std::chrono::milliseconds timeout, Start start) {
+  if (tensor.is_contiguous()) return start(tensor);
+  at::Tensor staging = tensor.contiguous();
+  return std::make_shared<CopyBackWork>(start(staging), tensor, staging, timeout);
+}
+
+void check_same_kind(const at::Tensor& a, const at::Tensor& b, const OpInfo& info) {
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "[comm] ", info.op, " on group '", info.group,
+              "': input dtype ", a.scalar_type(), " differs from output dtype ", b.scalar_type());
+  TORCH_CHECK(a.device() == b.device(), "[comm] ", info.op, " on group '", info.group,
+              "': input on ", a.device(), " but output on ", b.device());
+}
+
+void check_reduce_op(ReduceOp op, const at::Tensor& t, const OpInfo& info) {
+  TORCH_CHECK(op != ReduceOp::kAvg || at::isFloatingType(t.scalar_type()), "[comm] ", info.op,
+              " on group '", info.group, "': avg needs a floating-point tensor, got ",
+              t.scalar_type(), "; use sum and divide");
+}
+
+std::chrono::milliseconds timeout_from_env(std::chrono::milliseconds fallback) {
+  const char* value = std::getenv("MEGATRON_DISTRIBUTED_TIMEOUT_SECONDS");
+  if (!value) return fallback;
+  char* end = nullptr;
+  double seconds = std::strtod(value, &end);
+  TORCH_CHECK(end != value && *end == '\0' && seconds > 0, "[comm] MEGATRON_DISTRIBUTED_TIMEOUT_SECONDS='",
+              value, "' is not a positive number of seconds");
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(std::unique_ptr<ProcessGroupImpl> impl) : impl_(std::move(impl)) {}
+ProcessGroup::~ProcessGroup() = default;
+
+const std::string& ProcessGroup::name() const { return impl_->name; }
+int ProcessGroup::rank() const { return impl_->rank; }
+int ProcessGroup::size() const { return impl_->size(); }
+const std::vector<int>& ProcessGroup::global_ranks() const { return impl_->global_ranks; }
+std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout; }
+
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks,
+                                                      const std::string& name) {
+  TORCH_CHECK(!ranks.empty(), "[comm] new_group '", name, "': empty rank list");
+  std::vector<bool> seen(size(), false);
+  for (int r : ranks) {
+    TORCH_CHECK(r >= 0 && r < size(), "[comm] new_group '", name, "': rank ", r,
+                " is not in group '", impl_->name, "' of size ", size());
+    TORCH_CHECK(!seen[r], "[comm] new_group '", name, "': rank ", r, " listed twice");
+    seen[r] = true;
+  }
+  auto it = std::find(ranks.begin(), ranks.end(), impl_->rank);
+  if (it == ranks.end()) return nullptr;
+
+  auto impl = std::make_unique<ProcessGroupImpl>();
+  impl->name = name;
+  for (int r : ranks) impl->global_ranks.push_back(impl_->global_ranks[r]);
+  impl->rank = static_cast<int>(it - ranks.begin());
+  impl->timeout = impl_->timeout;
+  impl->device_type = impl_->device_type;
+  if (impl_->host) impl->host = impl_->host->split(ranks, name);
+#ifdef MEGATRON_WITH_NCCL
+  impl->rendezvous = impl_->rendezvous;
+#endif
+  return ProcessGroupImpl::wrap(std::move(impl));
+}
+
+WorkHandle ProcessGroup::all_reduce_async(at::Tensor& tensor, ReduceOp op) {
+  auto info = impl_->info(std::string("all_reduce(") + to_string(op) + ")");
+  Backend& backend = impl_->backend_for(tensor, info.op);
+  check_reduce_op(op, tensor, info);
+  return in_place(tensor, impl_->timeout,
+                  [&](at::Tensor& t) { return backend.all_reduce(t, op, info); });
+}
+
+WorkHandle ProcessGroup::all_gather_async(at::Tensor& output, const at::Tensor& input) {
+  auto info = impl_->info("all_gather");
+  Backend& backend = impl_->backend_for(input, info.op);
+  check_same_kind(input, output, info);
+  TORCH_CHECK(output.numel() == input.numel() * size(), "[comm] all_gather on group '", name(),
+              "': output must hold group size ", size(), " x input's ", input.numel(),
+              " elements = ", input.numel() * size(), ", but has ", output.numel());
+  at::Tensor in = input.contiguous();
+  return in_place(output, impl_->timeout,
+                  [&](at::Tensor& out) { return backend.all_gather(out, in, info); });
+}
+
+WorkHandle ProcessGroup::reduce_scatter_async(at::Tensor& output, const at::Tensor& input,
+                                              ReduceOp op) {
+  auto info = impl_->info(std::string("reduce_scatter(") + to_string(op) + ")");
+  Backend& backend = impl_->backend_for(input, info.op);
+  check_same_kind(input, output, info);
+  check_reduce_op(op, input, info);
+  TORCH_CHECK(input.numel() == output.numel() * size(), "[comm] reduce_scatter on group '",
+              name(), "': input of ", input.numel(), " elements does not split into group size ",
+              size(), " x output's ", output.numel(), " elements");
+  at::Tensor in = input.contiguous();
+  return in_place(output, impl_->timeout,
+                  [&](at::Tensor& out) { return backend.reduce_scatter(out, in, op, info); });
+}
+
+WorkHandle ProcessGroup::broadcast_async(at::Tensor& tensor, int src) {
+  TORCH_CHECK(src >= 0 && src < size(), "[comm] broadcast on group '", name(), "': source rank ",
+              src, " is outside the group of size ", size());
+  auto info = impl_->info("broadcast(src " + std::to_string(src) + ")",
+                          src == rank() ? std::vector<int>{} : std::vector<int>{src});
+  Backend& backend = impl_->backend_for(tensor, info.op);
+  return in_place(tensor, impl_->timeout,
+                  [&](at::Tensor& t) { return backend.broadcast(t, src, info); });
+}
+
+WorkHandle ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
+  TORCH_CHECK(!ops.empty(), "[comm] batch_isend_irecv on group '", name(), "': no operations");
+  std::vector<int> peers;
+  std::ostringstream what;
+  what << "batch_isend_irecv(";
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const auto& op = ops[i];
+    TORCH_CHECK(op.peer >= 0 && op.peer < size(), "[comm] batch_isend_irecv on group '", name(),
+                "': peer ", op.peer, " is outside the group of size ", size());
+    TORCH_CHECK(op.tensor.is_contiguous(), "[comm] batch_isend_irecv on group '", name(),
+                "': tensors must be contiguous");
+    what << (i ? ", " : "") << (op.kind == P2POp::kSend ? "send to " : "recv from ") << op.peer;
+    peers.push_back(op.peer);
+  }
+  what << ")";
+  auto info = impl_->info(what.str(), peers);
+  Backend& backend = impl_->backend_for(ops.front().tensor, info.op);
+  for (const auto& op : ops) {
+    TORCH_CHECK(op.tensor.device().type() == ops.front().tensor.device().type(), "[comm] ",
+                info.op, ": all tensors of a batch must be on the same kind of device");
+  }
+  return backend.batch_p2p(ops, info);
+}
+
+void ProcessGroup::all_reduce(at::Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op)->wait(); }
+void ProcessGroup::all_gather(at::Tensor& output, const at::Tensor& input) {
+  all_gather_async(output, input)->wait();
+}
+void ProcessGroup::reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op) {
+  reduce_scatter_async(output, input, op)->wait();
+}
+void ProcessGroup::broadcast(at::Tensor& tensor, int src) { broadcast_async(tensor, src)->wait(); }
+void ProcessGroup::send(const at::Tensor& tensor, int dst) {
+  batch_isend_irecv({{P2POp::kSend, tensor.contiguous(), dst}})->wait();
+}
+void ProcessGroup::recv(at::Tensor& tensor, int src) {
+  in_place(tensor, impl_->timeout, [&](at::Tensor& t) {
+    return batch_isend_irecv({{P2POp::kRecv, t, src}});
+  })->wait();
+}
+
+void ProcessGroup::barrier() {
+  auto info = impl_->info("barrier");
+  if (impl_->host) {
+    impl_->host->barrier(info)->wait();
+    return;
+  }
+  // torchrun-style GPU jobs: a one-element all-reduce on the device.
+  auto flag = at::zeros({1}, at::TensorOptions().device(impl_->device_type));
+  all_reduce(flag);
+}
+
+std::shared_ptr<ProcessGroup> init_distributed(const LauncherEnv& env, DistributedOptions options) {
+  auto impl = std::make_unique<ProcessGroupImpl>();
+  impl->name = "world";
+  for (int r = 0; r < env.world_size; ++r) impl->global_ranks.push_back(r);
+  impl->rank = env.rank;
+  impl->timeout = timeout_from_env(options.timeout);
+  impl->device_type = options.device_type;
+  detail::BackendContext ctx{env.rank, env.world_size, impl->timeout};
+
+  const bool mpi_launch = env.launcher == Launcher::kOpenMPI || env.launcher == Launcher::kPMI;
+  if (mpi_launch) {
+#ifdef MEGATRON_WITH_MPI
+    detail::init_mpi();
+    impl->host = detail::make_mpi_world_backend(ctx);
+#else
+    TORCH_CHECK(env.world_size == 1, "[comm] launched by ", to_string(env.launcher), " with ",
+                env.world_size, " ranks, but this build has no MPI; rebuild with MEGATRON_WITH_MPI=ON");
+    impl->host = detail::make_local_backend(ctx);
+#endif
+  } else if (env.world_size == 1) {
+    impl->host = detail::make_local_backend(ctx);
+  } else {
+    TORCH_CHECK(options.device_type == at::kCUDA, "[comm] torchrun-style launch with WORLD_SIZE=",
+                env.world_size, " for a CPU job: collectives on host tensors run over MPI, so "
+                "launch it as `mpirun -np ", env.world_size, " ...` instead (CUDA jobs may use "
+                "either launcher)");
+#ifndef MEGATRON_WITH_NCCL
+    TORCH_CHECK(false, "[comm] torchrun-style CUDA job of ", env.world_size,
+                " ranks, but this build has no NCCL (configure with MEGATRON_WITH_NCCL=ON)");
+#endif
+  }
+#ifdef MEGATRON_WITH_NCCL
+  impl->rendezvous = detail::make_nccl_rendezvous(env, impl->host.get());
+#endif
+  return ProcessGroupImpl::wrap(std::move(impl));
+}
+
+void abort_job(int exit_code) {
+#ifdef MEGATRON_WITH_MPI
+  detail::mpi_abort(exit_code);
+#endif
+}
+
+}  // namespace megatron::comm

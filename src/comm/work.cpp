@@ -1,0 +1,65 @@
+#include <c10/util/Exception.h>
+
+#include <sstream>
+#include <thread>
+
+#include "backend.h"
+
+namespace megatron::comm::detail {
+
+std::string describe_timeout(const OpInfo& info, std::chrono::milliseconds timeout) {
+  std::ostringstream out;
+  out << "[comm] " << info.op << " on group '" << info.group << "' timed out after "
+      << timeout.count() / 1000.0 << " s at group rank " << info.rank << " (world rank "
+      << info.world_rank << "), waiting on world ranks [";
+  for (size_t i = 0; i < info.peers.size(); ++i) out << (i ? "," : "") << info.peers[i];
+  out << "]; a peer has not reached the same call (crashed, hung, or calls it in another order). "
+         "Raise the limit with MEGATRON_DISTRIBUTED_TIMEOUT_SECONDS if it is just slow";
+  return out.str();
+}
+
+PollingWork::PollingWork(OpInfo info, std::chrono::milliseconds timeout, std::function<bool()> test,
+                         std::function<void()> finish)
+    : Work(timeout), info_(std::move(info)), test_(std::move(test)), finish_(std::move(finish)) {}
+
+void PollingWork::complete() {
+  done_ = true;
+  if (finish_) finish_();
+  finish_ = nullptr;
+  test_ = nullptr;
+}
+
+bool PollingWork::is_completed() {
+  if (!done_ && test_()) complete();
+  return done_;
+}
+
+void PollingWork::wait(std::chrono::milliseconds timeout) {
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + timeout;
+  // Spin briefly for latency, then back off so that oversubscribed ranks (more ranks than cores)
+  // leave the CPU to the peers they wait for.
+  for (int spins = 0; !is_completed(); ++spins) {
+    if (spins < 64) {
+      std::this_thread::yield();
+      continue;
+    }
+    TORCH_CHECK(clock::now() < deadline, describe_timeout(info_, timeout));
+    std::this_thread::sleep_for(std::chrono::microseconds(spins < 1024 ? 20 : 200));
+  }
+}
+
+namespace {
+class CompletedWork : public Work {
+ public:
+  explicit CompletedWork(std::chrono::milliseconds timeout) : Work(timeout) {}
+  bool is_completed() override { return true; }
+  void wait(std::chrono::milliseconds) override {}
+};
+}  // namespace
+
+WorkHandle completed_work(std::chrono::milliseconds timeout) {
+  return std::make_shared<CompletedWork>(timeout);
+}
+
+}  // namespace megatron::comm::detail

@@ -1,0 +1,138 @@
+#include "megatron/parallel_state.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <sstream>
+
+namespace megatron {
+namespace {
+
+// A rank's coordinates in Megatron's order: rank = tp + TP * (cp + CP * (dp + DP * pp)).
+struct Grid {
+  int tp, cp, dp, pp;
+  int rank(int t, int c, int d, int p) const { return t + tp * (c + cp * (d + dp * p)); }
+  void coords(int r, int& t, int& c, int& d, int& p) const {
+    t = r % tp;
+    c = (r / tp) % cp;
+    d = (r / (tp * cp)) % dp;
+    p = r / (tp * cp * dp);
+  }
+};
+
+// Groups of one kind: for every rank, the ranks that differ from it only in the coordinates
+// `vary` says; listed in order of their lowest rank.
+template <typename Members>
+std::vector<std::vector<int>> groups_of(int world_size, Members members) {
+  std::vector<std::vector<int>> groups;
+  std::vector<bool> placed(world_size, false);
+  for (int r = 0; r < world_size; ++r) {
+    if (placed[r]) continue;
+    auto group = members(r);
+    for (int m : group) placed[m] = true;
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
+std::string group_name(const char* kind, const std::vector<int>& ranks) {
+  std::ostringstream out;
+  out << kind << "[";
+  for (size_t i = 0; i < ranks.size(); ++i) out << (i ? "," : "") << ranks[i];
+  out << "]";
+  return out.str();
+}
+
+}  // namespace
+
+ParallelState::Layout ParallelState::rank_layout(int world_size, int tp, int pp, int cp) {
+  TORCH_CHECK(tp >= 1 && pp >= 1 && cp >= 1, "[parallel_state] tensor_model_parallel_size (", tp,
+              "), pipeline_model_parallel_size (", pp, ") and context_parallel_size (", cp,
+              ") must all be at least 1");
+  TORCH_CHECK(world_size % (tp * pp * cp) == 0, "[parallel_state] world size (", world_size,
+              ") is not divisible by tensor_model_parallel_size (", tp,
+              ") x pipeline_model_parallel_size (", pp, ") x context_parallel_size (", cp, ") = ",
+              tp * pp * cp);
+  const Grid g{tp, cp, world_size / (tp * pp * cp), pp};
+
+  Layout layout;
+  auto along = [&](bool vt, bool vc, bool vd, bool vp) {
+    return groups_of(world_size, [&](int r) {
+      int t, c, d, p;
+      g.coords(r, t, c, d, p);
+      std::vector<int> members;
+      for (int pi = vp ? 0 : p; pi < (vp ? g.pp : p + 1); ++pi)
+        for (int di = vd ? 0 : d; di < (vd ? g.dp : d + 1); ++di)
+          for (int ci = vc ? 0 : c; ci < (vc ? g.cp : c + 1); ++ci)
+            for (int ti = vt ? 0 : t; ti < (vt ? g.tp : t + 1); ++ti)
+              members.push_back(g.rank(ti, ci, di, pi));
+      return members;
+    });
+  };
+  layout.tensor_model_parallel = along(true, false, false, false);
+  layout.context_parallel = along(false, true, false, false);
+  layout.data_parallel = along(false, false, true, false);
+  layout.pipeline_model_parallel = along(false, false, false, true);
+  layout.model_parallel = along(true, false, false, true);
+  for (const auto& ranks : layout.pipeline_model_parallel) {
+    // Tied embeddings live on the first and last stage; positions only on the first.
+    layout.embedding.push_back(ranks.size() > 1 ? std::vector<int>{ranks.front(), ranks.back()}
+                                                : ranks);
+    layout.position_embedding.push_back({ranks.front()});
+  }
+  return layout;
+}
+
+ParallelState ParallelState::initialize_model_parallel(std::shared_ptr<comm::ProcessGroup> world,
+                                                       int tp, int pp, std::optional<int> vpp,
+                                                       int cp) {
+  TORCH_CHECK(world, "[parallel_state] initialize_model_parallel needs the world group");
+  TORCH_CHECK(!vpp || *vpp >= 1, "[parallel_state] virtual_pipeline_model_parallel_size (", *vpp,
+              ") must be at least 1");
+  TORCH_CHECK(!vpp || *vpp == 1 || pp > 1, "[parallel_state] virtual_pipeline_model_parallel_size (",
+              *vpp, ") needs pipeline_model_parallel_size > 1, got ", pp);
+  Layout layout = rank_layout(world->size(), tp, pp, cp);
+
+  ParallelState state;
+  state.world_ = world;
+  state.vpp_size_ = vpp;
+  // Every rank walks every group (new_group involves only the members), so group creation
+  // happens in one order everywhere.
+  auto mine = [&](const std::vector<std::vector<int>>& groups, const char* kind) {
+    std::shared_ptr<comm::ProcessGroup> found;
+    for (const auto& ranks : groups) {
+      auto group = world->new_group(ranks, group_name(kind, ranks));
+      if (group) found = group;
+    }
+    return found;
+  };
+  state.tp_ = mine(layout.tensor_model_parallel, "tp");
+  state.cp_ = mine(layout.context_parallel, "cp");
+  state.dp_ = mine(layout.data_parallel, "dp");
+  state.pp_ = mine(layout.pipeline_model_parallel, "pp");
+  state.mp_ = mine(layout.model_parallel, "mp");
+  state.embedding_ = mine(layout.embedding, "embedding");
+  state.position_embedding_ = mine(layout.position_embedding, "position_embedding");
+  TORCH_INTERNAL_ASSERT(state.tp_ && state.cp_ && state.dp_ && state.pp_ && state.mp_);
+  return state;
+}
+
+int ParallelState::get_pipeline_model_parallel_next_rank() const {
+  return pp_->global_rank((pp_->rank() + 1) % pp_->size());
+}
+
+int ParallelState::get_pipeline_model_parallel_prev_rank() const {
+  return pp_->global_rank((pp_->rank() - 1 + pp_->size()) % pp_->size());
+}
+
+bool ParallelState::is_pipeline_first_stage(std::optional<int> virtual_rank) const {
+  if (virtual_rank && vpp_size_ && *virtual_rank != 0) return false;
+  return pp_->rank() == 0;
+}
+
+bool ParallelState::is_pipeline_last_stage(std::optional<int> virtual_rank) const {
+  if (virtual_rank && vpp_size_ && *virtual_rank != *vpp_size_ - 1) return false;
+  return pp_->rank() == pp_->size() - 1;
+}
+
+}  // namespace megatron
