@@ -1,0 +1,117 @@
+// Tensor-parallel layers (Megatron's layers.py). Weights are stored as this rank's shard and
+// initialised from the full tensor (see sharding.h). Shapes use Megatron's [s, b, h] notation but
+// any leading dims work.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/arg.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+
+#include "megatron/tensor_parallel/mappings.h"
+#include "megatron/tensor_parallel/sharding.h"
+
+namespace megatron::tensor_parallel {
+
+// Y = X A + b with A split by columns (the output dim) across TP ranks: weight [out/tp, in].
+struct ColumnParallelLinearOptions {
+  ColumnParallelLinearOptions(int64_t input_size, int64_t output_size)
+      : input_size_(input_size), output_size_(output_size) {}
+  TORCH_ARG(int64_t, input_size);
+  TORCH_ARG(int64_t, output_size);
+  TORCH_ARG(bool, bias) = true;
+  // All-gather the output so every rank gets [*, out]; otherwise [*, out/tp].
+  TORCH_ARG(bool, gather_output) = false;
+  // Input is sequence-sharded [s/tp, b, in]; it is all-gathered along s before the matmul.
+  TORCH_ARG(bool, sequence_parallel) = false;
+  // No weight parameter: forward takes it (the tied output layer).
+  TORCH_ARG(bool, skip_weight_param_allocation) = false;
+  // The full weight is this many equal row blocks, each split across ranks (2: gated fc1).
+  TORCH_ARG(int64_t, num_chunks) = 1;
+  TORCH_ARG(double, init_method_std) = 0.02;
+  TORCH_ARG(GroupPtr, tp_group) = nullptr;
+};
+
+class ColumnParallelLinearImpl : public torch::nn::Cloneable<ColumnParallelLinearImpl>,
+                                 public ShardedModule {
+ public:
+  ColumnParallelLinearImpl(int64_t input_size, int64_t output_size)
+      : ColumnParallelLinearImpl(ColumnParallelLinearOptions(input_size, output_size)) {}
+  explicit ColumnParallelLinearImpl(ColumnParallelLinearOptions options);
+  void reset() override;
+  // input [*, in] (or [s/tp, b, in] with sequence_parallel) -> [*, out/tp] or [*, out].
+  at::Tensor forward(const at::Tensor& input, const at::Tensor& weight = {});
+  std::vector<std::pair<std::string, ParamInit>> param_inits() const override;
+
+  ColumnParallelLinearOptions options;
+  int64_t output_size_per_partition = 0;
+  at::Tensor weight;  // [out/tp, in]
+  at::Tensor bias;    // [out/tp]
+};
+TORCH_MODULE(ColumnParallelLinear);
+
+// Y = X A + b with A split by rows (the input dim): weight [out, in/tp]; partial products are
+// all-reduced (or reduce-scattered along s with sequence_parallel); the bias is added once.
+struct RowParallelLinearOptions {
+  RowParallelLinearOptions(int64_t input_size, int64_t output_size)
+      : input_size_(input_size), output_size_(output_size) {}
+  TORCH_ARG(int64_t, input_size);
+  TORCH_ARG(int64_t, output_size);
+  TORCH_ARG(bool, bias) = true;
+  // Input already split along its last dim [*, in/tp]; otherwise it is scattered here.
+  TORCH_ARG(bool, input_is_parallel) = false;
+  TORCH_ARG(bool, sequence_parallel) = false;
+  TORCH_ARG(double, init_method_std) = 0.02;
+  TORCH_ARG(GroupPtr, tp_group) = nullptr;
+};
+
+class RowParallelLinearImpl : public torch::nn::Cloneable<RowParallelLinearImpl>,
+                              public ShardedModule {
+ public:
+  RowParallelLinearImpl(int64_t input_size, int64_t output_size)
+      : RowParallelLinearImpl(RowParallelLinearOptions(input_size, output_size)) {}
+  explicit RowParallelLinearImpl(RowParallelLinearOptions options);
+  void reset() override;
+  // input [*, in/tp] (or [*, in]) -> [*, out] (or [s/tp, b, out] with sequence_parallel).
+  at::Tensor forward(const at::Tensor& input);
+  std::vector<std::pair<std::string, ParamInit>> param_inits() const override;
+
+  RowParallelLinearOptions options;
+  int64_t input_size_per_partition = 0;
+  at::Tensor weight;  // [out, in/tp]
+  at::Tensor bias;    // [out], replicated
+};
+TORCH_MODULE(RowParallelLinear);
+
+// Embedding table split along the vocabulary: rank r holds rows [r·V/tp, (r+1)·V/tp).
+struct VocabParallelEmbeddingOptions {
+  VocabParallelEmbeddingOptions(int64_t num_embeddings, int64_t embedding_dim)
+      : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
+  TORCH_ARG(int64_t, num_embeddings);  // must be divisible by the TP size (pad it)
+  TORCH_ARG(int64_t, embedding_dim);
+  // Reduce-scatter the result along dim 0 (input [s, b]) instead of all-reducing it.
+  TORCH_ARG(bool, reduce_scatter_embeddings) = false;
+  TORCH_ARG(double, init_method_std) = 0.02;
+  TORCH_ARG(GroupPtr, tp_group) = nullptr;
+};
+
+class VocabParallelEmbeddingImpl : public torch::nn::Cloneable<VocabParallelEmbeddingImpl>,
+                                   public ShardedModule {
+ public:
+  VocabParallelEmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim)
+      : VocabParallelEmbeddingImpl(VocabParallelEmbeddingOptions(num_embeddings, embedding_dim)) {}
+  explicit VocabParallelEmbeddingImpl(VocabParallelEmbeddingOptions options);
+  void reset() override;
+  // ids [*] -> [*, h]
+  at::Tensor forward(const at::Tensor& input);
+  std::vector<std::pair<std::string, ParamInit>> param_inits() const override;
+
+  VocabParallelEmbeddingOptions options;
+  int64_t vocab_start_index = 0, vocab_end_index = 0;
+  at::Tensor weight;  // [V/tp, h]
+};
+TORCH_MODULE(VocabParallelEmbedding);
+
+}  // namespace megatron::tensor_parallel

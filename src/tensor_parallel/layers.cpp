@@ -1,0 +1,136 @@
+#include "megatron/tensor_parallel/layers.h"
+
+#include <torch/nn/module.h>
+
+namespace megatron::tensor_parallel {
+namespace {
+
+int64_t divide(int64_t n, int64_t d, const char* what, const char* who) {
+  TORCH_CHECK(d > 0 && n % d == 0, "[", who, "] ", what, " (", n,
+              ") must be divisible by the tensor-parallel size (", d, ")");
+  return n / d;
+}
+
+// New parameters start as zeros; the model's initialisation pass (or the caller) fills them.
+at::Tensor empty_param(at::IntArrayRef shape) { return at::zeros(shape, at::kFloat); }
+
+}  // namespace
+
+// --- ColumnParallelLinear --------------------------------------------------------------------
+
+ColumnParallelLinearImpl::ColumnParallelLinearImpl(ColumnParallelLinearOptions options_)
+    : options(std::move(options_)) {
+  reset();
+}
+
+void ColumnParallelLinearImpl::reset() {
+  const int tp = group_size(options.tp_group());
+  TORCH_CHECK(options.output_size() % (tp * options.num_chunks()) == 0, "[ColumnParallelLinear] "
+              "output_size (", options.output_size(), ") must be divisible by num_chunks (",
+              options.num_chunks(), ") x the tensor-parallel size (", tp, ")");
+  output_size_per_partition = options.output_size() / tp;
+  weight = at::Tensor();
+  bias = at::Tensor();
+  if (!options.skip_weight_param_allocation()) {
+    weight = register_parameter("weight", empty_param({output_size_per_partition, options.input_size()}));
+    init_sharded_param(weight, param_inits()[0].second, 0, "weight");
+  }
+  if (options.bias()) bias = register_parameter("bias", empty_param({output_size_per_partition}));
+}
+
+std::vector<std::pair<std::string, ParamInit>> ColumnParallelLinearImpl::param_inits() const {
+  ShardLayout layout{0, options.num_chunks(), group_rank(options.tp_group()),
+                     group_size(options.tp_group())};
+  std::vector<std::pair<std::string, ParamInit>> out;
+  if (!options.skip_weight_param_allocation())
+    out.push_back({"weight", ParamInit{ParamInit::kNormal, options.init_method_std(), layout}});
+  if (options.bias()) out.push_back({"bias", ParamInit{ParamInit::kZeros, 0.0, layout}});
+  return out;
+}
+
+at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& input, const at::Tensor& weight_arg) {
+  const at::Tensor& w = weight_arg.defined() ? weight_arg : weight;
+  TORCH_CHECK(w.defined(), "[ColumnParallelLinear] no weight: pass one to forward() when "
+              "skip_weight_param_allocation is set");
+  TORCH_CHECK(w.size(0) == output_size_per_partition && w.size(1) == options.input_size(),
+              "[ColumnParallelLinear] weight must be [", output_size_per_partition, ", ",
+              options.input_size(), "], got ", w.sizes());
+  const auto& g = options.tp_group();
+  at::Tensor x = options.sequence_parallel() ? gather_from_sequence_parallel_region(input, g, true)
+                                             : copy_to_tensor_model_parallel_region(input, g);
+  at::Tensor out = at::linear(x, w, bias);
+  if (options.gather_output()) out = gather_from_tensor_model_parallel_region(out, g);
+  return out;
+}
+
+// --- RowParallelLinear -----------------------------------------------------------------------
+
+RowParallelLinearImpl::RowParallelLinearImpl(RowParallelLinearOptions options_)
+    : options(std::move(options_)) {
+  reset();
+}
+
+void RowParallelLinearImpl::reset() {
+  TORCH_CHECK(!options.sequence_parallel() || options.input_is_parallel(),
+              "[RowParallelLinear] sequence_parallel needs input_is_parallel");
+  input_size_per_partition = divide(options.input_size(), group_size(options.tp_group()),
+                                    "input_size", "RowParallelLinear");
+  weight = register_parameter("weight", empty_param({options.output_size(), input_size_per_partition}));
+  init_sharded_param(weight, param_inits()[0].second, 0, "weight");
+  bias = options.bias() ? register_parameter("bias", empty_param({options.output_size()}))
+                        : at::Tensor();
+}
+
+std::vector<std::pair<std::string, ParamInit>> RowParallelLinearImpl::param_inits() const {
+  ShardLayout layout{1, 1, group_rank(options.tp_group()), group_size(options.tp_group())};
+  std::vector<std::pair<std::string, ParamInit>> out{
+      {"weight", ParamInit{ParamInit::kNormal, options.init_method_std(), layout}}};
+  if (options.bias()) out.push_back({"bias", ParamInit{ParamInit::kZeros, 0.0, ShardLayout{}}});
+  return out;
+}
+
+at::Tensor RowParallelLinearImpl::forward(const at::Tensor& input) {
+  const auto& g = options.tp_group();
+  at::Tensor x = options.input_is_parallel() ? input : scatter_to_tensor_model_parallel_region(input, g);
+  at::Tensor partial = at::linear(x, weight);
+  at::Tensor out = options.sequence_parallel() ? reduce_scatter_to_sequence_parallel_region(partial, g)
+                                               : reduce_from_tensor_model_parallel_region(partial, g);
+  return bias.defined() ? out + bias : out;
+}
+
+// --- VocabParallelEmbedding ------------------------------------------------------------------
+
+VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(VocabParallelEmbeddingOptions options_)
+    : options(std::move(options_)) {
+  reset();
+}
+
+void VocabParallelEmbeddingImpl::reset() {
+  const int64_t per = divide(options.num_embeddings(), group_size(options.tp_group()),
+                             "num_embeddings", "VocabParallelEmbedding");
+  vocab_start_index = per * group_rank(options.tp_group());
+  vocab_end_index = vocab_start_index + per;
+  weight = register_parameter("weight", empty_param({per, options.embedding_dim()}));
+  init_sharded_param(weight, param_inits()[0].second, 0, "weight");
+}
+
+std::vector<std::pair<std::string, ParamInit>> VocabParallelEmbeddingImpl::param_inits() const {
+  ShardLayout layout{0, 1, group_rank(options.tp_group()), group_size(options.tp_group())};
+  return {{"weight", ParamInit{ParamInit::kNormal, options.init_method_std(), layout}}};
+}
+
+at::Tensor VocabParallelEmbeddingImpl::forward(const at::Tensor& input) {
+  const auto& g = options.tp_group();
+  at::Tensor out;
+  if (group_size(g) > 1) {
+    at::Tensor mask = (input < vocab_start_index).logical_or_(input >= vocab_end_index);
+    at::Tensor local_ids = (input - vocab_start_index).masked_fill_(mask, 0);
+    out = at::embedding(weight, local_ids).masked_fill(mask.unsqueeze(-1), 0.0);
+  } else {
+    out = at::embedding(weight, input);
+  }
+  return options.reduce_scatter_embeddings() ? reduce_scatter_to_sequence_parallel_region(out, g)
+                                             : reduce_from_tensor_model_parallel_region(out, g);
+}
+
+}  // namespace megatron::tensor_parallel
