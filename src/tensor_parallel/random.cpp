@@ -149,11 +149,23 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
 std::vector<at::Tensor> checkpoint(const CheckpointFn& fn, const std::vector<at::Tensor>& inputs,
                                    const std::shared_ptr<RngTracker>& tracker,
                                    c10::Device device) {
+  // Autograd functions take defined tensors only: pass those, put the undefined back for fn.
+  std::vector<at::Tensor> defined;
+  std::vector<bool> is_defined;
+  for (const auto& t : inputs) {
+    is_defined.push_back(t.defined());
+    if (t.defined()) defined.push_back(t);
+  }
   auto state = c10::make_intrusive<CheckpointState>();
-  state->fn = fn;
+  state->fn = [fn, is_defined](const std::vector<at::Tensor>& in) {
+    std::vector<at::Tensor> all;
+    size_t next = 0;
+    for (bool d : is_defined) all.push_back(d ? in[next++] : at::Tensor());
+    return fn(all);
+  };
   state->tracker = tracker;
   state->device = device;
-  return CheckpointFunction::apply(at::TensorList(inputs), state);
+  return CheckpointFunction::apply(at::TensorList(defined), state);
 }
 
 }  // namespace megatron::tensor_parallel

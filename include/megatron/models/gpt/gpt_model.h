@@ -1,0 +1,111 @@
+// GPTModel (Megatron's models/gpt/gpt_model.py): embedding (first pipeline stage), transformer
+// block, final norm and output layer (last stage). Internally [s, b, h]; returns logits [b, s, V]
+// or the per-token loss [b, s]. Parameters are named like megatron/core's state dict
+// (embedding.word_embeddings.weight, decoder.layers.0.self_attention.linear_qkv.weight,
+// decoder.final_layernorm.weight, output_layer.weight) and are initialised from one seed
+// independently of the TP/PP layout.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/arg.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/pimpl.h>
+
+#include <map>
+#include <string>
+
+#include "megatron/models/common/embeddings.h"
+#include "megatron/tensor_parallel/layers.h"
+#include "megatron/transformer/transformer_block.h"
+#include "megatron/transformer/transformer_config.h"
+
+namespace megatron::models::gpt {
+
+using common::PositionEmbeddingType;
+
+struct GPTModelOptions {
+  GPTModelOptions(transformer::TransformerConfig config, int64_t vocab_size,
+                  int64_t max_sequence_length)
+      : config_(std::move(config)), vocab_size_(vocab_size), max_sequence_length_(max_sequence_length) {}
+  TORCH_ARG(transformer::TransformerConfig, config);
+  TORCH_ARG(int64_t, vocab_size);  // before padding
+  TORCH_ARG(int64_t, max_sequence_length);
+  // The vocabulary is padded to a multiple of make_vocab_size_divisible_by x TP size.
+  TORCH_ARG(int64_t, make_vocab_size_divisible_by) = 128;
+  TORCH_ARG(bool, pre_process) = true;   // this stage holds the embedding
+  TORCH_ARG(bool, post_process) = true;  // this stage holds the final norm and output layer
+  // Which pipeline stage this is (layers are split evenly; numbering in names is stage-local).
+  TORCH_ARG(int64_t, pipeline_model_parallel_rank) = 0;
+  TORCH_ARG(bool, share_embeddings_and_output_weights) = true;
+  TORCH_ARG(PositionEmbeddingType, position_embedding_type) = PositionEmbeddingType::kLearnedAbsolute;
+  TORCH_ARG(double, rotary_percent) = 1.0;
+  TORCH_ARG(double, rotary_base) = 10000.0;
+  // true: logits stay split over the vocabulary ([b, s, V/tp], Megatron's training default);
+  // false: they are gathered to [b, s, V]. The loss never gathers.
+  TORCH_ARG(bool, parallel_output) = false;
+  TORCH_ARG(double, label_smoothing) = 0.0;
+  // Seed of the layout-independent initialisation.
+  TORCH_ARG(uint64_t, seed) = 1234;
+};
+
+// ceil(vocab / (divisible_by * tp)) * divisible_by * tp  (Megatron's _vocab_size_with_padding).
+int64_t vocab_size_with_padding(int64_t vocab_size, int64_t make_vocab_size_divisible_by,
+                                int64_t tensor_model_parallel_size);
+
+// One parameter of this rank with how its full tensor is sharded and initialised.
+struct ShardedParameter {
+  std::string name;       // state-dict name on this stage
+  std::string init_name;  // global name the initialisation is seeded with
+  at::Tensor param;       // this rank's shard
+  tensor_parallel::ParamInit init;
+};
+
+class GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl> {
+ public:
+  explicit GPTModelImpl(GPTModelOptions options);
+  void reset() override;
+
+  // input_ids, position_ids, labels [b, s] int64 (position_ids may be undefined: 0..s-1);
+  // attention_mask: undefined (causal) or bool [b or 1, 1, s, s], true = masked out.
+  // Returns the per-token loss [b, s] (fp32) when labels are given and this is the last stage,
+  // else logits [b, s, V] (V padded; [b, s, V/tp] with parallel_output) on the last stage, else
+  // the hidden states [s, b, h] to send to the next stage.
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
+                     const at::Tensor& attention_mask = {}, const at::Tensor& labels = {});
+  void set_input_tensor(const at::Tensor& input) { decoder->set_input_tensor(input); }
+
+  // The word-embedding weight on the first stage, the output weight elsewhere (Megatron's
+  // shared_embedding_or_output_weight); its gradient is summed over the embedding group.
+  at::Tensor shared_embedding_or_output_weight() const;
+
+  // With sequence parallelism each TP rank sees a slice of the sequence, so the gradients of the
+  // replicated decoder parameters (norms, row-parallel biases) are partial: sums them over the TP
+  // group (Megatron does this in finalize_model_grads). No-op without sequence parallelism.
+  void allreduce_sequence_parallel_grads();
+
+  // Every parameter of this rank with its sharding (name order = named_parameters()).
+  std::vector<ShardedParameter> sharded_parameters() const;
+  // (Re)initialises every parameter from `seed` (layout independent).
+  void initialize_parameters(uint64_t seed);
+
+  // This stage's state dict: name -> this rank's shard (detached, shared storage).
+  std::map<std::string, at::Tensor> state_dict() const;
+  // Copies tensors into the parameters; strict: the key sets must match exactly.
+  void load_state_dict(const std::map<std::string, at::Tensor>& state, bool strict = true);
+  // torch.save-compatible file of state_dict() (torch.load reads it); load_state_dict_file reads
+  // one back.
+  void save_state_dict_file(const std::string& path) const;
+  void load_state_dict_file(const std::string& path, bool strict = true);
+
+  GPTModelOptions options;
+  transformer::TransformerConfig config;
+  int64_t padded_vocab_size = 0;
+  int64_t layer_offset = 0, num_local_layers = 0;
+  common::LanguageModelEmbedding embedding{nullptr};
+  transformer::TransformerBlock decoder{nullptr};
+  tensor_parallel::ColumnParallelLinear output_layer{nullptr};
+  std::optional<common::RotaryEmbedding> rotary_pos_emb;
+};
+TORCH_MODULE(GPTModel);
+
+}  // namespace megatron::models::gpt

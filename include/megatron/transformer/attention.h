@@ -1,0 +1,40 @@
+// Self-attention (Megatron's SelfAttention): a fused column-parallel QKV projection, causal
+// scaled-dot-product attention over this rank's heads, and a row-parallel output projection.
+// linear_qkv's full weight is Megatron's grouped layout: for each query group g, the rows of its
+// np/ng query heads, then its key head, then its value head; TP ranks hold whole groups.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/pimpl.h>
+
+#include "megatron/tensor_parallel/layers.h"
+#include "megatron/transformer/transformer_config.h"
+
+namespace megatron::transformer {
+
+// t [s, b, n, d]; freqs [s, 1, 1, rot_dim] (rot_dim <= d). Rotates the first rot_dim channels
+// (rotate-half convention, as Megatron-core and Llama), passes the rest through.
+at::Tensor apply_rotary_pos_emb(const at::Tensor& t, const at::Tensor& freqs);
+
+class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
+ public:
+  explicit SelfAttentionImpl(const TransformerConfig& config);
+  void reset() override;
+  // hidden [s, b, h] ([s/tp, b, h] with sequence parallelism) -> same shape.
+  // attention_mask: undefined (causal) or bool [b or 1, 1, s, s] with true = masked out.
+  // rotary_pos_emb: undefined or freqs [s, 1, 1, rot_dim].
+  at::Tensor forward(const at::Tensor& hidden, const at::Tensor& attention_mask = {},
+                     const at::Tensor& rotary_pos_emb = {});
+  // q [s, b, np, hn], k/v [s, b, ng, hn] -> context [s, b, np * hn] (this rank's heads).
+  at::Tensor core_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& attention_mask);
+
+  TransformerConfig config;
+  int64_t heads_per_partition = 0, groups_per_partition = 0;
+  tensor_parallel::ColumnParallelLinear linear_qkv{nullptr};
+  tensor_parallel::RowParallelLinear linear_proj{nullptr};
+};
+TORCH_MODULE(SelfAttention);
+
+}  // namespace megatron::transformer

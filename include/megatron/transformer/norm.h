@@ -1,0 +1,29 @@
+// The normalisation of a transformer layer: LayerNorm (weight, bias) or RMSNorm (weight), chosen
+// by TransformerConfig::normalization. Parameters are replicated on every TP rank.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/pimpl.h>
+
+#include "megatron/tensor_parallel/sharding.h"
+#include "megatron/transformer/transformer_config.h"
+
+namespace megatron::transformer {
+
+class NormImpl : public torch::nn::Cloneable<NormImpl>, public tensor_parallel::ShardedModule {
+ public:
+  explicit NormImpl(const TransformerConfig& config, int64_t hidden_size = 0);
+  void reset() override;
+  // [*, h] -> [*, h]
+  at::Tensor forward(const at::Tensor& x);
+  std::vector<std::pair<std::string, tensor_parallel::ParamInit>> param_inits() const override;
+
+  Normalization normalization;
+  int64_t hidden_size;
+  double eps;
+  at::Tensor weight, bias;
+};
+TORCH_MODULE(Norm);
+
+}  // namespace megatron::transformer

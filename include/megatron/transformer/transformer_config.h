@@ -1,0 +1,89 @@
+// TransformerConfig: the architecture and parallelism of a transformer stack (Megatron's
+// TransformerConfig). Set fields with the TORCH_ARG setters, then every module that takes it calls
+// finalize(), which fills derived defaults and rejects inconsistent settings with a clear error.
+#pragma once
+
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "megatron/comm/process_group.h"
+
+namespace megatron::tensor_parallel {
+class RngTracker;
+}
+
+namespace megatron::transformer {
+
+enum class Normalization { kLayerNorm, kRMSNorm };
+enum class Activation { kGelu, kGeluTanh, kSilu };
+enum class RecomputeGranularity { kNone, kFull, kSelective };
+enum class RecomputeMethod { kUniform, kBlock };
+
+struct TransformerConfig {
+  TransformerConfig() = default;
+  TransformerConfig(int64_t num_layers, int64_t hidden_size, int64_t num_attention_heads)
+      : num_layers_(num_layers), hidden_size_(hidden_size), num_attention_heads_(num_attention_heads) {}
+
+  // --- model shape
+  TORCH_ARG(int64_t, num_layers) = 0;
+  TORCH_ARG(int64_t, hidden_size) = 0;
+  TORCH_ARG(int64_t, num_attention_heads) = 0;
+  // Grouped-query attention: number of key/value heads (default: num_attention_heads, i.e. MHA).
+  TORCH_ARG(std::optional<int64_t>, num_query_groups) = std::nullopt;
+  // Default 4 * hidden_size.
+  TORCH_ARG(std::optional<int64_t>, ffn_hidden_size) = std::nullopt;
+  // Head dim; default hidden_size / num_attention_heads.
+  TORCH_ARG(std::optional<int64_t>, kv_channels) = std::nullopt;
+
+  // --- layer options
+  TORCH_ARG(Normalization, normalization) = Normalization::kLayerNorm;
+  TORCH_ARG(double, layernorm_epsilon) = 1e-5;
+  TORCH_ARG(bool, add_bias_linear) = true;
+  // Bias on the QKV projection even without add_bias_linear (Qwen-style); default add_bias_linear.
+  TORCH_ARG(std::optional<bool>, add_qkv_bias) = std::nullopt;
+  // SwiGLU = gated_linear_unit + Activation::kSilu.
+  TORCH_ARG(bool, gated_linear_unit) = false;
+  TORCH_ARG(Activation, activation) = Activation::kGelu;
+  TORCH_ARG(double, hidden_dropout) = 0.1;
+  TORCH_ARG(double, attention_dropout) = 0.1;
+
+  // --- initialisation: normal(0, init_method_std); the output projections (linear_proj,
+  // linear_fc2) use init_method_std / sqrt(2 * num_layers) when use_scaled_init_method.
+  TORCH_ARG(double, init_method_std) = 0.02;
+  TORCH_ARG(bool, use_scaled_init_method) = true;
+
+  // --- parallelism
+  TORCH_ARG(int64_t, tensor_model_parallel_size) = 1;
+  TORCH_ARG(int64_t, pipeline_model_parallel_size) = 1;
+  // The TP group (nullptr: no tensor parallelism); its size must equal tensor_model_parallel_size.
+  TORCH_ARG(std::shared_ptr<comm::ProcessGroup>, tp_group) = nullptr;
+  TORCH_ARG(bool, sequence_parallel) = false;
+  // RNG states for dropout inside TP regions (see tensor_parallel/random.h); nullptr: the
+  // default generator everywhere.
+  TORCH_ARG(std::shared_ptr<tensor_parallel::RngTracker>, rng_tracker) = nullptr;
+
+  // --- activation recompute
+  TORCH_ARG(RecomputeGranularity, recompute_granularity) = RecomputeGranularity::kNone;
+  TORCH_ARG(RecomputeMethod, recompute_method) = RecomputeMethod::kUniform;
+  TORCH_ARG(int64_t, recompute_num_layers) = 1;
+
+  // Copy with derived defaults filled in; throws c10::Error naming the field on bad input.
+ public:
+  TransformerConfig finalize() const;
+
+  // Valid only after finalize().
+  int64_t query_groups() const { return num_query_groups_.value(); }
+  int64_t ffn_size() const { return ffn_hidden_size_.value(); }
+  int64_t head_dim() const { return kv_channels_.value(); }
+  bool qkv_bias() const { return add_qkv_bias_.value(); }
+  double output_layer_init_std() const;
+};
+
+const char* to_string(Normalization n);
+const char* to_string(Activation a);
+
+}  // namespace megatron::transformer

@@ -1,0 +1,31 @@
+// One pre-norm transformer layer (Megatron's TransformerLayer):
+//   x = x + dropout(self_attention(input_layernorm(x)));  x = x + dropout(mlp(pre_mlp_layernorm(x)))
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/pimpl.h>
+
+#include "megatron/transformer/attention.h"
+#include "megatron/transformer/mlp.h"
+#include "megatron/transformer/norm.h"
+
+namespace megatron::transformer {
+
+class TransformerLayerImpl : public torch::nn::Cloneable<TransformerLayerImpl> {
+ public:
+  explicit TransformerLayerImpl(const TransformerConfig& config);
+  void reset() override;
+  // [s, b, h] -> [s, b, h]
+  at::Tensor forward(const at::Tensor& hidden, const at::Tensor& attention_mask = {},
+                     const at::Tensor& rotary_pos_emb = {});
+
+  TransformerConfig config;
+  Norm input_layernorm{nullptr};
+  SelfAttention self_attention{nullptr};
+  Norm pre_mlp_layernorm{nullptr};
+  MLP mlp{nullptr};
+};
+TORCH_MODULE(TransformerLayer);
+
+}  // namespace megatron::transformer

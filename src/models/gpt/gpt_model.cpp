@@ -1,0 +1,219 @@
+#include "megatron/models/gpt/gpt_model.h"
+
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/nn/module.h>
+
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "megatron/tensor_parallel/cross_entropy.h"
+
+namespace megatron::models::gpt {
+
+namespace tp = megatron::tensor_parallel;
+
+int64_t vocab_size_with_padding(int64_t vocab_size, int64_t divisible_by, int64_t tp_size) {
+  TORCH_CHECK(vocab_size > 0, "[gpt_model] vocab_size must be positive, got ", vocab_size);
+  TORCH_CHECK(divisible_by >= 1, "[gpt_model] make_vocab_size_divisible_by must be >= 1, got ",
+              divisible_by);
+  const int64_t multiple = divisible_by * tp_size;
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+GPTModelImpl::GPTModelImpl(GPTModelOptions options_)
+    : options(std::move(options_)), config(options.config().finalize()) {
+  reset();
+}
+
+void GPTModelImpl::reset() {
+  const int64_t pp = config.pipeline_model_parallel_size();
+  const int64_t pp_rank = options.pipeline_model_parallel_rank();
+  TORCH_CHECK(pp_rank >= 0 && pp_rank < pp, "[gpt_model] pipeline_model_parallel_rank (", pp_rank,
+              ") must be in [0, pipeline_model_parallel_size (", pp, "))");
+  TORCH_CHECK(config.num_layers() % pp == 0, "[gpt_model] num_layers (", config.num_layers(),
+              ") must be divisible by pipeline_model_parallel_size (", pp, ")");
+  num_local_layers = config.num_layers() / pp;
+  layer_offset = pp_rank * num_local_layers;
+  padded_vocab_size = vocab_size_with_padding(options.vocab_size(),
+                                              options.make_vocab_size_divisible_by(),
+                                              config.tensor_model_parallel_size());
+  const auto pos_type = options.position_embedding_type();
+  if (options.pre_process())
+    embedding = register_module("embedding", common::LanguageModelEmbedding(
+                                                 config, padded_vocab_size,
+                                                 options.max_sequence_length(), pos_type));
+  if (pos_type == PositionEmbeddingType::kRope)
+    rotary_pos_emb.emplace(config.head_dim(), options.rotary_percent(), options.rotary_base());
+  decoder = register_module("decoder", transformer::TransformerBlock(config, options.pre_process(),
+                                                                     options.post_process(),
+                                                                     num_local_layers));
+  if (options.post_process()) {
+    const bool tied = options.share_embeddings_and_output_weights();
+    output_layer = register_module(
+        "output_layer",
+        tp::ColumnParallelLinear(tp::ColumnParallelLinearOptions(config.hidden_size(), padded_vocab_size)
+                                     .bias(false)
+                                     .gather_output(false)
+                                     .sequence_parallel(config.sequence_parallel())
+                                     .skip_weight_param_allocation(tied && options.pre_process())
+                                     .init_method_std(config.init_method_std())
+                                     .tp_group(config.tp_group())));
+  }
+  initialize_parameters(options.seed());
+}
+
+at::Tensor GPTModelImpl::shared_embedding_or_output_weight() const {
+  if (options.pre_process()) return embedding->word_embeddings->weight;
+  if (options.post_process()) return output_layer->weight;
+  return {};
+}
+
+std::vector<ShardedParameter> GPTModelImpl::sharded_parameters() const {
+  std::map<std::string, ShardedParameter> found;
+  for (const auto& item : named_modules(std::string(), /*include_self=*/false)) {
+    const auto* sharded = dynamic_cast<const tp::ShardedModule*>(item.value().get());
+    if (!sharded) continue;
+    auto params = item.value()->named_parameters(true);
+    for (const auto& [local, init] : sharded->param_inits()) {
+      const std::string name = item.key().empty() ? local : item.key() + "." + local;
+      const at::Tensor* p = params.find(local);
+      TORCH_INTERNAL_ASSERT(p, "parameter ", name, " declared but not registered");
+      std::string init_name = name;
+      // Layers are numbered per stage in names but seeded by their global index.
+      const std::string prefix = "decoder.layers.";
+      if (init_name.rfind(prefix, 0) == 0) {
+        const size_t dot = init_name.find('.', prefix.size());
+        const int64_t local_index = std::stoll(init_name.substr(prefix.size(), dot - prefix.size()));
+        init_name = prefix + std::to_string(local_index + layer_offset) + init_name.substr(dot);
+      }
+      // The last stage's copy of the tied embedding starts equal to the first stage's.
+      if (name == "output_layer.weight" && options.share_embeddings_and_output_weights())
+        init_name = "embedding.word_embeddings.weight";
+      found[name] = ShardedParameter{name, init_name, *p, init};
+    }
+  }
+  std::vector<ShardedParameter> out;
+  for (const auto& item : named_parameters(true)) {
+    auto it = found.find(item.key());
+    TORCH_INTERNAL_ASSERT(it != found.end(), "parameter ", item.key(), " has no sharding spec");
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+void GPTModelImpl::initialize_parameters(uint64_t seed) {
+  for (auto& sp : sharded_parameters()) tp::init_sharded_param(sp.param, sp.init, seed, sp.init_name);
+}
+
+void GPTModelImpl::allreduce_sequence_parallel_grads() {
+  if (!config.sequence_parallel() || tp::group_size(config.tp_group()) == 1) return;
+  std::vector<at::Tensor> grads;
+  for (const auto& sp : sharded_parameters()) {
+    if (sp.name.rfind("decoder.", 0) != 0 || sp.init.layout.is_sharded()) continue;
+    if (sp.param.grad().defined()) grads.push_back(sp.param.mutable_grad());
+  }
+  if (grads.empty()) return;
+  // One all-reduce over the flattened gradients.
+  std::vector<at::Tensor> flat_parts;
+  for (auto& g : grads) flat_parts.push_back(g.reshape({-1}));
+  at::Tensor flat = at::cat(flat_parts);
+  config.tp_group()->all_reduce(flat);
+  int64_t offset = 0;
+  for (auto& g : grads) {
+    g.copy_(flat.narrow(0, offset, g.numel()).view_as(g));
+    offset += g.numel();
+  }
+}
+
+at::Tensor GPTModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& position_ids_in,
+                                 const at::Tensor& attention_mask, const at::Tensor& labels) {
+  at::Tensor decoder_input;
+  if (options.pre_process()) {
+    TORCH_CHECK(input_ids.defined() && input_ids.dim() == 2,
+                "[gpt_model] input_ids must be [b, s], got ",
+                input_ids.defined() ? input_ids.sizes() : at::IntArrayRef{});
+    at::Tensor position_ids = position_ids_in;
+    if (!position_ids.defined())
+      position_ids = at::arange(input_ids.size(1), input_ids.options()).unsqueeze(0).expand_as(input_ids);
+    decoder_input = embedding(input_ids, position_ids);
+  }
+  at::Tensor rope;
+  if (rotary_pos_emb) {
+    TORCH_CHECK(input_ids.defined(), "[gpt_model] rotary embeddings need input_ids (for the "
+                "sequence length) on every stage");
+    rope = rotary_pos_emb->forward(input_ids.size(1), input_ids.device());
+  }
+  at::Tensor hidden = decoder(decoder_input, attention_mask, rope);  // [s, b, h]
+  if (!options.post_process()) return hidden;
+
+  at::Tensor weight;
+  if (options.share_embeddings_and_output_weights()) weight = shared_embedding_or_output_weight();
+  at::Tensor logits = output_layer(hidden, weight);  // [s, b, V/tp]
+  if (labels.defined()) {
+    at::Tensor loss = tp::vocab_parallel_cross_entropy(logits, labels.transpose(0, 1).contiguous(),
+                                                       config.tp_group(), options.label_smoothing());
+    return loss.transpose(0, 1).contiguous();  // [b, s]
+  }
+  if (!options.parallel_output())
+    logits = tp::gather_from_tensor_model_parallel_region(logits, config.tp_group());
+  return logits.transpose(0, 1).contiguous();  // [b, s, V]
+}
+
+std::map<std::string, at::Tensor> GPTModelImpl::state_dict() const {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& item : named_parameters(true)) out[item.key()] = item.value().detach();
+  return out;
+}
+
+void GPTModelImpl::load_state_dict(const std::map<std::string, at::Tensor>& state, bool strict) {
+  auto params = named_parameters(true);
+  std::set<std::string> missing;
+  for (const auto& item : params) missing.insert(item.key());
+  at::NoGradGuard no_grad;
+  for (const auto& [name, tensor] : state) {
+    at::Tensor* p = params.find(name);
+    if (!p) {
+      TORCH_CHECK(!strict, "[gpt_model] load_state_dict: unexpected key '", name, "'");
+      continue;
+    }
+    TORCH_CHECK(p->sizes() == tensor.sizes(), "[gpt_model] load_state_dict: '", name, "' has shape ",
+                tensor.sizes(), " but this rank's parameter is ", p->sizes(),
+                " (was it saved with another TP size?)");
+    p->copy_(tensor);
+    missing.erase(name);
+  }
+  if (strict && !missing.empty())
+    TORCH_CHECK(false, "[gpt_model] load_state_dict: missing key '", *missing.begin(), "' (and ",
+                missing.size() - 1, " more)");
+}
+
+void GPTModelImpl::save_state_dict_file(const std::string& path) const {
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto& [name, t] : state_dict()) dict.insert(name, t.cpu());
+  std::vector<char> bytes = torch::jit::pickle_save(dict);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    TORCH_CHECK(f, "[gpt_model] cannot write ", tmp);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    f.flush();
+    TORCH_CHECK(f, "[gpt_model] writing ", tmp, " failed");
+  }
+  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[gpt_model] cannot rename ", tmp,
+              " to ", path);
+}
+
+void GPTModelImpl::load_state_dict_file(const std::string& path, bool strict) {
+  std::ifstream f(path, std::ios::binary);
+  TORCH_CHECK(f, "[gpt_model] cannot read ", path);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  c10::IValue value = torch::jit::pickle_load(bytes);
+  TORCH_CHECK(value.isGenericDict(), "[gpt_model] ", path, " does not hold a dict");
+  std::map<std::string, at::Tensor> state;
+  for (const auto& entry : value.toGenericDict())
+    state[entry.key().toStringRef()] = entry.value().toTensor();
+  load_state_dict(state, strict);
+}
+
+}  // namespace megatron::models::gpt

@@ -1,0 +1,149 @@
+// Norm, rotary embedding and self-attention.
+#include "megatron/transformer/attention.h"
+
+#include <torch/nn/module.h>
+
+#include <cmath>
+
+#include "megatron/tensor_parallel/random.h"
+#include "megatron/transformer/norm.h"
+
+namespace megatron::transformer {
+
+namespace tp = megatron::tensor_parallel;
+
+// --- Norm ------------------------------------------------------------------------------------
+
+NormImpl::NormImpl(const TransformerConfig& config, int64_t hidden)
+    : normalization(config.normalization()),
+      hidden_size(hidden > 0 ? hidden : config.hidden_size()),
+      eps(config.layernorm_epsilon()) {
+  reset();
+}
+
+void NormImpl::reset() {
+  weight = register_parameter("weight", at::ones({hidden_size}, at::kFloat));
+  bias = normalization == Normalization::kLayerNorm
+             ? register_parameter("bias", at::zeros({hidden_size}, at::kFloat))
+             : at::Tensor();
+}
+
+std::vector<std::pair<std::string, tp::ParamInit>> NormImpl::param_inits() const {
+  std::vector<std::pair<std::string, tp::ParamInit>> out{{"weight", {tp::ParamInit::kOnes, 0.0, {}}}};
+  if (bias.defined()) out.push_back({"bias", {tp::ParamInit::kZeros, 0.0, {}}});
+  return out;
+}
+
+at::Tensor NormImpl::forward(const at::Tensor& x) {
+  if (normalization == Normalization::kLayerNorm)
+    return at::layer_norm(x, {hidden_size}, weight, bias, eps);
+  return at::rms_norm(x, {hidden_size}, weight, eps);
+}
+
+// --- Rotary ----------------------------------------------------------------------------------
+
+at::Tensor apply_rotary_pos_emb(const at::Tensor& t, const at::Tensor& freqs) {
+  const int64_t rot_dim = freqs.size(-1);
+  const int64_t d = t.size(-1);
+  TORCH_CHECK(rot_dim <= d && rot_dim % 2 == 0, "[rotary] rotary dim (", rot_dim,
+              ") must be even and at most the head dim (", d, ")");
+  at::Tensor f = freqs.to(t.scalar_type());
+  at::Tensor cos = f.cos(), sin = f.sin();
+  at::Tensor rot = rot_dim == d ? t : t.narrow(-1, 0, rot_dim);
+  auto halves = rot.chunk(2, -1);
+  at::Tensor rotated = at::cat({-halves[1], halves[0]}, -1);
+  at::Tensor out = rot * cos + rotated * sin;
+  if (rot_dim == d) return out;
+  return at::cat({out, t.narrow(-1, rot_dim, d - rot_dim)}, -1);
+}
+
+// --- SelfAttention ---------------------------------------------------------------------------
+
+SelfAttentionImpl::SelfAttentionImpl(const TransformerConfig& config_) : config(config_.finalize()) {
+  reset();
+}
+
+void SelfAttentionImpl::reset() {
+  const int64_t tp_size = config.tensor_model_parallel_size();
+  heads_per_partition = config.num_attention_heads() / tp_size;
+  groups_per_partition = config.query_groups() / tp_size;
+  const int64_t hn = config.head_dim();
+  const int64_t qkv_size = (config.num_attention_heads() + 2 * config.query_groups()) * hn;
+  linear_qkv = register_module(
+      "linear_qkv", tp::ColumnParallelLinear(
+                        tp::ColumnParallelLinearOptions(config.hidden_size(), qkv_size)
+                            .bias(config.qkv_bias())
+                            .sequence_parallel(config.sequence_parallel())
+                            .init_method_std(config.init_method_std())
+                            .tp_group(config.tp_group())));
+  linear_proj = register_module(
+      "linear_proj",
+      tp::RowParallelLinear(tp::RowParallelLinearOptions(config.num_attention_heads() * hn,
+                                                         config.hidden_size())
+                                .bias(config.add_bias_linear())
+                                .input_is_parallel(true)
+                                .sequence_parallel(config.sequence_parallel())
+                                .init_method_std(config.output_layer_init_std())
+                                .tp_group(config.tp_group())));
+}
+
+at::Tensor SelfAttentionImpl::core_attention(const at::Tensor& q, const at::Tensor& k,
+                                             const at::Tensor& v, const at::Tensor& attention_mask) {
+  const int64_t s = q.size(0), b = q.size(1), np = q.size(2), hn = q.size(3);
+  const int64_t ng = k.size(2);
+  // [s, b, n, hn] -> [b, n, s, hn]
+  at::Tensor query = q.permute({1, 2, 0, 3});
+  at::Tensor key = k.permute({1, 2, 0, 3});
+  at::Tensor value = v.permute({1, 2, 0, 3});
+  if (ng != np) {  // each key/value head serves np/ng consecutive query heads
+    key = key.repeat_interleave(np / ng, 1);
+    value = value.repeat_interleave(np / ng, 1);
+  }
+  const double p = is_training() ? config.attention_dropout() : 0.0;
+  std::optional<at::Tensor> mask;
+  if (attention_mask.defined()) mask = attention_mask.logical_not();
+  const bool causal = !attention_mask.defined();
+  at::Tensor context;
+  auto run = [&] {
+    context = at::scaled_dot_product_attention(query, key, value, mask, p, causal);
+  };
+  // Heads are split across TP ranks, so their dropout masks must differ between ranks.
+  if (p > 0.0 && config.rng_tracker())
+    config.rng_tracker()->fork(run);
+  else
+    run();
+  // [b, np, s, hn] -> [s, b, np * hn]
+  return context.permute({2, 0, 1, 3}).reshape({s, b, np * hn});
+}
+
+at::Tensor SelfAttentionImpl::forward(const at::Tensor& hidden, const at::Tensor& attention_mask,
+                                      const at::Tensor& rotary_pos_emb) {
+  const int64_t hn = config.head_dim();
+  const int64_t per_group = heads_per_partition / groups_per_partition;
+  // [s, b, h] -> [s, b, ng * (np/ng + 2) * hn] -> [s, b, ng, (np/ng + 2) * hn]
+  at::Tensor mixed = linear_qkv(hidden);
+  const int64_t s = mixed.size(0), b = mixed.size(1);
+  mixed = mixed.view({s, b, groups_per_partition, (per_group + 2) * hn});
+  auto parts = mixed.split_with_sizes({per_group * hn, hn, hn}, -1);
+  at::Tensor q = parts[0].reshape({s, b, heads_per_partition, hn});
+  at::Tensor k = parts[1];
+  at::Tensor v = parts[2];
+  if (rotary_pos_emb.defined()) {
+    q = apply_rotary_pos_emb(q, rotary_pos_emb);
+    k = apply_rotary_pos_emb(k, rotary_pos_emb);
+  }
+  at::Tensor context;
+  if (config.recompute_granularity() == RecomputeGranularity::kSelective && is_training()) {
+    auto outs = tp::checkpoint(
+        [this](const std::vector<at::Tensor>& in) {
+          return std::vector<at::Tensor>{core_attention(in[0], in[1], in[2], in[3])};
+        },
+        {q, k, v, attention_mask}, config.rng_tracker(), q.device());
+    context = outs[0];
+  } else {
+    context = core_attention(q, k, v, attention_mask);
+  }
+  return linear_proj(context);
+}
+
+}  // namespace megatron::transformer

@@ -1,0 +1,78 @@
+#include "megatron/transformer/transformer_config.h"
+
+#include <cmath>
+
+namespace megatron::transformer {
+
+const char* to_string(Normalization n) {
+  return n == Normalization::kLayerNorm ? "LayerNorm" : "RMSNorm";
+}
+const char* to_string(Activation a) {
+  switch (a) {
+    case Activation::kGelu: return "gelu";
+    case Activation::kGeluTanh: return "gelu_tanh";
+    case Activation::kSilu: return "silu";
+  }
+  return "?";
+}
+
+double TransformerConfig::output_layer_init_std() const {
+  return use_scaled_init_method_ ? init_method_std_ / std::sqrt(2.0 * num_layers_) : init_method_std_;
+}
+
+TransformerConfig TransformerConfig::finalize() const {
+  TransformerConfig c = *this;
+  const int64_t tp = c.tensor_model_parallel_size_;
+  TORCH_CHECK(c.num_layers_ > 0, "[transformer_config] num_layers must be positive, got ",
+              c.num_layers_);
+  TORCH_CHECK(c.hidden_size_ > 0, "[transformer_config] hidden_size must be positive, got ",
+              c.hidden_size_);
+  TORCH_CHECK(c.num_attention_heads_ > 0,
+              "[transformer_config] num_attention_heads must be positive, got ", c.num_attention_heads_);
+  TORCH_CHECK(tp >= 1, "[transformer_config] tensor_model_parallel_size must be >= 1, got ", tp);
+  TORCH_CHECK(c.pipeline_model_parallel_size_ >= 1,
+              "[transformer_config] pipeline_model_parallel_size must be >= 1, got ",
+              c.pipeline_model_parallel_size_);
+  TORCH_CHECK(c.num_attention_heads_ % tp == 0, "[transformer_config] num_attention_heads (",
+              c.num_attention_heads_, ") must be divisible by tensor_model_parallel_size (", tp, ")");
+  if (!c.kv_channels_) {
+    TORCH_CHECK(c.hidden_size_ % c.num_attention_heads_ == 0, "[transformer_config] hidden_size (",
+                c.hidden_size_, ") must be divisible by num_attention_heads (", c.num_attention_heads_,
+                ") unless kv_channels is set");
+    c.kv_channels_ = c.hidden_size_ / c.num_attention_heads_;
+  }
+  TORCH_CHECK(*c.kv_channels_ > 0, "[transformer_config] kv_channels must be positive");
+  if (!c.num_query_groups_) c.num_query_groups_ = c.num_attention_heads_;
+  const int64_t groups = *c.num_query_groups_;
+  TORCH_CHECK(groups > 0 && c.num_attention_heads_ % groups == 0,
+              "[transformer_config] num_attention_heads (", c.num_attention_heads_,
+              ") must be divisible by num_query_groups (", groups, ")");
+  TORCH_CHECK(groups % tp == 0, "[transformer_config] num_query_groups (", groups,
+              ") must be divisible by tensor_model_parallel_size (", tp, ")");
+  if (!c.ffn_hidden_size_) c.ffn_hidden_size_ = 4 * c.hidden_size_;
+  TORCH_CHECK(*c.ffn_hidden_size_ > 0 && *c.ffn_hidden_size_ % tp == 0,
+              "[transformer_config] ffn_hidden_size (", *c.ffn_hidden_size_,
+              ") must be positive and divisible by tensor_model_parallel_size (", tp, ")");
+  if (!c.add_qkv_bias_) c.add_qkv_bias_ = c.add_bias_linear_;
+  TORCH_CHECK(c.hidden_dropout_ >= 0.0 && c.hidden_dropout_ < 1.0,
+              "[transformer_config] hidden_dropout must be in [0, 1), got ", c.hidden_dropout_);
+  TORCH_CHECK(c.attention_dropout_ >= 0.0 && c.attention_dropout_ < 1.0,
+              "[transformer_config] attention_dropout must be in [0, 1), got ", c.attention_dropout_);
+  TORCH_CHECK(c.layernorm_epsilon_ > 0.0, "[transformer_config] layernorm_epsilon must be positive");
+  TORCH_CHECK(c.init_method_std_ > 0.0, "[transformer_config] init_method_std must be positive");
+  if (c.recompute_granularity_ == RecomputeGranularity::kFull) {
+    TORCH_CHECK(c.recompute_num_layers_ >= 1 && c.recompute_num_layers_ <= c.num_layers_,
+                "[transformer_config] recompute_num_layers (", c.recompute_num_layers_,
+                ") must be in [1, num_layers (", c.num_layers_, ")] with full recompute");
+  }
+  if (c.tp_group_) {
+    TORCH_CHECK(c.tp_group_->size() == tp, "[transformer_config] tp_group has ", c.tp_group_->size(),
+                " ranks but tensor_model_parallel_size is ", tp);
+  } else {
+    TORCH_CHECK(tp == 1, "[transformer_config] tensor_model_parallel_size is ", tp,
+                " but no tp_group was given");
+  }
+  return c;
+}
+
+}  // namespace megatron::transformer
