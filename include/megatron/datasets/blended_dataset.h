@@ -1,0 +1,59 @@
+// Weighted blend of several datasets (Megatron-LM's BlendedDataset): sample i comes from the
+// dataset whose share lags its weight the most, so every prefix of the stream is near the weights.
+#pragma once
+
+#include "megatron/datasets/gpt_dataset.h"
+#include "megatron/datasets/megatron_dataset.h"
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace megatron::datasets {
+
+class BlendedDataset : public MegatronDataset {
+ public:
+  // size: samples to draw by the weights (normalised here); nullopt: exactly weights[i] samples
+  // from dataset i (the weights must then be whole numbers).
+  BlendedDataset(std::vector<std::shared_ptr<const MegatronDataset>> datasets,
+                 std::vector<double> weights, std::optional<int64_t> size);
+
+  int64_t size() const override { return static_cast<int64_t>(dataset_index_.size()); }
+  int64_t sample_length() const override { return datasets_[0]->sample_length(); }
+  void read_sample(int64_t idx, int64_t* text) const override;
+  int64_t pad_token() const override { return datasets_[0]->pad_token(); }
+  void check_unchanged() const override;
+  std::string description() const override;
+
+  const std::vector<int16_t>& dataset_index() const { return dataset_index_; }
+  const std::vector<int64_t>& dataset_sample_index() const { return dataset_sample_index_; }
+
+ private:
+  std::vector<std::shared_ptr<const MegatronDataset>> datasets_;
+  std::vector<double> weights_;
+  std::vector<int16_t> dataset_index_;
+  std::vector<int64_t> dataset_sample_index_;
+};
+
+// "--data-path": either prefixes, or weight/prefix pairs ("0.3 a 0.7 b").
+struct DataBlend {
+  std::vector<std::string> prefixes;
+  std::vector<double> weights;  // empty: no weights given
+};
+DataBlend parse_data_path(const std::vector<std::string>& words);
+
+// Megatron-LM's BlendedMegatronDatasetBuilder for GPT: train/valid/test datasets for the split
+// in config.split and the requested sample counts (nullopt: one epoch). A split of weight 0 is
+// nullptr. With weights each prefix is over-built by mid_level_surplus (0.5 %) and blended.
+std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets(
+    const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes,
+    const GPTDatasetConfig& config, double mid_level_surplus = 0.005);
+
+// --mock-data: the same over MockLowLevelDataset.
+std::array<std::shared_ptr<const MegatronDataset>, 3> build_mock_gpt_datasets(
+    int64_t vocab_size, int64_t eod_token, const std::array<std::optional<int64_t>, 3>& sizes,
+    const GPTDatasetConfig& config);
+
+}  // namespace megatron::datasets

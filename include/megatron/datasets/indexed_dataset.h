@@ -1,0 +1,162 @@
+// Megatron-LM's MMIDIDX indexed dataset (version 1): a .bin of raw token ids and a .idx of
+// sequence lengths, byte pointers and document boundaries. Reader (mmap, zero-copy) and builder.
+//
+// .idx layout, little endian:
+//   9 bytes "MMIDIDX\0\0" | u64 version = 1 | u8 dtype code | u64 S (sequences) | u64 D
+//   | i32 lengths[S] | i64 pointers[S] (bytes into .bin) | i64 document_indices[D]
+// document_indices starts at 0 and ends at S: document d is sequences [doc[d], doc[d+1]).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace megatron::datasets {
+
+// The numeric codes Megatron-LM writes into the .idx header.
+enum class DType : uint8_t {
+  kUInt8 = 1,
+  kInt8 = 2,
+  kInt16 = 3,
+  kInt32 = 4,
+  kInt64 = 5,
+  kFloat64 = 6,
+  kFloat32 = 7,
+  kUInt16 = 8,
+};
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+// True for the codes 1..8; the reader refuses anything else.
+bool is_valid_dtype_code(uint8_t code);
+// Megatron's choice for token files: uint16 when vocab_size < 65500, else int32.
+DType optimal_dtype(int64_t vocab_size);
+
+std::string idx_path(const std::string& path_prefix);
+std::string bin_path(const std::string& path_prefix);
+// Both {prefix}.idx and {prefix}.bin exist.
+bool indexed_dataset_exists(const std::string& path_prefix);
+
+// A read-only view of one contiguous run of values in the mapped .bin.
+struct TokenSpan {
+  const void* data = nullptr;
+  int64_t size = 0;  // number of values
+  DType dtype = DType::kInt32;
+
+  int64_t operator[](int64_t i) const;
+  // Converts to int64 into out[0..size).
+  void copy_to(int64_t* out) const;
+  std::vector<int64_t> to_vector() const;
+};
+
+// Read-only memory map of a whole file; unmapped on destruction.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  // Size and modification time when opened, to notice files replaced under the mapping.
+  bool changed_on_disk() const;
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  int64_t mtime_ns_ = 0;
+  ino_t inode_ = 0;
+};
+
+// Reader: validates the pair on open (see the class comment in indexed_dataset.cpp for the list)
+// and serves sequences as zero-copy spans into the mapped .bin.
+class IndexedDataset {
+ public:
+  explicit IndexedDataset(std::string path_prefix);
+
+  const std::string& path_prefix() const { return path_prefix_; }
+  DType dtype() const { return dtype_; }
+  int64_t num_sequences() const { return num_sequences_; }
+  // Documents, not counting the leading 0 of the document index.
+  int64_t num_documents() const { return num_document_indices_ - 1; }
+  int64_t num_tokens() const { return num_tokens_; }
+
+  // [S] int32, [S] int64 (bytes), [D + 1] int64 — views into the mapped .idx.
+  const int32_t* sequence_lengths() const { return lengths_; }
+  const int64_t* sequence_pointers() const { return pointers_; }
+  const int64_t* document_indices() const { return document_indices_; }
+  int64_t num_document_indices() const { return num_document_indices_; }
+  // The per-sequence modes of multimodal files (nullptr when the file has none).
+  const int8_t* sequence_modes() const { return modes_; }
+
+  // Sequence idx, tokens [offset, offset + length); length < 0 means "to the end".
+  TokenSpan get(int64_t idx, int64_t offset = 0, int64_t length = -1) const;
+  // All tokens of document d (its sequences are contiguous in the .bin).
+  TokenSpan get_document(int64_t d) const;
+
+  // Throws when either file was replaced, truncated or touched since it was opened.
+  void check_unchanged() const;
+
+ private:
+  std::string path_prefix_;
+  std::shared_ptr<MappedFile> idx_;
+  std::shared_ptr<MappedFile> bin_;
+  DType dtype_ = DType::kInt32;
+  int64_t num_sequences_ = 0;
+  int64_t num_document_indices_ = 0;
+  int64_t num_tokens_ = 0;
+  const int32_t* lengths_ = nullptr;
+  const int64_t* pointers_ = nullptr;
+  const int64_t* document_indices_ = nullptr;
+  const int8_t* modes_ = nullptr;
+};
+
+// Builder: streams tokens into "{bin}.tmp", keeps the index in memory, and on finalize() writes
+// the .idx the same way and renames both, so readers never see a half-written pair.
+class IndexedDatasetBuilder {
+ public:
+  IndexedDatasetBuilder(std::string bin_path, DType dtype);
+  ~IndexedDatasetBuilder();  // removes the temporary files unless finalized
+  IndexedDatasetBuilder(const IndexedDatasetBuilder&) = delete;
+  IndexedDatasetBuilder& operator=(const IndexedDatasetBuilder&) = delete;
+
+  DType dtype() const { return dtype_; }
+  int64_t num_sequences() const { return static_cast<int64_t>(lengths_.size()); }
+  int64_t num_documents() const { return static_cast<int64_t>(document_indices_.size()) - 1; }
+
+  // One sequence. Refuses ids that do not fit the dtype (naming the id and the dtype).
+  void add_item(const int32_t* tokens, int64_t n);
+  void add_item(const int64_t* tokens, int64_t n);
+  void add_item(const std::vector<int32_t>& tokens) { add_item(tokens.data(), tokens.size()); }
+  void add_item(const std::vector<int64_t>& tokens) { add_item(tokens.data(), tokens.size()); }
+  // Closes the current document (Megatron's end_document).
+  void end_document();
+  // One document of several sequences: tokens are their concatenation (Megatron's add_document).
+  void add_document(const std::vector<int32_t>& tokens, const std::vector<int64_t>& lengths);
+  // Appends a whole dataset; its dtype must equal this builder's.
+  void add_index(const std::string& path_prefix);
+  // Writes the .idx and renames both files into place.
+  void finalize(const std::string& idx_path);
+
+ private:
+  template <typename T>
+  void write_tokens(const T* tokens, int64_t n);
+  void flush_buffer();
+
+  std::string bin_path_, bin_tmp_path_, idx_tmp_path_;
+  DType dtype_;
+  int fd_ = -1;
+  std::vector<uint8_t> buffer_;
+  int64_t bytes_written_ = 0;
+  std::vector<int32_t> lengths_;
+  std::vector<int64_t> document_indices_{0};
+  bool finalized_ = false;
+};
+
+}  // namespace megatron::datasets

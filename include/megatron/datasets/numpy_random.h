@@ -1,0 +1,59 @@
+// numpy's legacy RandomState(seed) as far as Megatron's index building uses it: MT19937 seeded
+// from a 32-bit integer and RandomState.shuffle (Fisher-Yates with masked rejection sampling),
+// so document and shuffle indices match Megatron-LM's bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <utility>
+
+namespace megatron::datasets {
+
+class NumpyRandomState {
+ public:
+  // numpy seeds an integer with MT19937's reference init_genrand, which is std::mt19937's.
+  explicit NumpyRandomState(uint32_t seed) : engine_(seed) {}
+
+  uint32_t next_uint32() { return static_cast<uint32_t>(engine_()); }
+  // numpy's mt19937_next64: high word first.
+  uint64_t next_uint64() {
+    const uint64_t hi = next_uint32();
+    return hi << 32 | next_uint32();
+  }
+
+  // Uniform in [0, max]: draw under the smallest all-ones mask >= max, reject values above max
+  // (numpy's random_interval; 32-bit draws while max fits in 32 bits).
+  uint64_t random_interval(uint64_t max) {
+    if (max == 0) return 0;
+    uint64_t mask = max;
+    mask |= mask >> 1;
+    mask |= mask >> 2;
+    mask |= mask >> 4;
+    mask |= mask >> 8;
+    mask |= mask >> 16;
+    mask |= mask >> 32;
+    uint64_t value;
+    if (max <= 0xffffffffULL) {
+      while ((value = (next_uint32() & mask)) > max) {
+      }
+    } else {
+      while ((value = (next_uint64() & mask)) > max) {
+      }
+    }
+    return value;
+  }
+
+  // RandomState.shuffle of a 1-D array: i from n-1 down to 1 swaps x[i] with x[interval(i)].
+  template <typename T>
+  void shuffle(T* data, int64_t n) {
+    for (int64_t i = n - 1; i >= 1; --i) {
+      const auto j = static_cast<int64_t>(random_interval(static_cast<uint64_t>(i)));
+      std::swap(data[i], data[j]);
+    }
+  }
+
+ private:
+  std::mt19937 engine_;
+};
+
+}  // namespace megatron::datasets

@@ -1,0 +1,187 @@
+#include "megatron/datasets/blended_dataset.h"
+
+#include "megatron/datasets/helpers.h"
+
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <sstream>
+
+namespace megatron::datasets {
+namespace {
+
+std::vector<double> normalize(const std::vector<double>& w) {
+  double sum = 0;
+  for (double x : w) sum += x;
+  std::vector<double> out;
+  for (double x : w) out.push_back(x / sum);
+  return out;
+}
+
+std::array<std::shared_ptr<const MegatronDataset>, 3> build_splits(
+    const std::shared_ptr<const LowLevelDataset>& low,
+    const std::array<std::optional<int64_t>, 3>& sizes, const GPTDatasetConfig& config) {
+  const auto ranges = split_ranges(parse_and_normalize_split(config.split), low->num_sequences());
+  std::array<std::shared_ptr<const MegatronDataset>, 3> out;
+  for (int s = 0; s < 3; ++s) {
+    if (!ranges[s]) continue;
+    out[s] = std::make_shared<GPTDataset>(low, *ranges[s], sizes[s], static_cast<Split>(s),
+                                          config);
+  }
+  return out;
+}
+
+}  // namespace
+
+BlendedDataset::BlendedDataset(std::vector<std::shared_ptr<const MegatronDataset>> datasets,
+                               std::vector<double> weights, std::optional<int64_t> size)
+    : datasets_(std::move(datasets)), weights_(std::move(weights)) {
+  TORCH_CHECK(!datasets_.empty() && datasets_.size() == weights_.size(),
+              "[blended_dataset] expected one weight per dataset, found ", weights_.size(),
+              " weights for ", datasets_.size(), " datasets");
+  for (size_t i = 0; i < weights_.size(); ++i) {
+    TORCH_CHECK(datasets_[i] != nullptr, "[blended_dataset] dataset ", i, " is missing");
+    TORCH_CHECK(weights_[i] > 0, "[blended_dataset] expected positive weights, dataset ", i,
+                " has ", weights_[i]);
+    TORCH_CHECK(datasets_[i]->sample_length() == datasets_[0]->sample_length(),
+                "[blended_dataset] dataset ", i, " has samples of ",
+                datasets_[i]->sample_length(), " tokens, dataset 0 of ",
+                datasets_[0]->sample_length());
+  }
+  if (size) {
+    weights_ = normalize(weights_);
+    build_blending_indices(weights_, *size, dataset_index_, dataset_sample_index_);
+  } else {
+    std::vector<int64_t> counts;
+    for (double w : weights_) {
+      TORCH_CHECK(w == std::floor(w), "[blended_dataset] without a size the weights are sample "
+                  "counts and must be whole numbers, found ", w);
+      counts.push_back(static_cast<int64_t>(w));
+    }
+    build_exhaustive_blending_indices(counts, dataset_index_, dataset_sample_index_);
+  }
+  std::vector<int64_t> used(datasets_.size(), 0);
+  for (int16_t d : dataset_index_) ++used[static_cast<size_t>(d)];
+  for (size_t d = 0; d < datasets_.size(); ++d) {
+    TORCH_CHECK(used[d] <= datasets_[d]->size(), "[blended_dataset] the blend draws ", used[d],
+                " samples from dataset ", d, " (", datasets_[d]->description().substr(0, 200),
+                "...) which has only ", datasets_[d]->size(),
+                "; raise the mid-level surplus or the dataset's sample count");
+  }
+}
+
+void BlendedDataset::read_sample(int64_t idx, int64_t* text) const {
+  TORCH_CHECK(idx >= 0 && idx < size(), "[blended_dataset] sample ", idx, " out of range [0, ",
+              size(), ")");
+  datasets_[static_cast<size_t>(dataset_index_[idx])]->read_sample(dataset_sample_index_[idx],
+                                                                   text);
+}
+
+void BlendedDataset::check_unchanged() const {
+  for (const auto& d : datasets_) d->check_unchanged();
+}
+
+std::string BlendedDataset::description() const {
+  std::ostringstream ss;
+  ss << "class: BlendedDataset\nsize: " << size() << "\n";
+  for (size_t i = 0; i < datasets_.size(); ++i) {
+    ss << "weight: " << weights_[i] << "\n" << datasets_[i]->description();
+  }
+  return ss.str();
+}
+
+DataBlend parse_data_path(const std::vector<std::string>& words) {
+  DataBlend blend;
+  TORCH_CHECK(!words.empty(), "[blended_dataset] --data-path: expected prefixes or weight/prefix "
+              "pairs, found nothing");
+  bool weighted = words.size() % 2 == 0;
+  std::vector<double> weights;
+  if (weighted) {
+    for (size_t i = 0; i < words.size(); i += 2) {
+      char* end = nullptr;
+      const double w = std::strtod(words[i].c_str(), &end);
+      if (end != words[i].c_str() + words[i].size() || words[i].empty()) {
+        weighted = false;
+        break;
+      }
+      weights.push_back(w);
+    }
+  }
+  if (weighted) {
+    for (size_t i = 0; i < words.size(); i += 2) {
+      TORCH_CHECK(weights[i / 2] > 0, "[blended_dataset] --data-path: weight ", words[i],
+                  " for ", words[i + 1], " must be positive");
+      blend.prefixes.push_back(words[i + 1]);
+    }
+    blend.weights = weights;
+  } else {
+    blend.prefixes = words;
+  }
+  return blend;
+}
+
+std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets(
+    const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes,
+    const GPTDatasetConfig& config, double mid_level_surplus) {
+  TORCH_CHECK(!blend.prefixes.empty(), "[gpt_dataset] --data-path: no dataset prefixes");
+  auto low_level = [](const std::string& prefix) {
+    return std::make_shared<IndexedLowLevelDataset>(std::make_shared<IndexedDataset>(prefix));
+  };
+  if (blend.prefixes.size() == 1 && blend.weights.empty()) {
+    return build_splits(low_level(blend.prefixes[0]), sizes, config);
+  }
+  std::vector<std::array<std::shared_ptr<const MegatronDataset>, 3>> per_prefix;
+  std::array<std::shared_ptr<const MegatronDataset>, 3> out;
+  if (!blend.weights.empty()) {
+    const auto weights = normalize(blend.weights);
+    for (size_t d = 0; d < blend.prefixes.size(); ++d) {
+      std::array<std::optional<int64_t>, 3> buffer;
+      for (int s = 0; s < 3; ++s) {
+        TORCH_CHECK(sizes[s].has_value(), "[blended_dataset] weighted --data-path needs a "
+                    "sample count for every split");
+        buffer[s] = static_cast<int64_t>(
+            std::ceil(std::ceil(*sizes[s] * weights[d]) * (1 + mid_level_surplus)));
+      }
+      per_prefix.push_back(build_splits(low_level(blend.prefixes[d]), buffer, config));
+    }
+    for (int s = 0; s < 3; ++s) {
+      if (!per_prefix[0][s]) continue;
+      int64_t size = 0;
+      std::vector<std::shared_ptr<const MegatronDataset>> parts;
+      for (size_t d = 0; d < blend.prefixes.size(); ++d) {
+        size += static_cast<int64_t>(std::ceil(*sizes[s] * weights[d]));
+        parts.push_back(per_prefix[d][s]);
+      }
+      out[s] = std::make_shared<BlendedDataset>(parts, weights, size);
+    }
+    return out;
+  }
+  // Several prefixes without weights: blend by their sizes.
+  for (const auto& prefix : blend.prefixes) {
+    per_prefix.push_back(build_splits(low_level(prefix), {std::nullopt, std::nullopt, std::nullopt}, config));
+  }
+  for (int s = 0; s < 3; ++s) {
+    if (!per_prefix[0][s]) continue;
+    std::vector<std::shared_ptr<const MegatronDataset>> parts;
+    std::vector<double> weights;
+    double total = 0;
+    for (auto& p : per_prefix) {
+      parts.push_back(p[s]);
+      weights.push_back(static_cast<double>(p[s]->size()));
+      total += weights.back();
+    }
+    std::optional<int64_t> size;
+    if (sizes[s]) size = std::min<int64_t>(*sizes[s], static_cast<int64_t>(total));
+    out[s] = std::make_shared<BlendedDataset>(parts, weights, size);
+  }
+  return out;
+}
+
+std::array<std::shared_ptr<const MegatronDataset>, 3> build_mock_gpt_datasets(
+    int64_t vocab_size, int64_t eod_token, const std::array<std::optional<int64_t>, 3>& sizes,
+    const GPTDatasetConfig& config) {
+  return build_splits(std::make_shared<MockLowLevelDataset>(vocab_size, eod_token), sizes,
+                      config);
+}
+
+}  // namespace megatron::datasets

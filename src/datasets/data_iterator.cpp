@@ -1,0 +1,155 @@
+#include "megatron/datasets/data_iterator.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+namespace megatron::datasets {
+
+GPTBatch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& indices,
+                     const BatchOptions& options) {
+  const int64_t b = static_cast<int64_t>(indices.size());
+  const int64_t len = dataset.sample_length();
+  const int64_t extra = options.add_extra_token_to_sequence ? 1 : 0;
+  const int64_t s = len - extra;
+  TORCH_CHECK(b > 0 && s > 0, "[data_iterator] empty batch or sequence (batch ", b,
+              ", sample length ", len, ")");
+  const int64_t pad = dataset.pad_token();
+  const int64_t eod = options.eod_token;
+  const bool need_eod = options.reset_position_ids || options.reset_attention_mask ||
+                        options.eod_mask_loss;
+  TORCH_CHECK(!need_eod || eod >= 0, "[data_iterator] EOD-based masking needs the tokenizer's "
+              "EOD id, got ", eod);
+
+  GPTBatch batch;
+  batch.tokens = at::empty({b, s}, at::kLong);
+  batch.labels = at::empty({b, s}, at::kLong);
+  batch.loss_mask = at::empty({b, s}, at::kFloat);
+  batch.position_ids = at::empty({b, s}, at::kLong);
+  if (options.create_attention_mask) batch.attention_mask = at::empty({b, 1, s, s}, at::kBool);
+  int64_t* tokens = batch.tokens.data_ptr<int64_t>();
+  int64_t* labels = batch.labels.data_ptr<int64_t>();
+  float* loss_mask = batch.loss_mask.data_ptr<float>();
+  int64_t* position_ids = batch.position_ids.data_ptr<int64_t>();
+  bool* attention = options.create_attention_mask ? batch.attention_mask.data_ptr<bool>() : nullptr;
+
+  std::vector<int64_t> text(static_cast<size_t>(len));
+  std::vector<int64_t> last_eod(static_cast<size_t>(s));  // last EOD position < row, or -1
+  for (int64_t r = 0; r < b; ++r) {
+    dataset.read_sample(indices[r], text.data());
+    int64_t* t = tokens + r * s;
+    int64_t* l = labels + r * s;
+    float* m = loss_mask + r * s;
+    int64_t* p = position_ids + r * s;
+    for (int64_t i = 0; i < s; ++i) {
+      t[i] = text[i];
+      l[i] = extra ? text[i + 1] : (i + 1 < s ? text[i + 1] : pad);
+    }
+    // Positions restart after each EOD with reset_position_ids; attention stops at EODs with
+    // reset_attention_mask (tokens after position i never see tokens <= i).
+    int64_t prev_eod = -1, position = 0;
+    for (int64_t i = 0; i < s; ++i) {
+      last_eod[i] = prev_eod;
+      m[i] = (options.eod_mask_loss && t[i] == eod) ? 0.0f : 1.0f;
+      p[i] = position++;
+      if (need_eod && t[i] == eod) {
+        prev_eod = i;
+        if (options.reset_position_ids) position = 0;
+      }
+    }
+    if (attention != nullptr) {
+      bool* a = attention + r * s * s;
+      for (int64_t row = 0; row < s; ++row) {
+        const int64_t first = options.reset_attention_mask ? last_eod[row] + 1 : 0;
+        for (int64_t col = 0; col < s; ++col) a[row * s + col] = col > row || col < first;
+      }
+    }
+    // Padding: never a loss target, and mapped to id 0 so the embedding can look it up.
+    for (int64_t i = 0; i < s; ++i) {
+      if (l[i] == pad) m[i] = 0.0f;
+      if (t[i] == pad) t[i] = 0;
+      if (l[i] == pad) l[i] = 0;
+    }
+  }
+  return batch;
+}
+
+DataIterator::DataIterator(std::shared_ptr<const MegatronDataset> dataset,
+                           std::unique_ptr<BatchSampler> sampler, BatchOptions options,
+                           int prefetch, int64_t check_files_every)
+    : dataset_(std::move(dataset)),
+      sampler_(std::move(sampler)),
+      options_(options),
+      prefetch_(prefetch),
+      check_every_(check_files_every) {
+  TORCH_CHECK(dataset_ && sampler_, "[data_iterator] needs a dataset and a sampler");
+  consumed_ = sampler_->consumed_samples();
+  if (prefetch_ > 0) thread_ = std::thread([this] { worker(); });
+}
+
+DataIterator::~DataIterator() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+DataIterator::Item DataIterator::produce() {
+  Item item;
+  auto indices = sampler_->next();
+  item.consumed = sampler_->consumed_samples();
+  if (!indices) return item;
+  if (check_every_ > 0 && produced_++ % check_every_ == 0) dataset_->check_unchanged();
+  item.batch = build_batch(*dataset_, *indices, options_);
+  return item;
+}
+
+void DataIterator::worker() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [this] { return stop_ || static_cast<int>(queue_.size()) < prefetch_; });
+      if (stop_) return;
+    }
+    Item item;
+    try {
+      item = produce();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = std::current_exception();
+      done_ = true;
+      cv_.notify_all();
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    const bool end = !item.batch.has_value();
+    queue_.push_back(std::move(item));
+    cv_.notify_all();
+    if (end) {
+      done_ = true;
+      return;
+    }
+  }
+}
+
+std::optional<GPTBatch> DataIterator::next() {
+  Item item;
+  if (prefetch_ <= 0) {
+    item = produce();
+  } else {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [this] { return !queue_.empty() || done_; });
+    if (queue_.empty()) {
+      if (error_) std::rethrow_exception(error_);
+      return std::nullopt;
+    }
+    item = std::move(queue_.front());
+    if (item.batch) queue_.pop_front();  // keep the end marker for later calls
+    cv_.notify_all();
+  }
+  if (item.batch) consumed_ = item.consumed;
+  return std::move(item.batch);
+}
+
+}  // namespace megatron::datasets

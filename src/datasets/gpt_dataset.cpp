@@ -1,0 +1,388 @@
+#include "megatron/datasets/gpt_dataset.h"
+
+#include "megatron/datasets/helpers.h"
+#include "megatron/datasets/npy.h"
+#include "megatron/datasets/numpy_random.h"
+#include "megatron/logging.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cfenv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace megatron::datasets {
+namespace {
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+bool is_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void make_dirs(const std::string& path) {
+  std::string partial;
+  std::stringstream ss(path);
+  std::string part;
+  if (!path.empty() && path[0] == '/') partial = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    partial += part + "/";
+    ::mkdir(partial.c_str(), 0755);
+  }
+  struct stat st;
+  TORCH_CHECK(::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "[gpt_dataset] ", path,
+              ": cannot create the index cache folder");
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Python's round(): half to even, which nearbyint gives in the default rounding mode.
+int64_t py_round(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
+
+// The number of samples covered by `tokens` tokens (Megatron's drop-last count).
+int64_t samples_in(int64_t tokens, int64_t seq_length, int64_t extra) {
+  return (tokens - extra) / seq_length;
+}
+
+}  // namespace
+
+const char* split_name(Split split) {
+  switch (split) {
+    case Split::kTrain: return "train";
+    case Split::kValid: return "valid";
+    case Split::kTest: return "test";
+  }
+  return "unknown";
+}
+
+std::array<double, 3> parse_and_normalize_split(const std::string& split) {
+  std::vector<double> values;
+  size_t i = 0;
+  while (i < split.size()) {
+    if (std::isdigit(static_cast<unsigned char>(split[i])) || split[i] == '.') {
+      size_t j = i;
+      while (j < split.size() &&
+             (std::isdigit(static_cast<unsigned char>(split[j])) || split[j] == '.')) {
+        ++j;
+      }
+      const std::string number = split.substr(i, j - i);
+      char* end = nullptr;
+      const double v = std::strtod(number.c_str(), &end);
+      TORCH_CHECK(end == number.c_str() + number.size() && number != ".", "[gpt_dataset] --split '",
+                  split, "': expected numbers like \"969,30,1\", found '", number, "'");
+      values.push_back(v);
+      i = j;
+    } else {
+      ++i;
+    }
+  }
+  TORCH_CHECK(!values.empty() && values.size() <= 3, "[gpt_dataset] --split '", split,
+              "': expected 1 to 3 weights (train,valid,test), found ", values.size());
+  values.resize(3, 0.0);
+  const double sum = values[0] + values[1] + values[2];
+  TORCH_CHECK(sum > 0, "[gpt_dataset] --split '", split, "': expected a positive total");
+  return {values[0] / sum, values[1] / sum, values[2] / sum};
+}
+
+std::array<std::optional<std::pair<int64_t, int64_t>>, 3> split_ranges(
+    const std::array<double, 3>& split, int64_t num_elements) {
+  // Book-ends [0, a, a+b, a+b+c], accumulated as Megatron-LM does.
+  const double ends[4] = {0.0, split[0], split[0] + split[1], split[0] + split[1] + split[2]};
+  std::array<std::optional<std::pair<int64_t, int64_t>>, 3> out;
+  for (int s = 0; s < 3; ++s) {
+    if (ends[s + 1] <= ends[s]) continue;
+    out[s] = std::make_pair(py_round(ends[s] * static_cast<double>(num_elements)),
+                            py_round(ends[s + 1] * static_cast<double>(num_elements)));
+  }
+  return out;
+}
+
+IndexedLowLevelDataset::IndexedLowLevelDataset(std::shared_ptr<const IndexedDataset> dataset)
+    : dataset_(std::move(dataset)) {
+  lengths_.resize(static_cast<size_t>(dataset_->num_sequences()));
+  if (!lengths_.empty()) {
+    std::memcpy(lengths_.data(), dataset_->sequence_lengths(), lengths_.size() * 4);
+  }
+}
+
+const int32_t* IndexedLowLevelDataset::sequence_lengths() const { return lengths_.data(); }
+
+void IndexedLowLevelDataset::read(int64_t idx, int64_t offset, int64_t length,
+                                  int64_t* out) const {
+  dataset_->get(idx, offset, length).copy_to(out);
+}
+
+std::string IndexedLowLevelDataset::description() const {
+  const auto& d = *dataset_;
+  std::ostringstream ss;
+  ss << "indexed:" << d.path_prefix() << " sequences=" << d.num_sequences()
+     << " documents=" << d.num_documents() << " tokens=" << d.num_tokens()
+     << " dtype=" << dtype_name(d.dtype());
+  return ss.str();
+}
+
+MockLowLevelDataset::MockLowLevelDataset(int64_t vocab_size, int64_t eod_token,
+                                         int64_t num_sequences)
+    : vocab_size_(vocab_size), eod_token_(eod_token) {
+  TORCH_CHECK(vocab_size > 1, "[gpt_dataset] mock data needs a vocabulary size > 1, got ",
+              vocab_size);
+  lengths_.resize(static_cast<size_t>(num_sequences));
+  NumpyRandomState rng(0);
+  for (auto& len : lengths_) len = static_cast<int32_t>(1 + rng.random_interval(4094));
+}
+
+void MockLowLevelDataset::read(int64_t idx, int64_t offset, int64_t length, int64_t* out) const {
+  const int64_t len = lengths_.at(static_cast<size_t>(idx));
+  TORCH_CHECK(offset >= 0 && length >= 0 && offset + length <= len, "[gpt_dataset] mock sequence ",
+              idx, " has ", len, " tokens, asked for [", offset, ", ", offset + length, ")");
+  for (int64_t i = 0; i < length; ++i) {
+    const int64_t pos = offset + i;
+    out[i] = pos == len - 1 ? eod_token_ : (pos + 1) % vocab_size_;
+  }
+}
+
+std::string MockLowLevelDataset::description() const {
+  return "mock: sequences=" + std::to_string(lengths_.size()) +
+         " vocab=" + std::to_string(vocab_size_) + " eod=" + std::to_string(eod_token_);
+}
+
+GPTDataset::GPTDataset(std::shared_ptr<const LowLevelDataset> dataset,
+                       std::pair<int64_t, int64_t> range, std::optional<int64_t> num_samples,
+                       Split split, GPTDatasetConfig config)
+    : dataset_(std::move(dataset)),
+      range_(range),
+      num_samples_(num_samples),
+      split_(split),
+      config_(std::move(config)) {
+  TORCH_CHECK(config_.sequence_length > 1, "[gpt_dataset] --seq-length must be > 1, got ",
+              config_.sequence_length);
+  TORCH_CHECK(range_.first >= 0 && range_.second <= dataset_->num_sequences() &&
+                  range_.first < range_.second,
+              "[gpt_dataset] ", split_name(split_), " split of ", dataset_->description(),
+              ": expected a non-empty sequence range inside [0, ", dataset_->num_sequences(),
+              "), found [", range_.first, ", ", range_.second,
+              ") (too few documents for --split?)");
+  TORCH_CHECK(!num_samples_ || *num_samples_ >= 0, "[gpt_dataset] negative sample count ",
+              *num_samples_);
+  std::ostringstream desc;
+  desc << "class: GPTDataset\n"
+       << "dataset: " << dataset_->description() << "\n"
+       << "range: [" << range_.first << ", " << range_.second << ")\n"
+       << "num_samples: " << (num_samples_ ? std::to_string(*num_samples_) : "None") << "\n"
+       << "index_split: " << split_name(split_) << "\n"
+       << "random_seed: " << config_.random_seed << "\n"
+       << "sequence_length: " << config_.sequence_length << "\n"
+       << "add_extra_token_to_sequence: " << config_.add_extra_token_to_sequence << "\n"
+       << "drop_last_partial_sequence: "
+       << (split_ != Split::kValid || config_.drop_last_partial_validation_sequence) << "\n";
+  description_ = desc.str();
+
+  std::string cache_dir = config_.path_to_cache;
+  auto* indexed = dynamic_cast<const IndexedLowLevelDataset*>(dataset_.get());
+  if (cache_dir.empty() && indexed != nullptr) {
+    cache_dir = indexed->dataset().path_prefix() + "/cache/GPTDataset_indices";
+  }
+  if (!cache_dir.empty()) {
+    cache_prefix_ = cache_dir + "/" + hex(fnv1a(description_)) + "-GPTDataset-" +
+                    split_name(split_) + "-";
+  }
+  if (!cache_prefix_.empty() && load_cache()) {
+    loaded_from_cache_ = true;
+    return;
+  }
+  TORCH_CHECK(config_.build_cache || cache_prefix_.empty(), "[gpt_dataset] ", cache_prefix_,
+              "*.npy: index cache missing and this rank does not build it (build_cache=false); "
+              "build it on rank 0 first");
+  build_indices();
+  if (!cache_prefix_.empty()) save_cache();
+}
+
+void GPTDataset::build_indices() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t seq_length = config_.sequence_length;
+  const int64_t extra = config_.add_extra_token_to_sequence ? 1 : 0;
+  const int32_t* sizes = dataset_->sequence_lengths();
+  const int64_t num_docs = range_.second - range_.first;
+
+  int64_t tokens_per_epoch = 0;
+  for (int64_t i = range_.first; i < range_.second; ++i) tokens_per_epoch += sizes[i];
+  TORCH_CHECK(tokens_per_epoch > extra, "[gpt_dataset] ", split_name(split_), " split of ",
+              dataset_->description(), ": expected more than ", extra,
+              " tokens per epoch, found ", tokens_per_epoch);
+
+  num_epochs_ = 1;
+  if (num_samples_) {
+    const int64_t requested = *num_samples_ * seq_length + extra;
+    int64_t tokens = tokens_per_epoch;
+    while (tokens < requested) {
+      ++num_epochs_;
+      tokens += tokens_per_epoch;
+    }
+  }
+  TORCH_CHECK(num_epochs_ <= std::numeric_limits<int32_t>::max() &&
+                  num_epochs_ * num_docs <= std::numeric_limits<int32_t>::max(),
+              "[gpt_dataset] ", num_epochs_, " epochs of ", num_docs,
+              " documents overflow the int32 document index; use more data or fewer samples");
+
+  int64_t num_samples_sans_final_epoch = 0;
+  separate_final_epoch_ = false;
+  if (num_epochs_ > 1) {
+    num_samples_sans_final_epoch =
+        samples_in((num_epochs_ - 1) * tokens_per_epoch, seq_length, extra);
+    const int64_t from_final = *num_samples_ - num_samples_sans_final_epoch;
+    const int64_t per_epoch = samples_in(tokens_per_epoch, seq_length, extra);
+    TORCH_INTERNAL_ASSERT(from_final >= 0 && from_final <= per_epoch + 1);
+    // Megatron-LM shuffles a final epoch needed for less than 80 % on its own.
+    separate_final_epoch_ = from_final < static_cast<int64_t>(0.80 * static_cast<double>(per_epoch));
+  }
+
+  NumpyRandomState rng(config_.random_seed);
+  // Document index: epochs of [range) in order, shuffled as one block, or as two blocks (all but
+  // the last epoch, then the last) when the final epoch is separate.
+  document_index_.resize(static_cast<size_t>(num_epochs_ * num_docs));
+  for (int64_t e = 0; e < num_epochs_; ++e) {
+    for (int64_t i = 0; i < num_docs; ++i) {
+      document_index_[e * num_docs + i] = static_cast<int32_t>(range_.first + i);
+    }
+  }
+  if (!separate_final_epoch_) {
+    rng.shuffle(document_index_.data(), static_cast<int64_t>(document_index_.size()));
+  } else {
+    rng.shuffle(document_index_.data(), (num_epochs_ - 1) * num_docs);
+    rng.shuffle(document_index_.data() + (num_epochs_ - 1) * num_docs, num_docs);
+  }
+
+  const bool drop_last =
+      split_ != Split::kValid || config_.drop_last_partial_validation_sequence;
+  sample_index_ = build_sample_idx(sizes, document_index_.data(),
+                                   static_cast<int64_t>(document_index_.size()),
+                                   static_cast<int32_t>(seq_length),
+                                   static_cast<int32_t>(num_epochs_), tokens_per_epoch,
+                                   drop_last, static_cast<int>(extra));
+  const int64_t total = static_cast<int64_t>(sample_index_.size()) / 2 - 1;
+  const int64_t first = separate_final_epoch_ ? num_samples_sans_final_epoch : total;
+  shuffle_index_.resize(static_cast<size_t>(total));
+  for (int64_t i = 0; i < total; ++i) shuffle_index_[i] = i;
+  rng.shuffle(shuffle_index_.data(), first);
+  if (first < total) rng.shuffle(shuffle_index_.data() + first, total - first);
+
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::ostringstream msg;
+  msg << "[gpt_dataset] built " << split_name(split_) << " indices: " << total << " samples, "
+      << num_epochs_ << " epoch(s)" << (separate_final_epoch_ ? " (final epoch separate)" : "")
+      << " in " << secs << " s";
+  log_rank_0(LogLevel::kInfo, msg.str());
+}
+
+bool GPTDataset::load_cache() {
+  const std::string desc_path = cache_prefix_ + "description.txt";
+  const std::string doc_path = cache_prefix_ + "document_index.npy";
+  const std::string sample_path = cache_prefix_ + "sample_index.npy";
+  const std::string shuffle_path = cache_prefix_ + "shuffle_index.npy";
+  if (!is_file(desc_path) || !is_file(doc_path) || !is_file(sample_path) ||
+      !is_file(shuffle_path)) {
+    return false;
+  }
+  TORCH_CHECK(read_text_file(desc_path) == description_, "[gpt_dataset] ", desc_path,
+              ": the cached description differs from this dataset's (hash collision or an "
+              "edited cache); delete the cache folder");
+  const auto doc = read_npy(doc_path);
+  const auto sample = read_npy(sample_path);
+  const auto shuffle = read_npy(shuffle_path);
+  TORCH_CHECK(sample.shape.size() == 2 && sample.shape[1] == 2, "[gpt_dataset] ", sample_path,
+              ": expected shape [S + 1, 2]");
+  TORCH_CHECK(shuffle.numel() == sample.shape[0] - 1, "[gpt_dataset] ", shuffle_path,
+              ": expected ", sample.shape[0] - 1, " entries, found ", shuffle.numel());
+  const auto doc64 = doc.to_int64();
+  document_index_.assign(doc64.begin(), doc64.end());
+  sample_index_ = sample.to_int64();
+  shuffle_index_ = shuffle.to_int64();
+  for (int64_t i = 0; i + 1 < sample.shape[0]; ++i) {
+    TORCH_CHECK(sample_index_[2 * i] < static_cast<int64_t>(document_index_.size()),
+                "[gpt_dataset] ", sample_path, ": sample ", i,
+                " points past the document index (corrupted cache)");
+  }
+  num_epochs_ = document_index_.size() / std::max<int64_t>(1, range_.second - range_.first);
+  log_rank_0(LogLevel::kInfo, "[gpt_dataset] loaded " + std::string(split_name(split_)) +
+                                  " indices from " + cache_prefix_ + "*.npy");
+  return true;
+}
+
+void GPTDataset::save_cache() const {
+  make_dirs(cache_prefix_.substr(0, cache_prefix_.rfind('/')));
+  write_npy(cache_prefix_ + "document_index.npy", document_index_);
+  write_npy(cache_prefix_ + "sample_index.npy", sample_index_,
+            {static_cast<int64_t>(sample_index_.size() / 2), 2});
+  write_npy(cache_prefix_ + "shuffle_index.npy", shuffle_index_);
+  // The description last: its presence marks a complete cache.
+  const std::string path = cache_prefix_ + "description.txt";
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << description_;
+    TORCH_CHECK(out, "[gpt_dataset] ", tmp, ": write failed");
+  }
+  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[gpt_dataset] ", path,
+              ": rename failed");
+}
+
+std::pair<std::vector<int64_t>, std::vector<int64_t>> GPTDataset::get(int64_t idx) const {
+  TORCH_CHECK(idx >= 0 && idx < size(), "[gpt_dataset] sample ", idx, " out of range [0, ",
+              size(), ")");
+  const int64_t extra = config_.add_extra_token_to_sequence ? 1 : 0;
+  const int64_t s = shuffle_index_[idx];
+  const int64_t doc_beg = sample_index_[2 * s], off_beg = sample_index_[2 * s + 1];
+  const int64_t doc_end = sample_index_[2 * s + 2], off_end = sample_index_[2 * s + 3];
+  const int32_t* sizes = dataset_->sequence_lengths();
+  std::vector<int64_t> text;
+  std::vector<int64_t> docs;
+  text.reserve(static_cast<size_t>(sample_length()));
+  for (int64_t i = doc_beg; i <= doc_end; ++i) {
+    const int64_t doc = document_index_[i];
+    const int64_t offset = i == doc_beg ? off_beg : 0;
+    const int64_t length = i < doc_end ? sizes[doc] - offset : off_end + extra - offset;
+    const size_t at = text.size();
+    text.resize(at + static_cast<size_t>(length));
+    dataset_->read(doc, offset, length, text.data() + at);
+    docs.push_back(doc);
+  }
+  TORCH_INTERNAL_ASSERT(static_cast<int64_t>(text.size()) <= sample_length());
+  text.resize(static_cast<size_t>(sample_length()), config_.pad_token);
+  return {std::move(text), std::move(docs)};
+}
+
+void GPTDataset::read_sample(int64_t idx, int64_t* text) const {
+  auto sample = get(idx).first;
+  std::copy(sample.begin(), sample.end(), text);
+}
+
+}  // namespace megatron::datasets

@@ -1,0 +1,70 @@
+#include "megatron/datasets/blended_dataset.h"
+
+#include "megatron/datasets/helpers.h"
+#include "datasets/test_util.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace megatron::datasets {
+namespace {
+
+using testing::error_of;
+using ::testing::HasSubstr;
+
+// n samples whose tokens all equal `tag`.
+struct Constant : MegatronDataset {
+  Constant(int64_t n, int64_t tag) : n_(n), tag_(tag) {}
+  int64_t size() const override { return n_; }
+  int64_t sample_length() const override { return 4; }
+  void read_sample(int64_t idx, int64_t* t) const override {
+    EXPECT_LT(idx, n_);
+    std::fill(t, t + 4, tag_ * 1000 + idx);
+  }
+  std::string description() const override { return "constant " + std::to_string(tag_); }
+  int64_t n_, tag_;
+};
+
+TEST(BlendingIndices, GreatestErrorSelection) {
+  std::vector<int16_t> index;
+  std::vector<int64_t> sample;
+  build_blending_indices({0.3, 0.7}, 10, index, sample);
+  // Worked by hand from the rule: error_d = w_d * max(i, 1) - count_d, ties to the lower d.
+  EXPECT_EQ(index, (std::vector<int16_t>{1, 0, 1, 1, 0, 1, 1, 0, 1, 1}));
+  EXPECT_EQ(sample, (std::vector<int64_t>{0, 0, 1, 2, 1, 3, 4, 2, 5, 6}));
+}
+
+TEST(BlendingIndices, ExhaustiveDrawsExactCounts) {
+  std::vector<int16_t> index;
+  std::vector<int64_t> sample;
+  build_exhaustive_blending_indices({3, 1}, index, sample);
+  EXPECT_EQ(index.size(), 4u);
+  EXPECT_EQ(std::count(index.begin(), index.end(), 0), 3);
+}
+
+TEST(BlendedDataset, ReadsFromTheChosenDatasets) {
+  auto a = std::make_shared<Constant>(100, 1), b = std::make_shared<Constant>(100, 2);
+  BlendedDataset blend({a, b}, {30, 70}, 100);
+  EXPECT_EQ(std::count(blend.dataset_index().begin(), blend.dataset_index().end(), 0), 30);
+  int64_t t[4];
+  blend.read_sample(1, t);
+  EXPECT_EQ(t[0], 1000);  // second sample: dataset 0's first
+}
+
+TEST(BlendedDataset, RefusesToOversample) {
+  auto a = std::make_shared<Constant>(5, 1), b = std::make_shared<Constant>(100, 2);
+  EXPECT_THAT(error_of([&] { BlendedDataset x({a, b}, {0.5, 0.5}, 20); }),
+              HasSubstr("draws 10 samples from dataset 0"));
+}
+
+TEST(DataPath, WeightsAndPrefixes) {
+  auto w = parse_data_path({"0.3", "a", "0.7", "b"});
+  EXPECT_EQ(w.prefixes, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(w.weights, (std::vector<double>{0.3, 0.7}));
+  auto p = parse_data_path({"a", "b"});
+  EXPECT_EQ(p.prefixes.size(), 2u);
+  EXPECT_TRUE(p.weights.empty());
+}
+
+}  // namespace
+}  // namespace megatron::datasets
