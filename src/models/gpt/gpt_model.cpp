@@ -1,12 +1,10 @@
 #include "megatron/models/gpt/gpt_model.h"
 
-#include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/nn/module.h>
 
-#include <fstream>
-#include <iterator>
 #include <set>
 
+#include "megatron/models/common/serialization.h"
 #include "megatron/tensor_parallel/cross_entropy.h"
 
 namespace megatron::models::gpt {
@@ -189,31 +187,11 @@ void GPTModelImpl::load_state_dict(const std::map<std::string, at::Tensor>& stat
 }
 
 void GPTModelImpl::save_state_dict_file(const std::string& path) const {
-  c10::Dict<std::string, at::Tensor> dict;
-  for (const auto& [name, t] : state_dict()) dict.insert(name, t.cpu());
-  std::vector<char> bytes = torch::jit::pickle_save(dict);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    TORCH_CHECK(f, "[gpt_model] cannot write ", tmp);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    f.flush();
-    TORCH_CHECK(f, "[gpt_model] writing ", tmp, " failed");
-  }
-  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[gpt_model] cannot rename ", tmp,
-              " to ", path);
+  common::save_tensor_dict(path, state_dict());
 }
 
 void GPTModelImpl::load_state_dict_file(const std::string& path, bool strict) {
-  std::ifstream f(path, std::ios::binary);
-  TORCH_CHECK(f, "[gpt_model] cannot read ", path);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  c10::IValue value = torch::jit::pickle_load(bytes);
-  TORCH_CHECK(value.isGenericDict(), "[gpt_model] ", path, " does not hold a dict");
-  std::map<std::string, at::Tensor> state;
-  for (const auto& entry : value.toGenericDict())
-    state[entry.key().toStringRef()] = entry.value().toTensor();
-  load_state_dict(state, strict);
+  load_state_dict(common::load_tensor_dict(path), strict);
 }
 
 }  // namespace megatron::models::gpt

@@ -1,0 +1,92 @@
+// Builds a GPTModel (TP = 1) from command-line options and writes, in one torch.save-compatible
+// file: its state dict, input_ids, labels, logits [b, s, V], the per-token loss [b, s] and the
+// gradient of loss.mean() for every parameter ("grad/<name>"). tests/python/test_gpt_parity.py
+// loads the weights into an independent PyTorch GPT and compares.
+//   gpt_parity_dump --out FILE [--layers 2 --hidden 64 --heads 4 --groups 4 --ffn 256
+//     --vocab 300 --divisible-by 128 --max-seq 32 --seq 16 --batch 2 --norm layernorm|rmsnorm
+//     --mlp gelu|gelu_tanh|swiglu --bias 1 --position learned|rope --rotary-percent 1
+//     --rotary-base 10000 --tied 1 --seed 1234]
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/module.h>
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "megatron/models/common/serialization.h"
+#include "megatron/models/gpt/gpt_model.h"
+
+namespace tr = megatron::transformer;
+using megatron::models::gpt::GPTModel;
+using megatron::models::gpt::GPTModelOptions;
+using megatron::models::gpt::PositionEmbeddingType;
+
+int main(int argc, char** argv) {
+  try {
+    std::map<std::string, std::string> a{
+        {"layers", "2"},   {"hidden", "64"},     {"heads", "4"},       {"groups", "0"},
+        {"ffn", "0"},      {"vocab", "300"},     {"divisible-by", "128"}, {"max-seq", "32"},
+        {"seq", "16"},     {"batch", "2"},       {"norm", "layernorm"}, {"mlp", "gelu"},
+        {"bias", "1"},     {"position", "learned"}, {"rotary-percent", "1"},
+        {"rotary-base", "10000"}, {"tied", "1"}, {"seed", "1234"},     {"out", ""}};
+    for (int i = 1; i + 1 < argc; i += 2) {
+      std::string key = argv[i];
+      TORCH_CHECK(key.rfind("--", 0) == 0 && a.count(key.substr(2)), "[gpt_parity_dump] unknown option ", key);
+      a[key.substr(2)] = argv[i + 1];
+    }
+    TORCH_CHECK(!a["out"].empty(), "[gpt_parity_dump] --out FILE is required");
+    auto i64 = [&](const char* k) { return std::stoll(a[k]); };
+
+    tr::TransformerConfig cfg(i64("layers"), i64("hidden"), i64("heads"));
+    cfg.hidden_dropout(0.0).attention_dropout(0.0).add_bias_linear(i64("bias") != 0);
+    if (i64("groups") > 0) cfg.num_query_groups(i64("groups"));
+    if (i64("ffn") > 0) cfg.ffn_hidden_size(i64("ffn"));
+    TORCH_CHECK(a["norm"] == "layernorm" || a["norm"] == "rmsnorm", "[gpt_parity_dump] --norm: layernorm or rmsnorm");
+    cfg.normalization(a["norm"] == "rmsnorm" ? tr::Normalization::kRMSNorm : tr::Normalization::kLayerNorm);
+    if (a["mlp"] == "swiglu")
+      cfg.gated_linear_unit(true).activation(tr::Activation::kSilu);
+    else if (a["mlp"] == "gelu_tanh")
+      cfg.activation(tr::Activation::kGeluTanh);
+    else
+      TORCH_CHECK(a["mlp"] == "gelu", "[gpt_parity_dump] --mlp: gelu, gelu_tanh or swiglu");
+
+    GPTModelOptions opts(cfg, i64("vocab"), i64("max-seq"));
+    opts.make_vocab_size_divisible_by(i64("divisible-by"))
+        .share_embeddings_and_output_weights(i64("tied") != 0)
+        .position_embedding_type(a["position"] == "rope" ? PositionEmbeddingType::kRope
+                                                         : PositionEmbeddingType::kLearnedAbsolute)
+        .rotary_percent(std::stod(a["rotary-percent"]))
+        .rotary_base(std::stod(a["rotary-base"]))
+        .seed(static_cast<uint64_t>(i64("seed")));
+    GPTModel model(opts);
+    model->eval();
+
+    const int64_t b = i64("batch"), s = i64("seq");
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(i64("seed") + 1);
+    at::Tensor ids = at::randint(i64("vocab"), {b, s + 1}, gen, at::kLong);
+    at::Tensor input_ids = ids.narrow(1, 0, s).contiguous();
+    at::Tensor labels = ids.narrow(1, 1, s).contiguous();
+    at::Tensor logits;
+    {
+      at::NoGradGuard no_grad;
+      logits = model->forward(input_ids);
+    }
+    at::Tensor loss = model->forward(input_ids, {}, {}, labels);
+    loss.mean().backward();
+
+    std::map<std::string, at::Tensor> out = model->state_dict();
+    for (const auto& item : model->named_parameters()) out["grad/" + item.key()] = item.value().grad();
+    out["input_ids"] = input_ids;
+    out["labels"] = labels;
+    out["logits"] = logits;
+    out["loss"] = loss.detach();
+    megatron::models::common::save_tensor_dict(a["out"], out);
+    return 0;
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+  }
+  return 1;
+}
