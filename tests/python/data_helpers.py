@@ -1,0 +1,66 @@
+"""Shared helpers for the data tests: the build's programs and a numpy reader/writer of
+Megatron's MMIDIDX format written from the format description, independent of the C++ code."""
+import os
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+BUILD_DIR = os.environ.get("MEGATRON_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+DTYPES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 6: np.float64, 7: np.float32, 8: np.uint16}
+CODES = {np.dtype(v): k for k, v in DTYPES.items()}
+
+
+def program(name):
+    path = os.path.join(BUILD_DIR, "bin", name)
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not built")
+    return path
+
+
+def run(name, *args, check=True):
+    proc = subprocess.run([program(name), *map(str, args)], capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{name} failed ({proc.returncode}): {proc.stderr}")
+    return proc
+
+
+def write_mmidx(prefix, documents, dtype):
+    """documents: list of documents, each a list of sequences (lists of ints)."""
+    lengths, data = [], []
+    doc_idx = [0]
+    for doc in documents:
+        for seq in doc:
+            lengths.append(len(seq))
+            data.extend(seq)
+        doc_idx.append(len(lengths))
+    itemsize = np.dtype(dtype).itemsize
+    pointers = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) * itemsize if lengths else np.zeros(0, np.int64)
+    with open(prefix + ".bin", "wb") as f:
+        f.write(np.array(data, dtype=dtype).tobytes())
+    with open(prefix + ".idx", "wb") as f:
+        f.write(b"MMIDIDX\x00\x00")
+        f.write(struct.pack("<Q", 1))
+        f.write(struct.pack("<B", CODES[np.dtype(dtype)]))
+        f.write(struct.pack("<Q", len(lengths)))
+        f.write(struct.pack("<Q", len(doc_idx)))
+        f.write(np.array(lengths, dtype=np.int32).tobytes())
+        f.write(np.array(pointers, dtype=np.int64).tobytes())
+        f.write(np.array(doc_idx, dtype=np.int64).tobytes())
+
+
+def read_mmidx(prefix):
+    """Returns (dtype, lengths, pointers, doc_idx, tokens) straight from the bytes."""
+    raw = open(prefix + ".idx", "rb").read()
+    assert raw[:9] == b"MMIDIDX\x00\x00"
+    assert struct.unpack("<Q", raw[9:17])[0] == 1
+    dtype = DTYPES[raw[17]]
+    s, d = struct.unpack("<QQ", raw[18:34])
+    off = 34
+    lengths = np.frombuffer(raw, np.int32, s, off)
+    pointers = np.frombuffer(raw, np.int64, s, off + 4 * s)
+    doc_idx = np.frombuffer(raw, np.int64, d, off + 12 * s)
+    assert len(raw) == off + 12 * s + 8 * d
+    tokens = np.fromfile(prefix + ".bin", dtype=dtype)
+    return dtype, lengths, pointers, doc_idx, tokens

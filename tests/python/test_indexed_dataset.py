@@ -1,0 +1,89 @@
+"""MMIDIDX files: ours are byte-identical to a writer built from the format description, and
+bad files fail with one line naming the file."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from data_helpers import read_mmidx, run, write_mmidx
+
+DOCS = [[[5, 6, 7]], [[1], [2, 3]], [], [[65535, 0]]]
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.int32, np.int64, np.uint8])
+def test_merge_of_spec_files_is_byte_identical(tmp_path, dtype):
+    docs = DOCS if dtype != np.uint8 else [[[5, 6, 7]], [[1], [2, 3]], [], [[255, 0]]]
+    a, b = str(tmp_path / "in" / "a"), str(tmp_path / "in" / "b")
+    os.makedirs(tmp_path / "in")
+    write_mmidx(a, docs[:2], dtype)
+    write_mmidx(b, docs[2:], dtype)
+    write_mmidx(str(tmp_path / "expected"), docs, dtype)
+    out = str(tmp_path / "merged")
+    run("merge_datasets", "--input", tmp_path / "in", "--output-prefix", out)
+    for ext in (".bin", ".idx"):
+        assert open(out + ext, "rb").read() == open(str(tmp_path / "expected") + ext, "rb").read()
+    info = run("dataset_tool", "info", out).stdout.split()
+    assert info[info.index("documents") + 1] == "4"
+    assert info[info.index("sequences") + 1] == "4"
+
+
+def test_preprocess_null_tokenizer_writes_spec_files(tmp_path):
+    lines = [{"text": "1 2 3"}, {"text": "7"}, {"text": ["4 5", "6"]}]
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    prefix = str(tmp_path / "out")
+    run("preprocess_data", "--input", src, "--output-prefix", prefix, "--tokenizer-type",
+        "NullTokenizer", "--vocab-size", 100, "--append-eod", "--workers", 2)
+    dtype, lengths, pointers, doc_idx, tokens = read_mmidx(prefix + "_text_document")
+    assert dtype == np.uint16
+    # EOD = vocab_size - 1 = 99 closes each document's last sentence.
+    assert tokens.tolist() == [1, 2, 3, 99, 7, 99, 4, 5, 6, 99]
+    assert lengths.tolist() == [4, 2, 2, 2]
+    assert pointers.tolist() == [0, 8, 12, 16]
+    assert doc_idx.tolist() == [0, 1, 2, 4]
+
+
+def test_preprocess_reports_malformed_lines(tmp_path):
+    src = tmp_path / "bad.jsonl"
+    src.write_text('{"text": "1 2"}\n{"text": "3"\n{"text": "4"}\n')
+    prefix = str(tmp_path / "out")
+    args = ["--input", src, "--output-prefix", prefix, "--tokenizer-type", "NullTokenizer",
+            "--vocab-size", 10]
+    proc = run("preprocess_data", *args, check=False)
+    assert proc.returncode != 0
+    assert f"{src}:2:" in proc.stderr and "malformed JSON" in proc.stderr
+    assert not os.path.exists(prefix + "_text_document.idx")  # nothing half-written
+    assert not [p for p in os.listdir(tmp_path) if "tmp" in p]
+    proc = run("preprocess_data", *args, "--skip-malformed")
+    assert "1 malformed lines skipped" in proc.stderr
+    _, _, _, doc_idx, tokens = read_mmidx(prefix + "_text_document")
+    assert tokens.tolist() == [1, 2, 4]
+    assert len(doc_idx) == 3
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda idx, bin_: (b"XXXXXXXXX" + idx[9:], bin_), "magic"),
+    (lambda idx, bin_: (idx[:-4], bin_), "bytes"),
+    (lambda idx, bin_: (idx, bin_[:-2]), "truncated"),
+    (lambda idx, bin_: (idx[:17] + b"\x0c" + idx[18:], bin_), "dtype code"),
+])
+def test_corrupted_files_fail_with_one_line(tmp_path, damage, message):
+    prefix = str(tmp_path / "d")
+    write_mmidx(prefix, DOCS, np.uint16)
+    idx, bin_ = open(prefix + ".idx", "rb").read(), open(prefix + ".bin", "rb").read()
+    idx, bin_ = damage(idx, bin_)
+    open(prefix + ".idx", "wb").write(idx)
+    open(prefix + ".bin", "wb").write(bin_)
+    proc = run("dataset_tool", "info", prefix, check=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr and prefix in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_missing_pair_is_named(tmp_path):
+    prefix = str(tmp_path / "d")
+    write_mmidx(prefix, DOCS, np.uint16)
+    os.remove(prefix + ".bin")
+    proc = run("dataset_tool", "info", prefix, check=False)
+    assert proc.returncode != 0 and prefix + ".bin" in proc.stderr and "not found" in proc.stderr

@@ -1,0 +1,294 @@
+// JSONL -> Megatron .bin/.idx, one document per line, as Megatron-LM's tools/preprocess_data.py:
+// {output_prefix}_{key}_document.bin/.idx per --json-keys key. Worker threads tokenize batches
+// of lines; documents are written in input order.
+#include "megatron/datasets/indexed_dataset.h"
+#include "megatron/tokenizer/gpt2_bpe.h"
+#include "megatron/tokenizer/json.h"
+#include "megatron/tokenizer/tokenizer.h"
+
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using megatron::datasets::DType;
+using megatron::datasets::IndexedDatasetBuilder;
+using megatron::tokenizer::JsonValue;
+
+struct Args {
+  std::string input, output_prefix;
+  std::vector<std::string> json_keys{"text"};
+  megatron::tokenizer::TokenizerOptions tokenizer;
+  bool append_eod = false;
+  bool skip_malformed = false;
+  int workers = 1;
+  int64_t log_interval = 1000;
+  int64_t batch_lines = 4096;
+};
+
+struct Encoded {
+  bool ok = true;
+  bool blank = false;
+  std::string error;
+  // Per key: the document's tokens and its sentence lengths.
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<int64_t>> lengths;
+};
+
+// One JSONL line, as Megatron's Encoder.encode: a string is one sentence, a list of strings
+// several; empty sentences vanish; EOD goes after the last one when asked.
+Encoded encode_line(const std::string& line, const Args& args,
+                    const megatron::tokenizer::Tokenizer& tok) {
+  Encoded e;
+  if (line.find_first_not_of(" \t\r") == std::string::npos) {
+    e.blank = true;
+    return e;
+  }
+  JsonValue doc;
+  try {
+    doc = megatron::tokenizer::parse_json(line);
+  } catch (const megatron::tokenizer::JsonError& err) {
+    e.ok = false;
+    e.error = std::string("malformed JSON: ") + err.what();
+    return e;
+  }
+  if (doc.type != JsonValue::Type::kObject) {
+    e.ok = false;
+    e.error = "expected a JSON object per line";
+    return e;
+  }
+  for (const auto& key : args.json_keys) {
+    const JsonValue* v = doc.find(key);
+    std::vector<const std::string*> sentences;
+    if (v != nullptr && v->type == JsonValue::Type::kString) {
+      sentences.push_back(&v->string);
+    } else if (v != nullptr && v->type == JsonValue::Type::kArray) {
+      for (const auto& s : v->array) {
+        if (s.type != JsonValue::Type::kString) {
+          sentences.clear();
+          v = nullptr;
+          break;
+        }
+        sentences.push_back(&s.string);
+      }
+    } else {
+      v = nullptr;
+    }
+    if (v == nullptr) {
+      e.ok = false;
+      e.error = "key '" + key + "' missing or not a string / list of strings";
+      return e;
+    }
+    std::vector<int32_t> ids;
+    std::vector<int64_t> lens;
+    for (const std::string* s : sentences) {
+      const size_t before = ids.size();
+      if (auto* bpe = dynamic_cast<const megatron::tokenizer::GPT2BPETokenizer*>(&tok)) {
+        bpe->tokenize_into(*s, ids);
+      } else {
+        auto t = tok.tokenize(*s);
+        ids.insert(ids.end(), t.begin(), t.end());
+      }
+      if (ids.size() > before) lens.push_back(static_cast<int64_t>(ids.size() - before));
+    }
+    if (!ids.empty() && args.append_eod) {
+      ids.push_back(tok.eod());
+      lens.back() += 1;
+    }
+    e.tokens.push_back(std::move(ids));
+    e.lengths.push_back(std::move(lens));
+  }
+  return e;
+}
+
+// Persistent workers (their per-thread BPE caches stay warm) splitting each batch of lines.
+class Pool {
+ public:
+  Pool(int n, const Args& args, const megatron::tokenizer::Tokenizer& tok)
+      : args_(args), tok_(tok) {
+    for (int w = 0; w < n; ++w) threads_.emplace_back([this, w, n] { run(w, n); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  void process(const std::vector<std::string>& lines, std::vector<Encoded>& out) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    lines_ = &lines;
+    out_ = &out;
+    out.assign(lines.size(), Encoded());
+    next_.store(0);
+    pending_ = static_cast<int>(threads_.size());
+    ++generation_;
+    cv_.notify_all();
+    done_cv_.wait(lock, [this] { return pending_ == 0; });
+  }
+
+ private:
+  void run(int, int) {
+    uint64_t seen = 0;
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      // Lines are claimed in small chunks so uneven documents balance out.
+      const size_t n = lines_->size();
+      while (true) {
+        const size_t begin = next_.fetch_add(16);
+        if (begin >= n) break;
+        for (size_t i = begin; i < std::min(n, begin + 16); ++i) {
+          try {
+            (*out_)[i] = encode_line((*lines_)[i], args_, tok_);
+          } catch (const c10::Error& err) {
+            (*out_)[i].ok = false;
+            (*out_)[i].error = err.what_without_backtrace();
+          }
+        }
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--pending_ == 0) done_cv_.notify_all();
+    }
+  }
+
+  const Args& args_;
+  const megatron::tokenizer::Tokenizer& tok_;
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable cv_, done_cv_;
+  const std::vector<std::string>* lines_ = nullptr;
+  std::vector<Encoded>* out_ = nullptr;
+  std::atomic<size_t> next_{0};
+  int pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+int run(const Args& args) {
+  auto tok = megatron::tokenizer::build_tokenizer(args.tokenizer);
+  const DType dtype = megatron::datasets::optimal_dtype(tok->vocab_size());
+  TORCH_CHECK(!args.append_eod || tok->eod() >= 0, "[preprocess_data] --append-eod: the "
+              "vocabulary has no <|endoftext|> token");
+  std::ifstream in(args.input, std::ios::binary);
+  TORCH_CHECK(in, "[preprocess_data] --input ", args.input, ": cannot open");
+
+  std::vector<std::unique_ptr<IndexedDatasetBuilder>> builders;
+  std::vector<std::string> idx_paths;
+  for (const auto& key : args.json_keys) {
+    const std::string prefix = args.output_prefix + "_" + key + "_document";
+    builders.push_back(std::make_unique<IndexedDatasetBuilder>(prefix + ".bin", dtype));
+    idx_paths.push_back(prefix + ".idx");
+  }
+  Pool pool(args.workers, args, *tok);
+  const auto start = std::chrono::steady_clock::now();
+  int64_t line_no = 0, docs = 0, bytes = 0, malformed = 0, blank = 0, tokens = 0;
+  int64_t next_log = args.log_interval;
+  std::vector<std::string> lines;
+  std::vector<Encoded> encoded;
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  bool eof = false;
+  while (!eof) {
+    lines.clear();
+    std::string line;
+    while (static_cast<int64_t>(lines.size()) < args.batch_lines) {
+      if (!std::getline(in, line)) {
+        eof = true;
+        break;
+      }
+      bytes += static_cast<int64_t>(line.size()) + 1;
+      lines.push_back(std::move(line));
+    }
+    if (lines.empty()) break;
+    pool.process(lines, encoded);
+    for (size_t i = 0; i < encoded.size(); ++i) {
+      ++line_no;
+      const Encoded& e = encoded[i];
+      if (e.blank) {
+        ++blank;
+        continue;
+      }
+      if (!e.ok) {
+        ++malformed;
+        TORCH_CHECK(args.skip_malformed, "[preprocess_data] ", args.input, ":", line_no, ": ",
+                    e.error, " (pass --skip-malformed to skip such lines and count them)");
+        if (malformed <= 10) {
+          std::cerr << "[preprocess_data] " << args.input << ":" << line_no << ": skipped: "
+                    << e.error << "\n";
+        }
+        continue;
+      }
+      for (size_t k = 0; k < builders.size(); ++k) {
+        builders[k]->add_document(e.tokens[k], e.lengths[k]);
+        tokens += static_cast<int64_t>(e.tokens[k].size());
+      }
+      if (++docs >= next_log) {
+        next_log += args.log_interval;
+        const double t = elapsed();
+        std::fprintf(stderr, "Processed %lld documents (%.1f docs/s, %.2f MB/s).\n",
+                     static_cast<long long>(docs), docs / t, bytes / t / 1024 / 1024);
+      }
+    }
+  }
+  for (size_t k = 0; k < builders.size(); ++k) builders[k]->finalize(idx_paths[k]);
+  const double t = elapsed();
+  std::fprintf(stderr,
+               "Done: %lld documents, %lld tokens, %lld malformed lines skipped, %lld blank "
+               "lines in %.2f s (%.1f docs/s, %.2f MB/s).\n",
+               static_cast<long long>(docs), static_cast<long long>(tokens),
+               static_cast<long long>(malformed), static_cast<long long>(blank), t, docs / t,
+               bytes / t / 1024 / 1024);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  CLI::App app{"Tokenize a JSONL corpus into Megatron .bin/.idx files"};
+  app.add_option("--input", args.input, "JSONL file, one document per line")->required();
+  app.add_option("--json-keys", args.json_keys, "keys to extract (default: text)");
+  app.add_option("--output-prefix", args.output_prefix,
+                 "writes {prefix}_{key}_document.bin/.idx")->required();
+  app.add_option("--tokenizer-type", args.tokenizer.tokenizer_type,
+                 "GPT2BPETokenizer | NullTokenizer")->required();
+  app.add_option("--vocab-file", args.tokenizer.vocab_file, "vocab.json (GPT2BPETokenizer)");
+  app.add_option("--merge-file", args.tokenizer.merge_file, "merges.txt (GPT2BPETokenizer)");
+  app.add_option("--vocab-size", args.tokenizer.vocab_size, "vocabulary size (NullTokenizer)");
+  app.add_flag("--append-eod", args.append_eod, "append the EOD token to every document");
+  app.add_option("--workers", args.workers, "tokenizer threads")->check(CLI::Range(1, 1024));
+  app.add_option("--log-interval", args.log_interval, "documents between progress lines")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch-lines", args.batch_lines, "lines read per batch")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--skip-malformed", args.skip_malformed,
+               "skip and count malformed lines instead of stopping at the first");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(args);
+  } catch (const c10::Error& e) {
+    std::cerr << e.what_without_backtrace() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "[preprocess_data] " << e.what() << "\n";
+  }
+  return 1;
+}
