@@ -1,0 +1,32 @@
+// The tokenizer interface the data tools use, and Megatron-style construction from flags.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace megatron::tokenizer {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // Thread-safe: one tokenizer may serve many worker threads.
+  virtual std::vector<int32_t> tokenize(std::string_view text) const = 0;
+  virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
+  virtual int64_t vocab_size() const = 0;
+  // The end-of-document id appended by --append-eod.
+  virtual int32_t eod() const = 0;
+};
+
+struct TokenizerOptions {
+  std::string tokenizer_type;  // "GPT2BPETokenizer" | "NullTokenizer"
+  std::string vocab_file;
+  std::string merge_file;
+  int64_t vocab_size = 0;  // NullTokenizer
+};
+
+std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options);
+
+}  // namespace megatron::tokenizer

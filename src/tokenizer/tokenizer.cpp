@@ -1,0 +1,23 @@
+#include "megatron/tokenizer/tokenizer.h"
+
+#include "megatron/tokenizer/gpt2_bpe.h"
+#include "megatron/tokenizer/null_tokenizer.h"
+
+#include <c10/util/Exception.h>
+
+namespace megatron::tokenizer {
+
+std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
+  if (options.tokenizer_type == "GPT2BPETokenizer") {
+    TORCH_CHECK(!options.vocab_file.empty() && !options.merge_file.empty(),
+                "[tokenizer] GPT2BPETokenizer needs --vocab-file and --merge-file");
+    return std::make_unique<GPT2BPETokenizer>(options.vocab_file, options.merge_file);
+  }
+  if (options.tokenizer_type == "NullTokenizer") {
+    return std::make_unique<NullTokenizer>(options.vocab_size);
+  }
+  TORCH_CHECK(false, "[tokenizer] --tokenizer-type: expected GPT2BPETokenizer or NullTokenizer, "
+              "found '", options.tokenizer_type, "'");
+}
+
+}  // namespace megatron::tokenizer
