@@ -1,6 +1,7 @@
 # megatron_add_test(name SOURCES ... LABELS ... [MPI_RANKS n ...])
 #   Builds a gtest binary. Without MPI_RANKS its tests are discovered one by one; with it the
-#   binary also runs as one CTest test per rank count under mpirun, every rank asserting.
+#   binary runs as one CTest test per rank count under mpirun, every rank asserting (n = 0: one
+#   process started without any launcher).
 set(MEGATRON_MPIEXEC_FLAGS --allow-run-as-root --oversubscribe --bind-to none
     CACHE STRING "Flags for mpirun in the distributed tests")
 
@@ -18,6 +19,11 @@ function(megatron_add_test name)
   endif()
   target_sources(${name} PRIVATE "${PROJECT_SOURCE_DIR}/tests/distributed_main.cpp")
   foreach(n IN LISTS arg_MPI_RANKS)
+    if(n EQUAL 0)
+      add_test(NAME ${name}.single COMMAND $<TARGET_FILE:${name}>)
+      set_tests_properties(${name}.single PROPERTIES LABELS "unit;${arg_LABELS}" TIMEOUT 120)
+      continue()
+    endif()
     add_test(NAME ${name}.np${n}
              COMMAND ${MPIEXEC_EXECUTABLE} ${MEGATRON_MPIEXEC_FLAGS} -np ${n} $<TARGET_FILE:${name}>)
     set_tests_properties(${name}.np${n} PROPERTIES LABELS "distributed;${arg_LABELS}" TIMEOUT 180

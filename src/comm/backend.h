@@ -12,12 +12,16 @@
 namespace megatron::comm::detail {
 
 // What an operation is, for the timeout message: "all_reduce(sum) on group 'tp' ...".
+// Cheap to build on every call: the peer list is only worked out for the message.
 struct OpInfo {
-  std::string op;           // "all_reduce(sum)", "send", ...
-  std::string group;        // group name
-  int rank = 0;             // this process's rank in the group
-  int world_rank = 0;
-  std::vector<int> peers;   // world ranks the operation waits on
+  std::string op;     // "all_reduce(sum)", "send", ...
+  std::string group;  // group name
+  int rank = 0;       // this process's rank in the group
+  std::shared_ptr<const std::vector<int>> group_ranks;  // group rank -> world rank
+  std::vector<int> peer_group_ranks;  // the ranks waited on; empty: every other member
+  // The caller waits right away: a backend may run its blocking call (faster in MPI) under a
+  // watchdog that ends the job at the timeout, instead of polling a non-blocking one.
+  bool blocking = false;
 };
 
 std::string describe_timeout(const OpInfo& info, std::chrono::milliseconds timeout);

@@ -10,7 +10,11 @@
 #include <mpi.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include "backend.h"
 
@@ -80,6 +84,68 @@ MPI_Op mpi_op(ReduceOp op, at::ScalarType type) {
   return index == 0 ? MPI_SUM : index == 1 ? MPI_MAX : MPI_MIN;
 }
 
+// Ends the job when a blocking MPI call outlives its timeout: a blocked call cannot be
+// interrupted, so the watchdog thread prints the message a polled wait would throw and calls
+// MPI_Abort. It checks a few times a second, so arming costs no wake-up. Never destroyed: it
+// may still be sleeping while the process exits.
+class Watchdog {
+ public:
+  static Watchdog& instance() {
+    static Watchdog* watchdog = new Watchdog();
+    return *watchdog;
+  }
+
+  // `info` must outlive the matching disarm (it lives on the blocked caller's stack).
+  uint64_t arm(const OpInfo* info, std::chrono::milliseconds timeout) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t id = next_id_++;
+    armed_.emplace(id, Entry{std::chrono::steady_clock::now() + timeout, info, timeout});
+    return id;
+  }
+
+  void disarm(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_.erase(id);
+  }
+
+ private:
+  struct Entry {
+    std::chrono::steady_clock::time_point deadline;
+    const OpInfo* info;
+    std::chrono::milliseconds timeout;
+  };
+
+  Watchdog() { std::thread([this] { run(); }).detach(); }
+
+  void run() {
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto now = std::chrono::steady_clock::now();
+      for (const auto& [id, entry] : armed_) {
+        if (now < entry.deadline) continue;
+        std::fprintf(stderr, "%s\n", describe_timeout(*entry.info, entry.timeout).c_str());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::map<uint64_t, Entry> armed_;
+  uint64_t next_id_ = 0;
+};
+
+class WatchdogGuard {
+ public:
+  WatchdogGuard(const OpInfo& info, std::chrono::milliseconds timeout)
+      : id_(Watchdog::instance().arm(&info, timeout)) {}
+  ~WatchdogGuard() { Watchdog::instance().disarm(id_); }
+
+ private:
+  uint64_t id_;
+};
+
 int mpi_count(const at::Tensor& t) {
   TORCH_CHECK(t.numel() <= INT_MAX, "[comm] tensor of ", t.numel(),
               " elements exceeds MPI's count limit (", INT_MAX, "); split it");
@@ -98,6 +164,15 @@ class MpiBackend : public Backend {
   }
 
   WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op, const OpInfo& info) override {
+    if (info.blocking) {
+      WatchdogGuard guard(info, ctx_.timeout);
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), mpi_count(tensor),
+                              mpi_type(tensor.scalar_type()), mpi_op(op, tensor.scalar_type()),
+                              comm_),
+                "MPI_Allreduce");
+      if (op == ReduceOp::kAvg) tensor.div_(ctx_.size);
+      return completed_work(ctx_.timeout);
+    }
     auto requests = std::make_shared<std::vector<MPI_Request>>(1);
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), mpi_count(tensor),
                              mpi_type(tensor.scalar_type()), mpi_op(op, tensor.scalar_type()),
@@ -109,8 +184,15 @@ class MpiBackend : public Backend {
   }
 
   WorkHandle all_gather(at::Tensor& output, const at::Tensor& input, const OpInfo& info) override {
-    auto requests = std::make_shared<std::vector<MPI_Request>>(1);
     auto type = mpi_type(input.scalar_type());
+    if (info.blocking) {
+      WatchdogGuard guard(info, ctx_.timeout);
+      check_mpi(MPI_Allgather(input.data_ptr(), mpi_count(input), type, output.data_ptr(),
+                              mpi_count(input), type, comm_),
+                "MPI_Allgather");
+      return completed_work(ctx_.timeout);
+    }
+    auto requests = std::make_shared<std::vector<MPI_Request>>(1);
     check_mpi(MPI_Iallgather(input.data_ptr(), mpi_count(input), type, output.data_ptr(),
                              mpi_count(input), type, comm_, requests->data()),
               "MPI_Iallgather");
@@ -119,6 +201,15 @@ class MpiBackend : public Backend {
 
   WorkHandle reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op,
                             const OpInfo& info) override {
+    if (info.blocking) {
+      WatchdogGuard guard(info, ctx_.timeout);
+      check_mpi(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(), mpi_count(output),
+                                         mpi_type(input.scalar_type()),
+                                         mpi_op(op, input.scalar_type()), comm_),
+                "MPI_Reduce_scatter_block");
+      if (op == ReduceOp::kAvg) output.div_(ctx_.size);
+      return completed_work(ctx_.timeout);
+    }
     auto requests = std::make_shared<std::vector<MPI_Request>>(1);
     check_mpi(MPI_Ireduce_scatter_block(input.data_ptr(), output.data_ptr(), mpi_count(output),
                                         mpi_type(input.scalar_type()),
@@ -130,6 +221,13 @@ class MpiBackend : public Backend {
   }
 
   WorkHandle broadcast(at::Tensor& tensor, int src, const OpInfo& info) override {
+    if (info.blocking) {
+      WatchdogGuard guard(info, ctx_.timeout);
+      check_mpi(MPI_Bcast(tensor.data_ptr(), mpi_count(tensor), mpi_type(tensor.scalar_type()), src,
+                          comm_),
+                "MPI_Bcast");
+      return completed_work(ctx_.timeout);
+    }
     auto requests = std::make_shared<std::vector<MPI_Request>>(1);
     check_mpi(MPI_Ibcast(tensor.data_ptr(), mpi_count(tensor), mpi_type(tensor.scalar_type()), src,
                          comm_, requests->data()),
@@ -158,6 +256,11 @@ class MpiBackend : public Backend {
   }
 
   WorkHandle barrier(const OpInfo& info) override {
+    if (info.blocking) {
+      WatchdogGuard guard(info, ctx_.timeout);
+      check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+      return completed_work(ctx_.timeout);
+    }
     auto requests = std::make_shared<std::vector<MPI_Request>>(1);
     check_mpi(MPI_Ibarrier(comm_, requests->data()), "MPI_Ibarrier");
     return make_work(requests, info, nullptr, {});

@@ -185,7 +185,8 @@ std::unique_ptr<Backend> make_nccl_backend(BackendContext ctx, std::vector<int> 
     TORCH_INTERNAL_ASSERT(host_backend != nullptr);
     auto bytes = at::empty({static_cast<int64_t>(sizeof(id))}, at::kByte);
     if (ctx.rank == 0) std::memcpy(bytes.data_ptr(), &id, sizeof(id));
-    OpInfo info{"broadcast(NCCL unique id)", name, ctx.rank, global_ranks[ctx.rank], global_ranks};
+    OpInfo info{"broadcast(NCCL unique id)", name, ctx.rank,
+                std::make_shared<const std::vector<int>>(global_ranks), {}, true};
     host_backend->broadcast(bytes, 0, info)->wait();
     std::memcpy(&id, bytes.data_ptr(), sizeof(id));
   }

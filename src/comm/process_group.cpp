@@ -29,6 +29,7 @@ class ProcessGroupImpl {
  public:
   std::string name;
   std::vector<int> global_ranks;
+  std::shared_ptr<const std::vector<int>> shared_ranks;  // the same, for error messages
   int rank = 0;
   std::chrono::milliseconds timeout{0};
   at::DeviceType device_type = at::kCPU;
@@ -39,25 +40,33 @@ class ProcessGroupImpl {
 #endif
 
   static std::shared_ptr<ProcessGroup> wrap(std::unique_ptr<ProcessGroupImpl> impl) {
+    impl->shared_ranks = std::make_shared<const std::vector<int>>(impl->global_ranks);
     return std::shared_ptr<ProcessGroup>(new ProcessGroup(std::move(impl)));
   }
 
   int size() const { return static_cast<int>(global_ranks.size()); }
 
-  OpInfo info(std::string op, std::vector<int> peer_group_ranks = {}) const {
-    OpInfo info{std::move(op), name, rank, global_ranks[rank], {}};
-    if (peer_group_ranks.empty()) {
-      for (int r = 0; r < size(); ++r)
-        if (r != rank) peer_group_ranks.push_back(r);
-    }
-    for (int r : peer_group_ranks) info.peers.push_back(global_ranks.at(r));
-    return info;
+  WorkHandle start_all_reduce(at::Tensor& tensor, ReduceOp op, bool blocking);
+  WorkHandle start_all_gather(at::Tensor& output, const at::Tensor& input, bool blocking);
+  WorkHandle start_reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op,
+                                  bool blocking);
+  WorkHandle start_broadcast(at::Tensor& tensor, int src, bool blocking);
+
+  OpInfo info(std::string op, std::vector<int> peer_group_ranks = {}, bool blocking = false) const {
+    return OpInfo{std::move(op), name, rank, shared_ranks, std::move(peer_group_ranks), blocking};
   }
 
   Backend& backend_for(const at::Tensor& tensor, const std::string& op) {
     TORCH_CHECK(tensor.defined(), "[comm] ", op, " on group '", name, "': undefined tensor");
     TORCH_CHECK(tensor.layout() == at::kStrided, "[comm] ", op, " on group '", name,
                 "': only dense tensors can be communicated, got layout ", tensor.layout());
+    static const at::ScalarType kSupported[] = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16,
+                                                at::kLong,  at::kInt,    at::kShort, at::kChar,
+                                                at::kByte,  at::kBool};
+    TORCH_CHECK(std::find(std::begin(kSupported), std::end(kSupported), tensor.scalar_type()) !=
+                    std::end(kSupported),
+                "[comm] ", op, " on group '", name, "': collectives do not support dtype ",
+                tensor.scalar_type());
     if (tensor.is_cuda()) {
 #ifdef MEGATRON_WITH_NCCL
       if (!cuda) {
@@ -173,47 +182,48 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   return ProcessGroupImpl::wrap(std::move(impl));
 }
 
-WorkHandle ProcessGroup::all_reduce_async(at::Tensor& tensor, ReduceOp op) {
-  auto info = impl_->info(std::string("all_reduce(") + to_string(op) + ")");
-  Backend& backend = impl_->backend_for(tensor, info.op);
+WorkHandle ProcessGroupImpl::start_all_reduce(at::Tensor& tensor, ReduceOp op, bool blocking) {
+  auto info = this->info(std::string("all_reduce(") + to_string(op) + ")", {}, blocking);
+  Backend& backend = backend_for(tensor, info.op);
   check_reduce_op(op, tensor, info);
-  return in_place(tensor, impl_->timeout,
+  return in_place(tensor, timeout,
                   [&](at::Tensor& t) { return backend.all_reduce(t, op, info); });
 }
 
-WorkHandle ProcessGroup::all_gather_async(at::Tensor& output, const at::Tensor& input) {
-  auto info = impl_->info("all_gather");
-  Backend& backend = impl_->backend_for(input, info.op);
+WorkHandle ProcessGroupImpl::start_all_gather(at::Tensor& output, const at::Tensor& input,
+                                              bool blocking) {
+  auto info = this->info("all_gather", {}, blocking);
+  Backend& backend = backend_for(input, info.op);
   check_same_kind(input, output, info);
-  TORCH_CHECK(output.numel() == input.numel() * size(), "[comm] all_gather on group '", name(),
+  TORCH_CHECK(output.numel() == input.numel() * size(), "[comm] all_gather on group '", name,
               "': output must hold group size ", size(), " x input's ", input.numel(),
               " elements = ", input.numel() * size(), ", but has ", output.numel());
   at::Tensor in = input.contiguous();
-  return in_place(output, impl_->timeout,
+  return in_place(output, timeout,
                   [&](at::Tensor& out) { return backend.all_gather(out, in, info); });
 }
 
-WorkHandle ProcessGroup::reduce_scatter_async(at::Tensor& output, const at::Tensor& input,
-                                              ReduceOp op) {
-  auto info = impl_->info(std::string("reduce_scatter(") + to_string(op) + ")");
-  Backend& backend = impl_->backend_for(input, info.op);
+WorkHandle ProcessGroupImpl::start_reduce_scatter(at::Tensor& output, const at::Tensor& input,
+                                                  ReduceOp op, bool blocking) {
+  auto info = this->info(std::string("reduce_scatter(") + to_string(op) + ")", {}, blocking);
+  Backend& backend = backend_for(input, info.op);
   check_same_kind(input, output, info);
   check_reduce_op(op, input, info);
   TORCH_CHECK(input.numel() == output.numel() * size(), "[comm] reduce_scatter on group '",
-              name(), "': input of ", input.numel(), " elements does not split into group size ",
+              name, "': input of ", input.numel(), " elements does not split into group size ",
               size(), " x output's ", output.numel(), " elements");
   at::Tensor in = input.contiguous();
-  return in_place(output, impl_->timeout,
+  return in_place(output, timeout,
                   [&](at::Tensor& out) { return backend.reduce_scatter(out, in, op, info); });
 }
 
-WorkHandle ProcessGroup::broadcast_async(at::Tensor& tensor, int src) {
-  TORCH_CHECK(src >= 0 && src < size(), "[comm] broadcast on group '", name(), "': source rank ",
+WorkHandle ProcessGroupImpl::start_broadcast(at::Tensor& tensor, int src, bool blocking) {
+  TORCH_CHECK(src >= 0 && src < size(), "[comm] broadcast on group '", name, "': source rank ",
               src, " is outside the group of size ", size());
-  auto info = impl_->info("broadcast(src " + std::to_string(src) + ")",
-                          src == rank() ? std::vector<int>{} : std::vector<int>{src});
-  Backend& backend = impl_->backend_for(tensor, info.op);
-  return in_place(tensor, impl_->timeout,
+  auto info = this->info("broadcast(src " + std::to_string(src) + ")",
+                         src == rank ? std::vector<int>{} : std::vector<int>{src}, blocking);
+  Backend& backend = backend_for(tensor, info.op);
+  return in_place(tensor, timeout,
                   [&](at::Tensor& t) { return backend.broadcast(t, src, info); });
 }
 
@@ -241,14 +251,31 @@ WorkHandle ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
   return backend.batch_p2p(ops, info);
 }
 
-void ProcessGroup::all_reduce(at::Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op)->wait(); }
+WorkHandle ProcessGroup::all_reduce_async(at::Tensor& tensor, ReduceOp op) {
+  return impl_->start_all_reduce(tensor, op, false);
+}
+WorkHandle ProcessGroup::all_gather_async(at::Tensor& output, const at::Tensor& input) {
+  return impl_->start_all_gather(output, input, false);
+}
+WorkHandle ProcessGroup::reduce_scatter_async(at::Tensor& output, const at::Tensor& input,
+                                              ReduceOp op) {
+  return impl_->start_reduce_scatter(output, input, op, false);
+}
+WorkHandle ProcessGroup::broadcast_async(at::Tensor& tensor, int src) {
+  return impl_->start_broadcast(tensor, src, false);
+}
+void ProcessGroup::all_reduce(at::Tensor& tensor, ReduceOp op) {
+  impl_->start_all_reduce(tensor, op, true)->wait();
+}
 void ProcessGroup::all_gather(at::Tensor& output, const at::Tensor& input) {
-  all_gather_async(output, input)->wait();
+  impl_->start_all_gather(output, input, true)->wait();
 }
 void ProcessGroup::reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op) {
-  reduce_scatter_async(output, input, op)->wait();
+  impl_->start_reduce_scatter(output, input, op, true)->wait();
 }
-void ProcessGroup::broadcast(at::Tensor& tensor, int src) { broadcast_async(tensor, src)->wait(); }
+void ProcessGroup::broadcast(at::Tensor& tensor, int src) {
+  impl_->start_broadcast(tensor, src, true)->wait();
+}
 void ProcessGroup::send(const at::Tensor& tensor, int dst) {
   batch_isend_irecv({{P2POp::kSend, tensor.contiguous(), dst}})->wait();
 }
@@ -259,7 +286,7 @@ void ProcessGroup::recv(at::Tensor& tensor, int src) {
 }
 
 void ProcessGroup::barrier() {
-  auto info = impl_->info("barrier");
+  auto info = impl_->info("barrier", {}, true);
   if (impl_->host) {
     impl_->host->barrier(info)->wait();
     return;

@@ -9,10 +9,16 @@ namespace megatron::comm::detail {
 
 std::string describe_timeout(const OpInfo& info, std::chrono::milliseconds timeout) {
   std::ostringstream out;
+  const auto& ranks = *info.group_ranks;
+  std::vector<int> peers = info.peer_group_ranks;
+  if (peers.empty()) {
+    for (int r = 0; r < static_cast<int>(ranks.size()); ++r)
+      if (r != info.rank) peers.push_back(r);
+  }
   out << "[comm] " << info.op << " on group '" << info.group << "' timed out after "
       << timeout.count() / 1000.0 << " s at group rank " << info.rank << " (world rank "
-      << info.world_rank << "), waiting on world ranks [";
-  for (size_t i = 0; i < info.peers.size(); ++i) out << (i ? "," : "") << info.peers[i];
+      << ranks.at(info.rank) << "), waiting on world ranks [";
+  for (size_t i = 0; i < peers.size(); ++i) out << (i ? "," : "") << ranks.at(peers[i]);
   out << "]; a peer has not reached the same call (crashed, hung, or calls it in another order). "
          "Raise the limit with MEGATRON_DISTRIBUTED_TIMEOUT_SECONDS if it is just slow";
   return out.str();
@@ -37,15 +43,17 @@ bool PollingWork::is_completed() {
 void PollingWork::wait(std::chrono::milliseconds timeout) {
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + timeout;
-  // Spin briefly for latency, then back off so that oversubscribed ranks (more ranks than cores)
-  // leave the CPU to the peers they wait for.
-  for (int spins = 0; !is_completed(); ++spins) {
-    if (spins < 64) {
+  // Spin (yielding) for the first milliseconds, as MPI's own blocking calls do, then back off
+  // so that long waits leave the CPU to the peers they wait for.
+  const auto spin_until = clock::now() + std::chrono::milliseconds(5);
+  while (!is_completed()) {
+    auto now = clock::now();
+    TORCH_CHECK(now < deadline, describe_timeout(info_, timeout));
+    if (now < spin_until) {
       std::this_thread::yield();
-      continue;
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
-    TORCH_CHECK(clock::now() < deadline, describe_timeout(info_, timeout));
-    std::this_thread::sleep_for(std::chrono::microseconds(spins < 1024 ? 20 : 200));
   }
 }
 

@@ -1,6 +1,9 @@
 // ProcessGroup: collectives and point-to-point over an ordered set of ranks. Host tensors go
 // through MPI (one communicator per group), CUDA tensors through NCCL (one communicator per
-// group, on its own stream). Every wait has a timeout that names the operation, group and peers.
+// group, on its own stream). Every wait has a timeout that names the operation, group and peers:
+// Work::wait() throws it; a blocking host collective, which runs MPI's own blocking call, has a
+// watchdog print it and end the job. Every rank of a group calls a collective in the same form,
+// blocking or _async: MPI never matches one with the other.
 #pragma once
 
 #include <ATen/core/Tensor.h>
