@@ -3,7 +3,25 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <cstring>
+#include <mutex>
+
 namespace megatron::datasets {
+namespace {
+
+// The causal mask [1, 1, s, s] (true above the diagonal), memoised for the last s: it is a
+// constant, and building 4 M booleans per batch at s = 2048 would dominate the batch time.
+at::Tensor causal_mask(int64_t s) {
+  static std::mutex mutex;
+  static at::Tensor mask;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!mask.defined() || mask.size(-1) != s) {
+    mask = at::ones({s, s}, at::kBool).triu(1).view({1, 1, s, s});
+  }
+  return mask;
+}
+
+}  // namespace
 
 GPTBatch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& indices,
                      const BatchOptions& options) {
@@ -25,12 +43,19 @@ GPTBatch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>&
   batch.labels = at::empty({b, s}, at::kLong);
   batch.loss_mask = at::empty({b, s}, at::kFloat);
   batch.position_ids = at::empty({b, s}, at::kLong);
-  if (options.create_attention_mask) batch.attention_mask = at::empty({b, 1, s, s}, at::kBool);
+  // Without resets every sample has the same causal mask: one [1, 1, s, s] expanded to
+  // [b, 1, s, s] (a view, as Megatron-LM caches its mask).
+  const bool per_sample_mask = options.create_attention_mask && options.reset_attention_mask;
+  if (per_sample_mask) {
+    batch.attention_mask = at::empty({b, 1, s, s}, at::kBool);
+  } else if (options.create_attention_mask) {
+    batch.attention_mask = causal_mask(s).expand({b, 1, s, s});
+  }
   int64_t* tokens = batch.tokens.data_ptr<int64_t>();
   int64_t* labels = batch.labels.data_ptr<int64_t>();
   float* loss_mask = batch.loss_mask.data_ptr<float>();
   int64_t* position_ids = batch.position_ids.data_ptr<int64_t>();
-  bool* attention = options.create_attention_mask ? batch.attention_mask.data_ptr<bool>() : nullptr;
+  bool* attention = per_sample_mask ? batch.attention_mask.data_ptr<bool>() : nullptr;
 
   std::vector<int64_t> text(static_cast<size_t>(len));
   std::vector<int64_t> last_eod(static_cast<size_t>(s));  // last EOD position < row, or -1
@@ -59,8 +84,10 @@ GPTBatch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>&
     if (attention != nullptr) {
       bool* a = attention + r * s * s;
       for (int64_t row = 0; row < s; ++row) {
-        const int64_t first = options.reset_attention_mask ? last_eod[row] + 1 : 0;
-        for (int64_t col = 0; col < s; ++col) a[row * s + col] = col > row || col < first;
+        // Row attends to [first, row]: the tokens since the last EOD before it.
+        const int64_t first = last_eod[row] + 1;
+        std::memset(a + row * s, 1, static_cast<size_t>(s));
+        std::memset(a + row * s + first, 0, static_cast<size_t>(row - first + 1));
       }
     }
     // Padding: never a loss target, and mapped to id 0 so the embedding can look it up.

@@ -192,6 +192,54 @@ TEST(BuildBatch, MasksAndPositionIdsFollowMegatron) {
   auto mask = at::tril(at::ones({6, 6}));
   for (int64_t i : {1, 4}) mask.slice(0, i + 1).slice(1, 0, i + 1).zero_();
   EXPECT_TRUE(at::equal(b.attention_mask, (mask < 0.5).view({1, 1, 6, 6})));
+  // Without resets: plain causal masks and positions, for every row of the batch.
+  BatchOptions plain;
+  auto c = build_batch(ds, {0, 0}, plain);
+  EXPECT_TRUE(at::equal(c.attention_mask.contiguous(),
+                        (at::tril(at::ones({6, 6})) < 0.5).view({1, 1, 6, 6}).expand({2, 1, 6, 6})));
+  EXPECT_TRUE(at::equal(c.position_ids[1], at::arange(6, at::kLong)));
+  EXPECT_TRUE(at::equal(c.loss_mask, at::ones({2, 6})));
+}
+
+}  // namespace
+}  // namespace megatron::datasets
+
+namespace megatron::datasets {
+namespace {
+
+TEST(DataIterator, PrefetchGivesTheSameBatchesAndCountsConsumedSamples) {
+  const std::string dir = testing::make_temp_dir();
+  auto low = open(write_corpus(dir));
+  GPTDatasetConfig config;
+  config.sequence_length = 8;
+  config.path_to_cache = dir + "/cache";
+  auto ds = std::make_shared<GPTDataset>(low, std::make_pair<int64_t, int64_t>(0, 50), 64,
+                                         Split::kTrain, config);
+  BatchOptions options;
+  options.eod_token = 0;
+  options.create_attention_mask = false;
+  auto make = [&](int prefetch, int64_t consumed) {
+    return std::make_unique<DataIterator>(
+        ds, std::make_unique<MegatronPretrainingSampler>(64, consumed, 4, 1, 2), options, prefetch);
+  };
+  auto plain = make(0, 0), ahead = make(3, 0);
+  int n = 0;
+  while (auto a = plain->next()) {
+    auto b = ahead->next();
+    ASSERT_TRUE(b.has_value());
+    EXPECT_TRUE(at::equal(a->tokens, b->tokens));
+    EXPECT_TRUE(at::equal(a->labels, b->labels));
+    EXPECT_EQ(plain->consumed_samples(), ahead->consumed_samples());
+    ++n;
+  }
+  EXPECT_EQ(n, 8);
+  EXPECT_FALSE(ahead->next().has_value());
+  EXPECT_EQ(plain->consumed_samples(), 64);
+  // Resuming from a checkpointed consumed_samples gives the rest of the same stream.
+  auto first = make(0, 0);
+  for (int i = 0; i < 3; ++i) first->next();
+  auto resumed = make(2, first->consumed_samples());
+  EXPECT_TRUE(at::equal(first->next()->tokens, resumed->next()->tokens));
 }
 
 }  // namespace
