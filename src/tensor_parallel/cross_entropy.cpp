@@ -19,11 +19,11 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
     const int64_t vocab = part * group_size(group);
     const int64_t start = part * group_rank(group);
 
-    at::Tensor logits = logits_in.to(at::kFloat).reshape({-1, part}).clone();  // [n, V/tp]
+    at::Tensor logits_2d = logits_in.to(at::kFloat).reshape({-1, part});  // [n, V/tp]
     at::Tensor tgt = target.reshape({-1});
-    at::Tensor logits_max = std::get<0>(logits.max(-1)).contiguous();
+    at::Tensor logits_max = std::get<0>(logits_2d.max(-1)).contiguous();
     all_reduce_(logits_max, group, comm::ReduceOp::kMax);
-    logits.sub_(logits_max.unsqueeze(-1));
+    at::Tensor logits = logits_2d - logits_max.unsqueeze(-1);  // new buffer; the input is kept
 
     at::Tensor target_mask = (tgt < start).logical_or_(tgt >= start + part);  // not on this rank
     at::Tensor masked_target = (tgt - start).masked_fill_(target_mask, 0);
@@ -45,8 +45,7 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
                   "[0, 1), got ", label_smoothing);
       smoothing = label_smoothing * vocab / (vocab - 1);
       // mean over the FULL vocabulary of log p = sum_i (x_i - max) / K - log(sum exp).
-      at::Tensor sum_shifted = (logits_in.to(at::kFloat).reshape({-1, part}) -
-                                logits_max.unsqueeze(-1)).sum(-1).contiguous();
+      at::Tensor sum_shifted = (logits_2d.sum(-1) - logits_max * static_cast<double>(part)).contiguous();
       all_reduce_(sum_shifted, group, comm::ReduceOp::kSum);
       at::Tensor mean_log_probs = sum_shifted / static_cast<double>(vocab) - log_sum_exp;
       loss = (1.0 - smoothing) * loss - smoothing * mean_log_probs;
@@ -61,7 +60,9 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     auto saved = ctx->get_saved_variables();
-    at::Tensor grad = saved[0].clone();  // softmax [n, V/tp]
+    // The saved softmax [n, V/tp] becomes the gradient in place (as in Megatron): this backward
+    // can run once per forward.
+    at::Tensor grad = saved[0];
     const at::Tensor& target_mask = saved[1];
     const at::Tensor& masked_target = saved[2];
     const double smoothing = ctx->saved_data["smoothing"].toDouble();

@@ -159,6 +159,48 @@ TEST(GPTModel, PipelineStagesInitialiseLikeTheWholeModel) {
   EXPECT_REL_CLOSE(last->forward(input_ids(), {}, {}, labels()), loss, kTol);
 }
 
+// A real two-stage pipeline on two ranks (ParallelState with PP = 2): stage 0 sends its hidden
+// states to stage 1 and receives their gradient back; after the embedding-group all-reduce every
+// gradient equals the single-stage model's.
+TEST(GPTModel, TwoStagePipelineMatchesWholeModel) {
+  if (world()->size() != 2) GTEST_SKIP() << "needs exactly 2 ranks";
+  auto ps = megatron::ParallelState::initialize_model_parallel(world(), 1, 2);
+  auto cfg = gpt2_config().num_layers(4);
+  GPTModel whole(gpt2_options(cfg));
+  auto opts = megatron::models::gpt::gpt_model_options_for_rank(ps, cfg, kVocab, 16)
+                  .make_vocab_size_divisible_by(8)
+                  .seed(7);
+  GPTModel stage(opts);
+  const bool first = ps.is_pipeline_first_stage();
+  EXPECT_EQ(first, ps.get_pipeline_model_parallel_rank() == 0);
+  whole->forward(input_ids(), {}, {}, labels()).mean().backward();
+
+  auto& pp = ps.get_pipeline_model_parallel_group();
+  if (first) {
+    at::Tensor hidden = stage->forward(input_ids());
+    pp.send(hidden.detach().contiguous(), 1);
+    at::Tensor grad = at::empty_like(hidden);
+    pp.recv(grad, 1);
+    hidden.backward(grad);
+  } else {
+    at::Tensor hidden = at::empty({kSeq, kBatch, 32});
+    pp.recv(hidden, 0);
+    hidden.requires_grad_(true);
+    stage->set_input_tensor(hidden);
+    stage->forward(input_ids(), {}, {}, labels()).mean().backward();
+    pp.send(hidden.grad().contiguous(), 0);
+  }
+  stage->allreduce_word_embedding_grads(ps.get_embedding_group());
+
+  std::map<std::string, at::Tensor> whole_grads;
+  for (const auto& item : whole->named_parameters()) whole_grads[item.key()] = item.value().grad();
+  for (const auto& sp : stage->sharded_parameters()) {
+    SCOPED_TRACE(sp.name);
+    ASSERT_TRUE(whole_grads.count(sp.init_name));  // the global name on the whole model
+    EXPECT_REL_CLOSE(sp.param.grad(), whole_grads.at(sp.init_name), kTol);
+  }
+}
+
 TEST(GPTModel, StateDictNamesAndRoundTrip) {
   GPTModel model(gpt2_options(gpt2_config().num_layers(1)));
   std::vector<std::string> names;

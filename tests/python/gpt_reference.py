@@ -31,6 +31,9 @@ class Config:
     rotary_percent: float = 1.0
     rotary_base: float = 10000.0
     tied: bool = True
+    # True: torch's fused kernels (F.layer_norm / F.rms_norm, F.scaled_dot_product_attention)
+    # instead of the written-out formulas; what an idiomatic PyTorch model uses (benchmarks).
+    fused: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -40,11 +43,15 @@ class Config:
 class Norm(nn.Module):
     def __init__(self, cfg: Config):
         super().__init__()
-        self.kind, self.eps = cfg.norm, cfg.eps
+        self.kind, self.eps, self.fused = cfg.norm, cfg.eps, cfg.fused
         self.weight = nn.Parameter(torch.ones(cfg.hidden_size))
         self.bias = nn.Parameter(torch.zeros(cfg.hidden_size)) if cfg.norm == "layernorm" else None
 
     def forward(self, x):
+        if self.fused:
+            if self.kind == "layernorm":
+                return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)
+            return F.rms_norm(x, x.shape[-1:], self.weight, self.eps)
         if self.kind == "layernorm":
             mean = x.mean(-1, keepdim=True)
             var = ((x - mean) ** 2).mean(-1, keepdim=True)
@@ -87,8 +94,12 @@ class Attention(nn.Module):
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         rep = cfg.num_heads // cfg.num_kv_heads  # query head i uses key/value head i // rep
-        k = k.repeat_interleave(rep, dim=1)
-        v = v.repeat_interleave(rep, dim=1)
+        if rep > 1:
+            k = k.repeat_interleave(rep, dim=1)
+            v = v.repeat_interleave(rep, dim=1)
+        if cfg.fused:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.o_proj(out.transpose(1, 2).reshape(b, s, cfg.num_heads * d))
         scores = q @ k.transpose(-1, -2) / math.sqrt(d)
         causal = torch.ones(s, s, dtype=torch.bool).triu(1)
         scores = scores.masked_fill(causal, float("-inf"))

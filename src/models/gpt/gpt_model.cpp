@@ -19,6 +19,18 @@ int64_t vocab_size_with_padding(int64_t vocab_size, int64_t divisible_by, int64_
   return (vocab_size + multiple - 1) / multiple * multiple;
 }
 
+GPTModelOptions gpt_model_options_for_rank(const ParallelState& ps,
+                                           transformer::TransformerConfig config,
+                                           int64_t vocab_size, int64_t max_sequence_length) {
+  config.tensor_model_parallel_size(ps.get_tensor_model_parallel_world_size())
+      .tp_group(ps.tensor_model_parallel_group_ptr())
+      .pipeline_model_parallel_size(ps.get_pipeline_model_parallel_world_size());
+  return GPTModelOptions(std::move(config), vocab_size, max_sequence_length)
+      .pre_process(ps.is_pipeline_first_stage())
+      .post_process(ps.is_pipeline_last_stage())
+      .pipeline_model_parallel_rank(ps.get_pipeline_model_parallel_rank());
+}
+
 GPTModelImpl::GPTModelImpl(GPTModelOptions options_)
     : options(std::move(options_)), config(options.config().finalize()) {
   reset();
@@ -102,6 +114,16 @@ std::vector<ShardedParameter> GPTModelImpl::sharded_parameters() const {
 
 void GPTModelImpl::initialize_parameters(uint64_t seed) {
   for (auto& sp : sharded_parameters()) tp::init_sharded_param(sp.param, sp.init, seed, sp.init_name);
+}
+
+void GPTModelImpl::allreduce_word_embedding_grads(
+    const std::shared_ptr<comm::ProcessGroup>& embedding_group) {
+  if (!options.share_embeddings_and_output_weights() || !embedding_group ||
+      embedding_group->size() == 1 || !(options.pre_process() || options.post_process()))
+    return;
+  at::Tensor weight = shared_embedding_or_output_weight();
+  if (!weight.grad().defined()) weight.mutable_grad() = at::zeros_like(weight);
+  embedding_group->all_reduce(weight.mutable_grad());
 }
 
 void GPTModelImpl::allreduce_sequence_parallel_grads() {

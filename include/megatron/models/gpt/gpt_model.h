@@ -15,6 +15,7 @@
 #include <string>
 
 #include "megatron/models/common/embeddings.h"
+#include "megatron/parallel_state.h"
 #include "megatron/tensor_parallel/layers.h"
 #include "megatron/transformer/transformer_block.h"
 #include "megatron/transformer/transformer_config.h"
@@ -52,6 +53,12 @@ struct GPTModelOptions {
 int64_t vocab_size_with_padding(int64_t vocab_size, int64_t make_vocab_size_divisible_by,
                                 int64_t tensor_model_parallel_size);
 
+// Options for this rank's pipeline stage: the config's TP size, TP group and PP size, and
+// pre_process / post_process / pipeline_model_parallel_rank, all from `ps`.
+GPTModelOptions gpt_model_options_for_rank(const ParallelState& ps,
+                                           transformer::TransformerConfig config,
+                                           int64_t vocab_size, int64_t max_sequence_length);
+
 // One parameter of this rank with how its full tensor is sharded and initialised.
 struct ShardedParameter {
   std::string name;       // state-dict name on this stage
@@ -77,6 +84,11 @@ class GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl> {
   // The word-embedding weight on the first stage, the output weight elsewhere (Megatron's
   // shared_embedding_or_output_weight); its gradient is summed over the embedding group.
   at::Tensor shared_embedding_or_output_weight() const;
+
+  // Sums the gradient of the tied word-embedding / output weight over the embedding group (the
+  // first and last pipeline stage; Megatron's _allreduce_word_embedding_grads). A no-op without
+  // tied weights or when the group is null or this stage holds neither end.
+  void allreduce_word_embedding_grads(const std::shared_ptr<comm::ProcessGroup>& embedding_group);
 
   // With sequence parallelism each TP rank sees a slice of the sequence, so the gradients of the
   // replicated decoder parameters (norms, row-parallel biases) are partial: sums them over the TP
