@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <fstream>
 #include <queue>
@@ -19,7 +20,6 @@ using detail::is_number;
 using detail::is_space;
 
 constexpr uint32_t kInvalid = 0xFFFFFFFF;  // an undecodable byte: the "other" class
-constexpr size_t kMaxCacheEntries = 1 << 18;
 
 std::string read_file(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
@@ -65,16 +65,179 @@ uint32_t decode_utf8(std::string_view s, size_t i, size_t& len) {
   return cp;
 }
 
-inline bool letter(uint32_t cp) { return cp != kInvalid && is_letter(cp); }
-inline bool number(uint32_t cp) { return cp != kInvalid && is_number(cp); }
-inline bool space(uint32_t cp) { return cp != kInvalid && is_space(cp); }
-inline bool other(uint32_t cp) { return !space(cp) && !letter(cp) && !number(cp); }
+enum Class : uint8_t { kLetter, kNumber, kSpace, kOther };
 
-// A per-thread word cache, reset when the thread switches tokenizers.
-struct WordCache {
+struct AsciiClasses {
+  Class table[128];
+  AsciiClasses() {
+    for (uint32_t c = 0; c < 128; ++c) {
+      table[c] = is_space(c) ? kSpace : is_letter(c) ? kLetter : is_number(c) ? kNumber : kOther;
+    }
+  }
+};
+const AsciiClasses kAscii;
+
+inline Class classify(uint32_t cp) {
+  if (cp < 128) return kAscii.table[cp];
+  if (cp == kInvalid) return kOther;
+  if (is_space(cp)) return kSpace;
+  if (is_letter(cp)) return kLetter;
+  if (is_number(cp)) return kNumber;
+  return kOther;
+}
+
+// The class and byte length of the character at text[i].
+inline Class class_at(std::string_view text, size_t i, size_t& len) {
+  const auto b = static_cast<unsigned char>(text[i]);
+  if (b < 0x80) {
+    len = 1;
+    return kAscii.table[b];
+  }
+  return classify(decode_utf8(text, i, len));
+}
+
+// Calls emit(begin, end) for each GPT-2 pre-token of text, left to right.
+template <typename Emit>
+void for_each_pretoken(std::string_view text, Emit&& emit) {
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const char c = text[i];
+    // 's 't 're 've 'm 'll 'd (ASCII apostrophe, lower case, as the pattern is written)
+    if (c == '\'' && i + 1 < n) {
+      const char a = text[i + 1];
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') {
+        emit(i, i + 2);
+        i += 2;
+        continue;
+      }
+      if (i + 2 < n) {
+        const char b = text[i + 2];
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
+          emit(i, i + 3);
+          i += 3;
+          continue;
+        }
+      }
+    }
+    // ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+`: an optional ASCII space then a class run.
+    const size_t j = (c == ' ' && i + 1 < n) ? i + 1 : i;
+    size_t len;
+    const Class cls = class_at(text, j, len);
+    if (cls != kSpace) {
+      size_t k = j + len;
+      while (k < n && class_at(text, k, len) == cls) k += len;
+      emit(i, k);
+      i = k;
+      continue;
+    }
+    // Whitespace: `\s+(?!\S)` leaves the last space of a run for the next word; `\s+` takes a
+    // lone one (or the run at the end of the text).
+    size_t k = i, last = i, count = 0;
+    while (k < n && class_at(text, k, len) == kSpace) {
+      last = k;
+      k += len;
+      ++count;
+    }
+    const size_t end = (k < n && count > 1) ? last : k;
+    emit(i, end);
+    i = end;
+  }
+}
+
+inline uint64_t hash_bytes(std::string_view s) {
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ s.size();
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t v;
+    std::memcpy(&v, s.data() + i, 8);
+    h = (h ^ v) * 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 31;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, s.data() + i, s.size() - i);
+  h = (h ^ tail) * 0x94D049BB133111EBULL;
+  return h ^ (h >> 29);
+}
+
+// A per-thread word -> ids cache: open addressing over flat key and id arenas (no per-entry
+// allocation), emptied when full and reset when the thread switches tokenizers.
+class WordCache {
+ public:
   uint64_t owner = 0;
-  std::unordered_map<std::string, std::vector<int32_t>> words;
-  std::string key;
+
+  const int32_t* find(std::string_view word, uint64_t h, size_t& n) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.key_len == 0) return nullptr;
+      if (s.hash == h && s.key_len == word.size() &&
+          std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
+        n = s.val_len;
+        return ids_.data() + s.val_off;
+      }
+    }
+  }
+
+  void insert(std::string_view word, uint64_t h, const int32_t* ids, size_t n) {
+    if (word.empty() || word.size() > 0xFFFF || n > 0xFFFF) return;
+    if (slots_.empty() || (count_ + 1) * 2 > slots_.size()) {
+      if (slots_.size() >= kMaxSlots) {
+        clear();
+      } else {
+        grow();
+      }
+    }
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.key_len != 0) continue;
+      s.hash = h;
+      s.key_off = static_cast<uint32_t>(keys_.size());
+      s.key_len = static_cast<uint16_t>(word.size());
+      s.val_off = static_cast<uint32_t>(ids_.size());
+      s.val_len = static_cast<uint16_t>(n);
+      keys_.append(word.data(), word.size());
+      ids_.insert(ids_.end(), ids, ids + n);
+      ++count_;
+      return;
+    }
+  }
+
+  void clear() {
+    std::fill(slots_.begin(), slots_.end(), Slot{});
+    keys_.clear();
+    ids_.clear();
+    count_ = 0;
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t key_off = 0, val_off = 0;
+    uint16_t key_len = 0, val_len = 0;
+  };
+  static constexpr size_t kMaxSlots = 1 << 20;
+
+  void grow() {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    slots_.assign(old.empty() ? 1 << 12 : old.size() * 2, Slot{});
+    mask_ = slots_.size() - 1;
+    for (const Slot& s : old) {
+      if (s.key_len == 0) continue;
+      for (size_t i = s.hash & mask_;; i = (i + 1) & mask_) {
+        if (slots_[i].key_len == 0) {
+          slots_[i] = s;
+          break;
+        }
+      }
+    }
+  }
+
+  std::vector<Slot> slots_;
+  size_t mask_ = 0, count_ = 0;
+  std::string keys_;
+  std::vector<int32_t> ids_;
 };
 
 std::atomic<uint64_t> next_instance_id{1};
@@ -95,65 +258,8 @@ const std::array<uint32_t, 256>& bytes_to_unicode() {
 }
 
 std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
-  // Decode once: code points with their byte offsets (the last entry marks the end).
-  std::vector<uint32_t> cps;
-  std::vector<size_t> offs;
-  cps.reserve(text.size());
-  offs.reserve(text.size() + 1);
-  for (size_t i = 0; i < text.size();) {
-    size_t len;
-    cps.push_back(decode_utf8(text, i, len));
-    offs.push_back(i);
-    i += len;
-  }
-  offs.push_back(text.size());
-  const size_t n = cps.size();
   std::vector<std::string_view> out;
-  size_t i = 0;
-  auto emit = [&](size_t end) {
-    out.push_back(text.substr(offs[i], offs[end] - offs[i]));
-    i = end;
-  };
-  while (i < n) {
-    const uint32_t c = cps[i];
-    // 's 't 're 've 'm 'll 'd (ASCII apostrophe, lower case, as the pattern is written)
-    if (c == '\'' && i + 1 < n) {
-      const uint32_t a = cps[i + 1];
-      if (a == 's' || a == 't' || a == 'm' || a == 'd') {
-        emit(i + 2);
-        continue;
-      }
-      if (i + 2 < n) {
-        const uint32_t b = cps[i + 2];
-        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
-          emit(i + 3);
-          continue;
-        }
-      }
-    }
-    // ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+`: an optional ASCII space then a class run.
-    const size_t j = (c == ' ' && i + 1 < n) ? i + 1 : i;
-    const uint32_t d = cps[j];
-    bool (*cls)(uint32_t) = nullptr;
-    if (letter(d)) cls = letter;
-    else if (number(d)) cls = number;
-    else if (other(d)) cls = other;
-    if (cls != nullptr) {
-      size_t k = j + 1;
-      while (k < n && cls(cps[k])) ++k;
-      emit(k);
-      continue;
-    }
-    // Whitespace: `\s+(?!\S)` leaves the last space of a run for the next word; `\s+` takes a
-    // lone one (or the run at the end of the text).
-    size_t k = i;
-    while (k < n && space(cps[k])) ++k;
-    if (k < n && k - i > 1) {
-      emit(k - 1);
-    } else {
-      emit(k);
-    }
-  }
+  for_each_pretoken(text, [&](size_t b, size_t e) { out.push_back(text.substr(b, e - b)); });
   return out;
 }
 
@@ -310,21 +416,25 @@ void GPT2BPETokenizer::bpe(std::string_view word, std::vector<int32_t>& out) con
 void GPT2BPETokenizer::tokenize_into(std::string_view text, std::vector<int32_t>& out) const {
   thread_local WordCache cache;
   if (cache.owner != instance_id_) {
-    cache.words.clear();
+    cache.clear();
     cache.owner = instance_id_;
   }
-  for (std::string_view word : gpt2_pretokenize(text)) {
-    cache.key.assign(word.data(), word.size());
-    auto it = cache.words.find(cache.key);
-    if (it != cache.words.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      continue;
+  for_each_pretoken(text, [&](size_t b, size_t e) {
+    const std::string_view word = text.substr(b, e - b);
+    if (word.size() == 1) {  // a single byte is its own token
+      bpe(word, out);
+      return;
+    }
+    const uint64_t h = hash_bytes(word);
+    size_t n = 0;
+    if (const int32_t* ids = cache.find(word, h, n)) {
+      out.insert(out.end(), ids, ids + n);
+      return;
     }
     const size_t start = out.size();
     bpe(word, out);
-    if (cache.words.size() >= kMaxCacheEntries) cache.words.clear();
-    cache.words.emplace(cache.key, std::vector<int32_t>(out.begin() + static_cast<int64_t>(start), out.end()));
-  }
+    cache.insert(word, h, out.data() + start, out.size() - start);
+  });
 }
 
 std::vector<int32_t> GPT2BPETokenizer::tokenize(std::string_view text) const {

@@ -68,3 +68,57 @@ TEST(DataPath, WeightsAndPrefixes) {
 
 }  // namespace
 }  // namespace megatron::datasets
+
+namespace megatron::datasets {
+namespace {
+
+std::string write_prefix(const std::string& dir, const std::string& name, int docs, int32_t tag) {
+  const std::string prefix = dir + "/" + name;
+  IndexedDatasetBuilder builder(bin_path(prefix), DType::kInt32);
+  for (int d = 0; d < docs; ++d) {
+    builder.add_item(std::vector<int32_t>(7 + d % 5, tag));
+    builder.end_document();
+  }
+  builder.finalize(idx_path(prefix));
+  return prefix;
+}
+
+TEST(BuildGPTDatasets, WeightedBlendFollowsMegatronSizes) {
+  const std::string dir = testing::make_temp_dir();
+  DataBlend blend = parse_data_path({"0.3", write_prefix(dir, "a", 200, 1), "0.7",
+                                     write_prefix(dir, "b", 200, 2)});
+  GPTDatasetConfig config;
+  config.sequence_length = 8;
+  config.split = "90,10";
+  config.path_to_cache = dir + "/cache";
+  auto sets = build_gpt_datasets(blend, {100, 10, 10}, config);
+  ASSERT_TRUE(sets[0] && sets[1]);
+  EXPECT_EQ(sets[2], nullptr);  // split weight 0
+  EXPECT_EQ(sets[0]->size(), 100);  // ceil(100 * 0.3) + ceil(100 * 0.7)
+  EXPECT_EQ(sets[1]->size(), 10);   // ceil(10 * 0.3) + ceil(10 * 0.7)
+  int ones = 0;
+  std::vector<int64_t> text(9);
+  for (int64_t i = 0; i < 100; ++i) {
+    sets[0]->read_sample(i, text.data());
+    ones += text[0] == 1;
+  }
+  EXPECT_EQ(ones, 30);
+}
+
+TEST(BuildGPTDatasets, MockDataHasRampsEndingInEod) {
+  GPTDatasetConfig config;
+  config.sequence_length = 16;
+  auto sets = build_mock_gpt_datasets(1000, 999, {50, 5, 5}, config);
+  ASSERT_TRUE(sets[0] && sets[1] && sets[2]);
+  EXPECT_GE(sets[0]->size(), 50);
+  std::vector<int64_t> text(17);
+  sets[0]->read_sample(0, text.data());
+  for (int i = 1; i < 17; ++i) {
+    // Within a document tokens count up by one; a document ends with EOD.
+    EXPECT_TRUE(text[i] == text[i - 1] + 1 || text[i] == 999 || text[i - 1] == 999 || text[i] == 1)
+        << i;
+  }
+}
+
+}  // namespace
+}  // namespace megatron::datasets
