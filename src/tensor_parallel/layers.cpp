@@ -33,7 +33,8 @@ void ColumnParallelLinearImpl::reset() {
   bias = at::Tensor();
   if (!options.skip_weight_param_allocation()) {
     weight = register_parameter("weight", empty_param({output_size_per_partition, options.input_size()}));
-    init_sharded_param(weight, param_inits()[0].second, 0, "weight");
+    if (options.perform_initialization())
+      init_sharded_param_from_default_generator(weight, param_inits()[0].second);
   }
   if (options.bias()) bias = register_parameter("bias", empty_param({output_size_per_partition}));
 }
@@ -76,7 +77,8 @@ void RowParallelLinearImpl::reset() {
   input_size_per_partition = divide(options.input_size(), group_size(options.tp_group()),
                                     "input_size", "RowParallelLinear");
   weight = register_parameter("weight", empty_param({options.output_size(), input_size_per_partition}));
-  init_sharded_param(weight, param_inits()[0].second, 0, "weight");
+  if (options.perform_initialization())
+    init_sharded_param_from_default_generator(weight, param_inits()[0].second);
   bias = options.bias() ? register_parameter("bias", empty_param({options.output_size()}))
                         : at::Tensor();
 }
@@ -111,7 +113,8 @@ void VocabParallelEmbeddingImpl::reset() {
   vocab_start_index = per * group_rank(options.tp_group());
   vocab_end_index = vocab_start_index + per;
   weight = register_parameter("weight", empty_param({per, options.embedding_dim()}));
-  init_sharded_param(weight, param_inits()[0].second, 0, "weight");
+  if (options.perform_initialization())
+    init_sharded_param_from_default_generator(weight, param_inits()[0].second);
 }
 
 std::vector<std::pair<std::string, ParamInit>> VocabParallelEmbeddingImpl::param_inits() const {

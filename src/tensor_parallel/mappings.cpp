@@ -237,14 +237,31 @@ at::Tensor init_full_tensor(const ParamInit& init, at::IntArrayRef full_shape, u
   TORCH_INTERNAL_ASSERT(false, "unknown ParamInit kind");
 }
 
-void init_sharded_param(at::Tensor& param, const ParamInit& init, uint64_t seed,
-                        const std::string& name) {
-  at::Tensor full = init_full_tensor(init, init.layout.full_shape(param.sizes()), seed, name);
+namespace {
+void copy_shard(at::Tensor& param, const ParamInit& init, const at::Tensor& full,
+                const std::string& name) {
   at::Tensor shard = init.layout.shard(full);
   TORCH_CHECK(shard.sizes() == param.sizes(), "[init] ", name, ": shard shape ", shard.sizes(),
               " does not match the parameter's ", param.sizes());
   at::NoGradGuard no_grad;
   param.copy_(shard);
+}
+}  // namespace
+
+void init_sharded_param(at::Tensor& param, const ParamInit& init, uint64_t seed,
+                        const std::string& name) {
+  copy_shard(param, init, init_full_tensor(init, init.layout.full_shape(param.sizes()), seed, name),
+             name);
+}
+
+void init_sharded_param_from_default_generator(at::Tensor& param, const ParamInit& init) {
+  at::Tensor full = at::empty(init.layout.full_shape(param.sizes()), at::kFloat);
+  switch (init.kind) {
+    case ParamInit::kZeros: full.zero_(); break;
+    case ParamInit::kOnes: full.fill_(1.0); break;
+    case ParamInit::kNormal: full.normal_(0.0, init.std); break;
+  }
+  copy_shard(param, init, full, "parameter");
 }
 
 }  // namespace megatron::tensor_parallel

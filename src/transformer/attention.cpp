@@ -75,6 +75,7 @@ void SelfAttentionImpl::reset() {
                             .bias(config.qkv_bias())
                             .sequence_parallel(config.sequence_parallel())
                             .init_method_std(config.init_method_std())
+                            .perform_initialization(config.perform_initialization())
                             .tp_group(config.tp_group())));
   linear_proj = register_module(
       "linear_proj",
@@ -84,6 +85,7 @@ void SelfAttentionImpl::reset() {
                                 .input_is_parallel(true)
                                 .sequence_parallel(config.sequence_parallel())
                                 .init_method_std(config.output_layer_init_std())
+                                .perform_initialization(config.perform_initialization())
                                 .tp_group(config.tp_group())));
 }
 

@@ -23,6 +23,7 @@ void MLPImpl::reset() {
                                                  .num_chunks(chunks)
                                                  .sequence_parallel(config.sequence_parallel())
                                                  .init_method_std(config.init_method_std())
+                                                 .perform_initialization(config.perform_initialization())
                                                  .tp_group(config.tp_group())));
   linear_fc2 = register_module(
       "linear_fc2", tp::RowParallelLinear(tp::RowParallelLinearOptions(ffn, config.hidden_size())
@@ -30,6 +31,7 @@ void MLPImpl::reset() {
                                               .input_is_parallel(true)
                                               .sequence_parallel(config.sequence_parallel())
                                               .init_method_std(config.output_layer_init_std())
+                                              .perform_initialization(config.perform_initialization())
                                               .tp_group(config.tp_group())));
 }
 

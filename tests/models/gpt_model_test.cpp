@@ -16,6 +16,7 @@ using megatron::models::gpt::GPTModel;
 using megatron::models::gpt::GPTModelOptions;
 using megatron::models::gpt::PositionEmbeddingType;
 using megatron::testing::gather_shards;
+using megatron::testing::rel_error;
 using megatron::testing::world;
 using megatron::testing::world_tp_group;
 
@@ -290,6 +291,23 @@ TEST(GPTModel, RecomputeGivesIdenticalGradients) {
       ASSERT_EQ(grads.size(), reference.size());
       for (size_t i = 0; i < grads.size(); ++i) EXPECT_REL_CLOSE(grads[i], reference[i], 1e-6);
     }
+  }
+}
+
+// Megatron's explicit mask (bool [b, 1, s, s], true = masked out) and explicit position ids give
+// what the implicit causal mask and positions 0..s-1 give; a mask that hides more changes logits.
+TEST(GPTModel, ExplicitMaskAndPositions) {
+  for (bool llama : {false, true}) {
+    GPTModel model(llama ? llama_options(llama_config()) : gpt2_options(gpt2_config()));
+    at::Tensor implicit = model->forward(input_ids());
+    at::Tensor causal = at::ones({kSeq, kSeq}, at::kBool).triu(1).view({1, 1, kSeq, kSeq});
+    at::Tensor positions = at::arange(kSeq, at::kLong).unsqueeze(0).expand({kBatch, kSeq});
+    EXPECT_REL_CLOSE(model->forward(input_ids(), positions, causal.expand({kBatch, 1, kSeq, kSeq})),
+                     implicit, 1e-6);
+    at::Tensor window = causal.logical_or(at::ones({kSeq, kSeq}, at::kBool).tril(-3));
+    at::Tensor windowed = model->forward(input_ids(), positions, window);
+    EXPECT_REL_CLOSE(windowed.narrow(1, 0, 3), implicit.narrow(1, 0, 3), 1e-6);
+    EXPECT_GT(rel_error(windowed, implicit), 1e-3);
   }
 }
 

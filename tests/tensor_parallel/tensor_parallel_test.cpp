@@ -115,6 +115,25 @@ TEST(ShardedInit, FullTensorIndependentOfLayout) {
   }
 }
 
+// Standalone layers draw the full weight from the default generator and keep their shard, so
+// the same seed gives the same full weight at any TP size.
+TEST(ShardedInit, StandaloneLayersIndependentOfLayout) {
+  auto g = world_tp_group();
+  at::manual_seed(5);
+  tp::ColumnParallelLinear col_full(tp::ColumnParallelLinearOptions(8, 16).num_chunks(2));
+  tp::RowParallelLinear row_full(16, 8);
+  tp::VocabParallelEmbedding emb_full(32, 8);
+  at::manual_seed(5);
+  tp::ColumnParallelLinear col(tp::ColumnParallelLinearOptions(8, 16).num_chunks(2).tp_group(g));
+  tp::RowParallelLinear row(tp::RowParallelLinearOptions(16, 8).tp_group(g));
+  tp::VocabParallelEmbedding emb(tp::VocabParallelEmbeddingOptions(32, 8).tp_group(g));
+  EXPECT_TRUE(at::equal(gather_shards(col->weight, layout(0, 2), g), col_full->weight));
+  EXPECT_TRUE(at::equal(gather_shards(row->weight, layout(1), g), row_full->weight));
+  EXPECT_TRUE(at::equal(gather_shards(emb->weight, layout(0), g), emb_full->weight));
+  EXPECT_NEAR(col_full->weight.std().item<double>(), 0.02, 0.006);
+  EXPECT_FALSE(at::equal(col_full->weight.narrow(1, 0, 8), row_full->weight.narrow(0, 0, 8).t()));
+}
+
 void check_column(bool gather_output, bool bias, int64_t chunks, bool sequence_parallel) {
   SCOPED_TRACE(testing::Message() << "gather_output=" << gather_output << " bias=" << bias
                                   << " chunks=" << chunks << " sp=" << sequence_parallel);

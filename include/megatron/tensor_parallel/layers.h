@@ -31,6 +31,9 @@ struct ColumnParallelLinearOptions {
   // The full weight is this many equal row blocks, each split across ranks (2: gated fc1).
   TORCH_ARG(int64_t, num_chunks) = 1;
   TORCH_ARG(double, init_method_std) = 0.02;
+  // Draw the weight's full tensor from the default CPU generator and keep this rank's shard;
+  // false: leave zeros (a model initialises by name afterwards).
+  TORCH_ARG(bool, perform_initialization) = true;
   TORCH_ARG(GroupPtr, tp_group) = nullptr;
 };
 
@@ -64,6 +67,7 @@ struct RowParallelLinearOptions {
   TORCH_ARG(bool, input_is_parallel) = false;
   TORCH_ARG(bool, sequence_parallel) = false;
   TORCH_ARG(double, init_method_std) = 0.02;
+  TORCH_ARG(bool, perform_initialization) = true;
   TORCH_ARG(GroupPtr, tp_group) = nullptr;
 };
 
@@ -94,6 +98,7 @@ struct VocabParallelEmbeddingOptions {
   // Reduce-scatter the result along dim 0 (input [s, b]) instead of all-reducing it.
   TORCH_ARG(bool, reduce_scatter_embeddings) = false;
   TORCH_ARG(double, init_method_std) = 0.02;
+  TORCH_ARG(bool, perform_initialization) = true;
   TORCH_ARG(GroupPtr, tp_group) = nullptr;
 };
 

@@ -53,6 +53,11 @@ uint64_t param_seed(uint64_t seed, const std::string& name);
 at::Tensor init_full_tensor(const ParamInit& init, at::IntArrayRef full_shape, uint64_t seed,
                             const std::string& name);
 
+// Initialises `param` (this rank's shard) in place from the full tensor drawn from the default
+// CPU generator (Megatron's CPU initialisation: equal on TP ranks seeded alike). Standalone
+// layers use this; models re-initialise by name with init_sharded_param.
+void init_sharded_param_from_default_generator(at::Tensor& param, const ParamInit& init);
+
 // Initialises `param` (this rank's shard) in place from init_full_tensor(...).
 void init_sharded_param(at::Tensor& param, const ParamInit& init, uint64_t seed,
                         const std::string& name);

@@ -55,6 +55,8 @@ struct TransformerConfig {
   // linear_fc2) use init_method_std / sqrt(2 * num_layers) when use_scaled_init_method.
   TORCH_ARG(double, init_method_std) = 0.02;
   TORCH_ARG(bool, use_scaled_init_method) = true;
+  // false: parameters are left as allocated (e.g. to load a checkpoint right away).
+  TORCH_ARG(bool, perform_initialization) = true;
 
   // --- parallelism
   TORCH_ARG(int64_t, tensor_model_parallel_size) = 1;

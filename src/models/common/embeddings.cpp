@@ -21,6 +21,7 @@ void LanguageModelEmbeddingImpl::reset() {
       "word_embeddings",
       tp::VocabParallelEmbedding(tp::VocabParallelEmbeddingOptions(vocab_size, config.hidden_size())
                                      .init_method_std(config.init_method_std())
+                                     .perform_initialization(config.perform_initialization())
                                      .tp_group(config.tp_group())));
   if (position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) {
     TORCH_CHECK(max_sequence_length > 0, "[embedding] max_sequence_length must be positive for "
@@ -28,7 +29,9 @@ void LanguageModelEmbeddingImpl::reset() {
     position_embeddings = register_module(
         "position_embeddings",
         torch::nn::Embedding(torch::nn::EmbeddingOptions(max_sequence_length, config.hidden_size())));
-    tp::init_sharded_param(position_embeddings->weight, param_inits()[0].second, 0, "weight");
+    if (config.perform_initialization())
+      tp::init_sharded_param_from_default_generator(position_embeddings->weight,
+                                                    param_inits()[0].second);
   }
 }
 

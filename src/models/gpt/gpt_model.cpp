@@ -49,13 +49,16 @@ void GPTModelImpl::reset() {
                                               options.make_vocab_size_divisible_by(),
                                               config.tensor_model_parallel_size());
   const auto pos_type = options.position_embedding_type();
+  // Submodules allocate only; the pass below initialises every parameter by its global name.
+  auto layer_config = config;
+  layer_config.perform_initialization(false);
   if (options.pre_process())
     embedding = register_module("embedding", common::LanguageModelEmbedding(
-                                                 config, padded_vocab_size,
+                                                 layer_config, padded_vocab_size,
                                                  options.max_sequence_length(), pos_type));
   if (pos_type == PositionEmbeddingType::kRope)
     rotary_pos_emb.emplace(config.head_dim(), options.rotary_percent(), options.rotary_base());
-  decoder = register_module("decoder", transformer::TransformerBlock(config, options.pre_process(),
+  decoder = register_module("decoder", transformer::TransformerBlock(layer_config, options.pre_process(),
                                                                      options.post_process(),
                                                                      num_local_layers));
   if (options.post_process()) {
@@ -68,9 +71,10 @@ void GPTModelImpl::reset() {
                                      .sequence_parallel(config.sequence_parallel())
                                      .skip_weight_param_allocation(tied && options.pre_process())
                                      .init_method_std(config.init_method_std())
+                                     .perform_initialization(false)
                                      .tp_group(config.tp_group())));
   }
-  initialize_parameters(options.seed());
+  if (config.perform_initialization()) initialize_parameters(options.seed());
 }
 
 at::Tensor GPTModelImpl::shared_embedding_or_output_weight() const {
