@@ -4,6 +4,7 @@
 //   dataset_tool shuffle --seed S --sizes 10,1000       successive RandomState(S).shuffle(arange(n))
 //   dataset_tool gpt-indices --data-path P --seq-length L --seed S --split 969,30,1
 //                --num-samples 100,10,10 --out DIR      .npy indices and samples per split
+//                (several --data-path words: a blend, samples only)
 //   dataset_tool tokenize --vocab-file V --merge-file M --input F   (F: one JSON string per line)
 //   dataset_tool sampler --type single|cyclic --total N --consumed C --micro-batch-size B
 //                --dp-rank R --dp-size D --batches K [--data-sharding]
@@ -62,7 +63,26 @@ int shuffle(uint32_t seed, const std::string& sizes) {
   return 0;
 }
 
-int gpt_indices(const std::string& prefix, int64_t seq_length, uint32_t seed,
+// A blend (several prefixes, optionally weighted): only the samples, through build_gpt_datasets.
+int blend_samples(const std::vector<std::string>& words, ds::GPTDatasetConfig config,
+                  const std::string& counts, const std::string& out, int64_t max_samples) {
+  auto c = parse_counts(counts);
+  c.resize(3);
+  auto sets = ds::build_gpt_datasets(ds::parse_data_path(words), {c[0], c[1], c[2]}, config);
+  for (int s = 0; s < 3; ++s) {
+    if (!sets[s]) continue;
+    const auto& d = *sets[s];
+    const int64_t n = std::min(max_samples, d.size());
+    std::vector<int64_t> samples(static_cast<size_t>(n * d.sample_length()));
+    for (int64_t i = 0; i < n; ++i) d.read_sample(i, samples.data() + i * d.sample_length());
+    const std::string name = out + "/" + ds::split_name(static_cast<ds::Split>(s));
+    ds::write_npy(name + "_samples.npy", samples, {n, d.sample_length()});
+    std::cout << ds::split_name(static_cast<ds::Split>(s)) << " samples " << d.size() << "\n";
+  }
+  return 0;
+}
+
+int gpt_indices(const std::vector<std::string>& data_path, int64_t seq_length, uint32_t seed,
                 const std::string& split, const std::string& counts, const std::string& out,
                 int64_t max_samples, bool keep_partial_valid) {
   ds::GPTDatasetConfig config;
@@ -71,6 +91,8 @@ int gpt_indices(const std::string& prefix, int64_t seq_length, uint32_t seed,
   config.split = split;
   config.path_to_cache = out + "/cache";
   config.drop_last_partial_validation_sequence = !keep_partial_valid;
+  if (data_path.size() > 1) return blend_samples(data_path, config, counts, out, max_samples);
+  const std::string& prefix = data_path.at(0);
   auto c = parse_counts(counts);
   c.resize(3);
   auto low = std::make_shared<ds::IndexedLowLevelDataset>(std::make_shared<ds::IndexedDataset>(prefix));
@@ -134,6 +156,7 @@ int sampler(const std::string& type, int64_t total, int64_t consumed, int64_t mb
 int main(int argc, char** argv) {
   CLI::App app{"Inspect Megatron datasets and index building"};
   app.require_subcommand(1);
+  std::vector<std::string> data_path;
   std::string prefix, sizes, split = "969,30,1", counts = "none,none,none", out, vocab, merges,
                                input, type = "single";
   int64_t seq_length = 0, max_samples = 1000, total = 0, consumed = 0, mbs = 1, rank = 0,
@@ -146,7 +169,8 @@ int main(int argc, char** argv) {
   shuffle_cmd->add_option("--seed", seed);
   shuffle_cmd->add_option("--sizes", sizes)->required();
   auto* gpt = app.add_subcommand("gpt-indices", "build GPTDataset indices and dump them");
-  gpt->add_option("--data-path", prefix)->required();
+  gpt->add_option("--data-path", data_path, "a prefix, or a blend: [weight] prefix ...")
+      ->required();
   gpt->add_option("--seq-length", seq_length)->required();
   gpt->add_option("--seed", seed);
   gpt->add_option("--split", split);
@@ -171,7 +195,7 @@ int main(int argc, char** argv) {
   try {
     if (*info_cmd) return info(prefix);
     if (*shuffle_cmd) return shuffle(seed, sizes);
-    if (*gpt) return gpt_indices(prefix, seq_length, seed, split, counts, out, max_samples, keep_partial);
+    if (*gpt) return gpt_indices(data_path, seq_length, seed, split, counts, out, max_samples, keep_partial);
     if (*tok) return tokenize(vocab, merges, input);
     if (*smp) return sampler(type, total, consumed, mbs, rank, dp, batches, sharding);
   } catch (const c10::Error& e) {
