@@ -177,6 +177,19 @@ std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets(
   return out;
 }
 
+std::array<std::optional<int64_t>, 3> train_valid_test_num_samples(int64_t train_iters,
+                                                                   int64_t global_batch_size,
+                                                                   int64_t eval_interval,
+                                                                   int64_t eval_iters) {
+  TORCH_CHECK(train_iters >= 0 && global_batch_size > 0 && eval_interval > 0 && eval_iters >= 0,
+              "[gpt_dataset] expected --train-iters >= 0, --global-batch-size > 0, "
+              "--eval-interval > 0, --eval-iters >= 0; found ", train_iters, ", ",
+              global_batch_size, ", ", eval_interval, ", ", eval_iters);
+  return {train_iters * global_batch_size,
+          (train_iters / eval_interval + 1) * eval_iters * global_batch_size,
+          eval_iters * global_batch_size};
+}
+
 std::array<std::shared_ptr<const MegatronDataset>, 3> build_mock_gpt_datasets(
     int64_t vocab_size, int64_t eod_token, const std::array<std::optional<int64_t>, 3>& sizes,
     const GPTDatasetConfig& config) {

@@ -31,6 +31,10 @@ GPTBatch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>&
   const int64_t s = len - extra;
   TORCH_CHECK(b > 0 && s > 0, "[data_iterator] empty batch or sequence (batch ", b,
               ", sample length ", len, ")");
+  TORCH_CHECK(options.sequence_length <= 0 || options.sequence_length == s,
+              "[data_iterator] the dataset's samples give sequences of ", s,
+              " tokens, expected --seq-length ", options.sequence_length, " (", 
+              dataset.description().substr(0, 300), ")");
   const int64_t pad = dataset.pad_token();
   const int64_t eod = options.eod_token;
   const bool need_eod = options.reset_position_ids || options.reset_attention_mask ||

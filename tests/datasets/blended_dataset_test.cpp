@@ -105,6 +105,13 @@ TEST(BuildGPTDatasets, WeightedBlendFollowsMegatronSizes) {
   EXPECT_EQ(ones, 30);
 }
 
+TEST(BuildGPTDatasets, SampleRequestFollowsMegatron) {
+  auto n = train_valid_test_num_samples(1000, 32, 100, 10);
+  EXPECT_EQ(*n[0], 32000);
+  EXPECT_EQ(*n[1], 11 * 10 * 32);
+  EXPECT_EQ(*n[2], 320);
+}
+
 TEST(BuildGPTDatasets, MockDataHasRampsEndingInEod) {
   GPTDatasetConfig config;
   config.sequence_length = 16;

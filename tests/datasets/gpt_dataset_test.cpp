@@ -199,6 +199,9 @@ TEST(BuildBatch, MasksAndPositionIdsFollowMegatron) {
                         (at::tril(at::ones({6, 6})) < 0.5).view({1, 1, 6, 6}).expand({2, 1, 6, 6})));
   EXPECT_TRUE(at::equal(c.position_ids[1], at::arange(6, at::kLong)));
   EXPECT_TRUE(at::equal(c.loss_mask, at::ones({2, 6})));
+  plain.sequence_length = 8;
+  EXPECT_THAT(error_of([&] { build_batch(ds, {0}, plain); }),
+              HasSubstr("sequences of 6 tokens, expected --seq-length 8"));
 }
 
 }  // namespace

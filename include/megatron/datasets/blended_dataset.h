@@ -51,6 +51,13 @@ std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets(
     const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes,
     const GPTDatasetConfig& config, double mid_level_surplus = 0.005);
 
+// Megatron's sample request per split: train_iters * gbs, (train_iters / eval_interval + 1) *
+// eval_iters * gbs, eval_iters * gbs.
+std::array<std::optional<int64_t>, 3> train_valid_test_num_samples(int64_t train_iters,
+                                                                   int64_t global_batch_size,
+                                                                   int64_t eval_interval,
+                                                                   int64_t eval_iters);
+
 // --mock-data: the same over MockLowLevelDataset.
 std::array<std::shared_ptr<const MegatronDataset>, 3> build_mock_gpt_datasets(
     int64_t vocab_size, int64_t eod_token, const std::array<std::optional<int64_t>, 3>& sizes,

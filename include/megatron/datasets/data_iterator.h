@@ -30,6 +30,8 @@ struct GPTBatch {
 
 struct BatchOptions {
   int64_t eod_token = -1;
+  // The model's sequence length; > 0: samples of another length are an error.
+  int64_t sequence_length = 0;
   bool reset_position_ids = false;
   bool reset_attention_mask = false;
   bool eod_mask_loss = false;
