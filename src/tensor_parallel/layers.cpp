@@ -94,6 +94,8 @@ std::vector<std::pair<std::string, ParamInit>> RowParallelLinearImpl::param_init
 at::Tensor RowParallelLinearImpl::forward(const at::Tensor& input) {
   const auto& g = options.tp_group();
   at::Tensor x = options.input_is_parallel() ? input : scatter_to_tensor_model_parallel_region(input, g);
+  // Without TP there is nothing to reduce: let the GEMM add the bias.
+  if (group_size(g) == 1) return at::linear(x, weight, bias);
   at::Tensor partial = at::linear(x, weight);
   at::Tensor out = options.sequence_parallel() ? reduce_scatter_to_sequence_parallel_region(partial, g)
                                                : reduce_from_tensor_model_parallel_region(partial, g);
