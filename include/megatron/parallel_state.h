@@ -44,6 +44,8 @@ class ParallelState {
     return position_embedding_;
   }
   std::shared_ptr<comm::ProcessGroup> tensor_model_parallel_group_ptr() const { return tp_; }
+  std::shared_ptr<comm::ProcessGroup> data_parallel_group_ptr() const { return dp_; }
+  std::shared_ptr<comm::ProcessGroup> model_parallel_group_ptr() const { return mp_; }
 
   int get_world_size() const { return world_->size(); }
   int get_rank() const { return world_->rank(); }

@@ -1,0 +1,82 @@
+// MegatronOptimizer: AdamW or SGD over fp32 main parameters (the model's own for fp32 models,
+// fp32 copies for bf16/fp16 ones), with Megatron-LM's step: average gradients over data-parallel
+// ranks, unscale and check for overflow (fp16), clip by the global norm over model-parallel
+// ranks, update, copy back. Biases and 1-D parameters (norms) get no weight decay.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "megatron/comm/process_group.h"
+#include "megatron/optimizer/grad_scaler.h"
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace megatron::optimizer {
+
+struct OptimizerConfig {
+  std::string optimizer = "adam";  // adam (decoupled weight decay, AdamW) | sgd
+  double lr = 1e-4;
+  double weight_decay = 0.01;
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_eps = 1e-8;
+  double sgd_momentum = 0.9;
+  double clip_grad = 1.0;  // 0: no clipping
+  // fp16 only: loss scaling (fixed when config.dynamic is false).
+  std::optional<GradScalerConfig> grad_scaler;
+};
+
+struct OptimizerParam {
+  std::string name;
+  at::Tensor param;
+  // Replicated on every TP rank: only TP rank 0 counts it in the gradient norm.
+  bool is_tensor_parallel_duplicate = false;
+};
+
+struct StepResult {
+  bool update_successful = true;  // false: fp16 overflow, the update was skipped
+  double grad_norm = 0.0;         // before clipping; NaN when skipped
+};
+
+class MegatronOptimizer {
+ public:
+  // data_parallel_group averages gradients; model_parallel_group (TP x PP) sums the norm and
+  // the overflow check. Either may be nullptr for a single rank.
+  MegatronOptimizer(std::vector<OptimizerParam> params, OptimizerConfig config,
+                    std::shared_ptr<comm::ProcessGroup> data_parallel_group,
+                    std::shared_ptr<comm::ProcessGroup> model_parallel_group);
+  ~MegatronOptimizer();
+
+  // Scale to multiply the loss by before backward (1 without fp16 loss scaling).
+  double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+  void zero_grad();
+  StepResult step();
+  void set_lr(double lr);
+  double lr() const { return lr_; }
+
+  const std::vector<OptimizerParam>& params() const { return params_; }
+  // fp32 main parameters, in params() order (the model parameters themselves for fp32 models).
+  const std::vector<at::Tensor>& main_params() const { return main_params_; }
+  torch::optim::Optimizer& inner() { return *inner_; }
+  GradScaler* grad_scaler() { return scaler_ ? &*scaler_ : nullptr; }
+
+ private:
+  std::vector<at::Tensor> main_grads();
+  double grad_norm(const std::vector<at::Tensor>& grads) const;
+
+  std::vector<OptimizerParam> params_;
+  OptimizerConfig config_;
+  std::shared_ptr<comm::ProcessGroup> dp_, mp_;
+  std::vector<at::Tensor> main_params_;
+  bool has_copies_ = false;  // main params are fp32 copies of lower-precision model params
+  std::unique_ptr<torch::optim::Optimizer> inner_;
+  std::optional<GradScaler> scaler_;
+  double lr_;
+};
+
+}  // namespace megatron::optimizer

@@ -1,0 +1,127 @@
+// Arguments: every setting of a training run in one validated structure, with Megatron-LM's
+// flag names (--num-layers, --tensor-model-parallel-size, ...). Settings come from the command
+// line and optionally from a TOML file (--config, keys are the long flag names without dashes,
+// e.g. `num-layers = 12`); the command line wins.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace megatron::training {
+
+struct Arguments {
+  // --- model
+  int64_t num_layers = 0;
+  int64_t hidden_size = 0;
+  std::optional<int64_t> ffn_hidden_size;
+  int64_t num_attention_heads = 0;
+  bool group_query_attention = false;
+  int64_t num_query_groups = 1;
+  std::optional<int64_t> kv_channels;
+  int64_t seq_length = 0;
+  int64_t max_position_embeddings = 0;
+  std::string position_embedding_type = "learned_absolute";  // | rope
+  double rotary_percent = 1.0;
+  double rotary_base = 10000.0;
+  std::string normalization = "LayerNorm";  // | RMSNorm
+  double norm_epsilon = 1e-5;
+  bool swiglu = false;
+  bool disable_bias_linear = false;
+  bool untie_embeddings_and_output_weights = false;
+  double attention_dropout = 0.1;
+  double hidden_dropout = 0.1;
+  double init_method_std = 0.02;
+  int64_t make_vocab_size_divisible_by = 128;
+  std::string recompute_granularity;  // "" | full | selective
+  std::string recompute_method = "uniform";
+  int64_t recompute_num_layers = 1;
+
+  // --- parallelism
+  int64_t tensor_model_parallel_size = 1;
+  int64_t pipeline_model_parallel_size = 1;
+  bool sequence_parallel = false;
+  bool use_distributed_optimizer = false;
+  double distributed_timeout_minutes = 10;
+
+  // --- data and tokenizer
+  std::vector<std::string> data_path;  // prefix, or weight prefix weight prefix ...
+  std::string split = "969, 30, 1";
+  bool mock_data = false;
+  std::string tokenizer_type;  // GPT2BPETokenizer | NullTokenizer
+  std::string vocab_file;
+  std::string merge_file;
+  std::optional<int64_t> vocab_size;  // NullTokenizer: ids 0..vocab_size-1, EOD = vocab_size - 1
+  std::string data_cache_path;
+  bool reset_position_ids = false;
+  bool reset_attention_mask = false;
+  bool eod_mask_loss = false;
+  int64_t num_workers = 1;  // batches prefetched on a background thread (0: none)
+
+  // --- training
+  int64_t micro_batch_size = 0;
+  std::optional<int64_t> global_batch_size;  // default micro_batch_size * data-parallel size
+  std::optional<int64_t> train_iters;
+  std::optional<int64_t> train_samples;
+  uint64_t seed = 1234;
+
+  // --- optimizer and learning rate
+  std::string optimizer = "adam";  // adam (AdamW) | sgd
+  std::optional<double> lr;
+  double min_lr = 0.0;
+  std::string lr_decay_style = "linear";  // constant | linear | cosine | inverse-square-root | WSD
+  std::optional<int64_t> lr_decay_iters;
+  std::optional<int64_t> lr_decay_samples;
+  int64_t lr_warmup_iters = 0;
+  std::optional<double> lr_warmup_fraction;
+  int64_t lr_warmup_samples = 0;
+  double lr_warmup_init = 0.0;
+  std::string lr_wsd_decay_style = "exponential";  // exponential | linear | cosine
+  std::optional<int64_t> lr_wsd_decay_iters;
+  double weight_decay = 0.01;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  double sgd_momentum = 0.9;
+  double clip_grad = 1.0;
+
+  // --- precision
+  bool bf16 = false;
+  bool fp16 = false;
+  std::optional<double> loss_scale;  // fixed scale; default dynamic for fp16
+  double initial_loss_scale = 4294967296.0;
+  double min_loss_scale = 1.0;
+  int64_t loss_scale_window = 1000;
+  int64_t hysteresis = 2;
+
+  // --- logging and evaluation
+  int64_t log_interval = 100;
+  int64_t eval_interval = 1000;
+  int64_t eval_iters = 100;
+  std::string metrics_file;  // JSONL, one line per logged iteration and evaluation
+  bool skip_nan_iterations = false;  // default: a NaN/Inf loss stops training
+
+  // --- device
+  std::string device;  // cpu | cuda; default cuda when a GPU is visible
+
+  // --- set by validate()
+  int64_t world_size = 1;
+  int64_t data_parallel_size = 1;
+  int64_t num_microbatches = 1;
+  std::string config_file;
+
+  // Checks every combination against world_size and fills derived values; each problem throws
+  // c10::Error with one line naming the flags and their values.
+  void validate(int64_t world_size);
+};
+
+// Parses args (without the program name). --help prints the flag list and returns nullopt;
+// bad flags throw c10::Error. The result is validated against world_size.
+std::optional<Arguments> parse_arguments(const std::vector<std::string>& args, int64_t world_size,
+                                         const std::string& program = "pretrain_gpt");
+
+// The flag list --help prints.
+std::string arguments_help(const std::string& program = "pretrain_gpt");
+
+}  // namespace megatron::training

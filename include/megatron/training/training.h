@@ -1,0 +1,87 @@
+// pretrain(): Megatron-LM's training driver. The caller supplies three callbacks, as in
+// pretrain_gpt.py: model_builder(pre_process, post_process), dataset_builder(train/valid/test
+// sample counts) and forward_step(data_iterator, model) -> (output, loss_func).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <array>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "megatron/datasets/data_iterator.h"
+#include "megatron/datasets/megatron_dataset.h"
+#include "megatron/parallel_state.h"
+#include "megatron/training/arguments.h"
+
+namespace torch::nn {
+class Module;
+}
+namespace megatron::tensor_parallel {
+class RngTracker;
+}
+
+namespace megatron::training {
+
+// What the callbacks may need besides their own arguments.
+struct TrainingContext {
+  const Arguments& args;
+  const ParallelState& parallel_state;
+  std::shared_ptr<tensor_parallel::RngTracker> rng_tracker;  // TP-region dropout states
+  c10::Device device;
+};
+
+// loss_func(output) -> (loss to back-propagate: mean over this micro-batch's tokens,
+//                       metrics to report, e.g. {"lm loss": loss}); pretrain averages the
+// metrics over micro-batches and data-parallel ranks.
+using LossFunc = std::function<std::pair<at::Tensor, std::map<std::string, at::Tensor>>(
+    const at::Tensor& output)>;
+using ForwardStepFunc = std::function<std::pair<at::Tensor, LossFunc>(
+    datasets::DataIterator& data_iterator, torch::nn::Module& model)>;
+using ModelBuilder = std::function<std::shared_ptr<torch::nn::Module>(
+    const TrainingContext& ctx, bool pre_process, bool post_process)>;
+struct Datasets {
+  std::shared_ptr<const datasets::MegatronDataset> train, valid, test;  // valid/test may be null
+  int64_t eod_token = -1;  // for --reset-position-ids, --reset-attention-mask, --eod-mask-loss
+};
+using DatasetBuilder = std::function<Datasets(const TrainingContext& ctx,
+                                              const std::array<int64_t, 3>& train_valid_test_num_samples)>;
+
+struct IterationRecord {
+  int64_t iteration = 0;
+  std::map<std::string, double> metrics;  // averaged over micro-batches and DP ranks
+  double learning_rate = 0.0;              // the one this iteration's update used
+  double grad_norm = 0.0;
+  double loss_scale = 1.0;
+  bool skipped = false;                    // fp16 overflow or a skipped NaN loss
+  double elapsed_ms = 0.0;
+};
+
+struct EvaluationRecord {
+  int64_t iteration = 0;
+  std::string split;  // "valid" | "test"
+  std::map<std::string, double> metrics;
+};
+
+struct TrainingResult {
+  std::vector<IterationRecord> iterations;
+  std::vector<EvaluationRecord> evaluations;
+  int64_t consumed_train_samples = 0;
+};
+
+// Runs the whole job on `world` (nullptr: init_distributed from the launcher environment).
+// Throws c10::Error for bad settings and for a NaN/Inf loss (unless args.skip_nan_iterations).
+TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder,
+                        const DatasetBuilder& dataset_builder, const ForwardStepFunc& forward_step,
+                        std::shared_ptr<comm::ProcessGroup> world = nullptr);
+
+// Megatron-LM's model FLOPs of one iteration (forward + backward), for the throughput column.
+double num_floating_point_operations(const Arguments& args, int64_t batch_size,
+                                     int64_t padded_vocab_size);
+
+}  // namespace megatron::training

@@ -1,0 +1,146 @@
+#include "megatron/optimizer/optimizer.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+#include <limits>
+
+#include "megatron/distributed/grad_sync.h"
+
+namespace megatron::optimizer {
+namespace {
+
+bool no_weight_decay(const OptimizerParam& p) {
+  const auto& n = p.name;
+  const bool is_bias = n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0;
+  return is_bias || p.param.dim() == 1;
+}
+
+}  // namespace
+
+MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, OptimizerConfig config,
+                                     std::shared_ptr<comm::ProcessGroup> data_parallel_group,
+                                     std::shared_ptr<comm::ProcessGroup> model_parallel_group)
+    : params_(std::move(params)), config_(std::move(config)), dp_(std::move(data_parallel_group)),
+      mp_(std::move(model_parallel_group)), lr_(config_.lr) {
+  TORCH_CHECK(!params_.empty(), "[optimizer] no parameters to optimise");
+  for (const auto& p : params_) {
+    TORCH_CHECK(at::isFloatingType(p.param.scalar_type()), "[optimizer] parameter ", p.name,
+                " has dtype ", p.param.scalar_type(), "; expected a floating-point type");
+    if (p.param.scalar_type() == at::kFloat) {
+      main_params_.push_back(p.param);
+    } else {
+      has_copies_ = true;
+      main_params_.push_back(p.param.detach().to(at::kFloat).set_requires_grad(true));
+    }
+  }
+  std::vector<at::Tensor> decay, no_decay;
+  for (size_t i = 0; i < params_.size(); ++i)
+    (no_weight_decay(params_[i]) ? no_decay : decay).push_back(main_params_[i]);
+
+  if (config_.optimizer == "adam") {
+    auto options = [&](double wd) {
+      return std::make_unique<torch::optim::AdamWOptions>(
+          torch::optim::AdamWOptions(config_.lr)
+              .betas({config_.adam_beta1, config_.adam_beta2})
+              .eps(config_.adam_eps)
+              .weight_decay(wd));
+    };
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    if (!decay.empty()) groups.emplace_back(decay, options(config_.weight_decay));
+    if (!no_decay.empty()) groups.emplace_back(no_decay, options(0.0));
+    inner_ = std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(config_.lr));
+  } else {
+    TORCH_CHECK(config_.optimizer == "sgd", "[optimizer] unknown optimizer '", config_.optimizer,
+                "'; expected adam or sgd");
+    auto options = [&](double wd) {
+      return std::make_unique<torch::optim::SGDOptions>(
+          torch::optim::SGDOptions(config_.lr).momentum(config_.sgd_momentum).weight_decay(wd));
+    };
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    if (!decay.empty()) groups.emplace_back(decay, options(config_.weight_decay));
+    if (!no_decay.empty()) groups.emplace_back(no_decay, options(0.0));
+    inner_ = std::make_unique<torch::optim::SGD>(groups, torch::optim::SGDOptions(config_.lr));
+  }
+  if (config_.grad_scaler) scaler_.emplace(*config_.grad_scaler);
+}
+
+MegatronOptimizer::~MegatronOptimizer() = default;
+
+void MegatronOptimizer::zero_grad() {
+  for (auto& p : params_) {
+    if (p.param.grad().defined()) p.param.mutable_grad().zero_();
+  }
+}
+
+void MegatronOptimizer::set_lr(double lr) {
+  lr_ = lr;
+  for (auto& group : inner_->param_groups()) group.options().set_lr(lr);
+}
+
+std::vector<at::Tensor> MegatronOptimizer::main_grads() {
+  std::vector<at::Tensor> grads;
+  grads.reserve(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor model_grad = params_[i].param.grad();
+    at::Tensor& main = main_params_[i];
+    if (!model_grad.defined()) model_grad = at::zeros_like(params_[i].param);
+    if (params_[i].param.scalar_type() != at::kFloat) {
+      main.mutable_grad() = model_grad.to(at::kFloat);  // fp32 accumulation from here on
+    } else {
+      main.mutable_grad() = model_grad;
+    }
+    grads.push_back(main.grad());
+  }
+  return grads;
+}
+
+double MegatronOptimizer::grad_norm(const std::vector<at::Tensor>& grads) const {
+  auto sum_sq = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(grads.front().device()));
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (params_[i].is_tensor_parallel_duplicate) continue;
+    sum_sq += grads[i].to(at::kDouble).pow(2).sum();
+  }
+  if (mp_ && mp_->size() > 1) mp_->all_reduce(sum_sq);
+  return std::sqrt(sum_sq.item<double>());
+}
+
+StepResult MegatronOptimizer::step() {
+  auto grads = main_grads();
+  if (dp_) distributed::allreduce_gradients(grads, *dp_);
+
+  if (scaler_) {
+    const double inv = 1.0 / scaler_->scale();
+    auto found = at::zeros({1}, at::TensorOptions().device(grads.front().device()));
+    for (auto& g : grads) {
+      g.mul_(inv);
+      found.add_(at::logical_not(at::isfinite(g)).any().to(at::kFloat));
+    }
+    if (mp_ && mp_->size() > 1) mp_->all_reduce(found, comm::ReduceOp::kMax);
+    const bool found_inf = found.item<float>() > 0;
+    scaler_->update(found_inf);
+    if (found_inf) return {false, std::numeric_limits<double>::quiet_NaN()};
+  }
+
+  StepResult result;
+  result.grad_norm = grad_norm(grads);
+  if (config_.clip_grad > 0) {
+    const double coeff = config_.clip_grad / (result.grad_norm + 1e-6);
+    if (coeff < 1.0) {
+      for (auto& g : grads) g.mul_(coeff);
+    }
+  }
+  inner_->step();
+  if (has_copies_) {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (params_[i].param.scalar_type() != at::kFloat) params_[i].param.copy_(main_params_[i]);
+    }
+  }
+  return result;
+}
+
+}  // namespace megatron::optimizer

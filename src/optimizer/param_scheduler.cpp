@@ -1,0 +1,76 @@
+#include "megatron/optimizer/param_scheduler.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace megatron::optimizer {
+
+OptimizerParamScheduler::OptimizerParamScheduler(ParamSchedulerConfig config)
+    : config_(std::move(config)) {
+  const auto& c = config_;
+  TORCH_CHECK(c.min_lr >= 0 && c.max_lr >= c.min_lr, "[param_scheduler] need 0 <= min_lr (", c.min_lr,
+              ") <= max_lr (", c.max_lr, ")");
+  TORCH_CHECK(c.lr_decay_steps > 0, "[param_scheduler] lr_decay_steps (", c.lr_decay_steps,
+              ") must be positive");
+  TORCH_CHECK(c.lr_warmup_steps >= 0 && c.lr_warmup_steps < c.lr_decay_steps ||
+                  c.lr_decay_style == "constant" || c.lr_decay_style == "inverse-square-root",
+              "[param_scheduler] lr_warmup_steps (", c.lr_warmup_steps,
+              ") must be smaller than lr_decay_steps (", c.lr_decay_steps, ")");
+  const bool known = c.lr_decay_style == "constant" || c.lr_decay_style == "linear" ||
+                     c.lr_decay_style == "cosine" || c.lr_decay_style == "inverse-square-root" ||
+                     c.lr_decay_style == "WSD";
+  TORCH_CHECK(known, "[param_scheduler] unknown lr_decay_style '", c.lr_decay_style,
+              "'; expected constant, linear, cosine, inverse-square-root or WSD");
+  if (c.lr_decay_style == "WSD") {
+    TORCH_CHECK(c.wsd_decay_steps > 0 && c.wsd_decay_steps <= c.lr_decay_steps - c.lr_warmup_steps,
+                "[param_scheduler] WSD needs 0 < wsd_decay_steps (", c.wsd_decay_steps,
+                ") <= decay steps after warm-up (", c.lr_decay_steps - c.lr_warmup_steps, ")");
+    TORCH_CHECK(c.lr_wsd_decay_style == "exponential" || c.lr_wsd_decay_style == "linear" ||
+                    c.lr_wsd_decay_style == "cosine",
+                "[param_scheduler] unknown lr_wsd_decay_style '", c.lr_wsd_decay_style, "'");
+  }
+}
+
+double OptimizerParamScheduler::get_lr(int64_t num_steps) const {
+  const auto& c = config_;
+  if (c.lr_warmup_steps > 0 && num_steps <= c.lr_warmup_steps) {
+    return c.init_lr + (c.max_lr - c.init_lr) * static_cast<double>(num_steps) / c.lr_warmup_steps;
+  }
+  if (c.lr_decay_style == "constant") return c.max_lr;
+  if (num_steps > c.lr_decay_steps) return c.min_lr;
+  if (c.lr_decay_style == "inverse-square-root") {
+    double warmup = std::max<int64_t>(c.lr_warmup_steps, 1);
+    double steps = std::max<int64_t>(num_steps, 1);
+    return std::max(c.min_lr, c.max_lr * std::sqrt(warmup) / std::sqrt(steps));
+  }
+  const double decay_ratio = static_cast<double>(num_steps - c.lr_warmup_steps) /
+                             static_cast<double>(c.lr_decay_steps - c.lr_warmup_steps);
+  double coeff = 1.0;
+  if (c.lr_decay_style == "linear") {
+    coeff = 1.0 - decay_ratio;
+  } else if (c.lr_decay_style == "cosine") {
+    coeff = 0.5 * (std::cos(M_PI * decay_ratio) + 1.0);
+  } else {  // WSD: stable until the last wsd_decay_steps, then anneal
+    const int64_t anneal_start = c.lr_decay_steps - c.wsd_decay_steps;
+    if (num_steps > anneal_start) {
+      const double r = static_cast<double>(num_steps - anneal_start) / c.wsd_decay_steps;
+      if (c.lr_wsd_decay_style == "linear") {
+        coeff = 1.0 - r;
+      } else if (c.lr_wsd_decay_style == "cosine") {
+        coeff = 0.5 * (std::cos(M_PI * r) + 1.0);
+      } else {
+        coeff = 2.0 * std::pow(0.5, r) - 1.0;
+      }
+    }
+  }
+  return c.min_lr + coeff * (c.max_lr - c.min_lr);
+}
+
+double OptimizerParamScheduler::step(int64_t increment) {
+  num_steps_ += increment;
+  return lr();
+}
+
+}  // namespace megatron::optimizer

@@ -1,0 +1,71 @@
+#include "megatron/training/metrics_writer.h"
+
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "megatron/training/training.h"
+
+namespace megatron::training {
+namespace {
+
+// JSON has no NaN/Inf: they are written as null.
+std::string number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.9g", v);
+  return buffer;
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+  if (path.empty()) return;
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  out_.open(path, std::ios::trunc);
+  TORCH_CHECK(out_.good(), "[metrics] cannot write --metrics-file ", path);
+}
+
+void MetricsWriter::write_line(const std::string& json) {
+  if (!out_.is_open()) return;
+  out_ << json << '\n';
+  out_.flush();
+  TORCH_CHECK(out_.good(), "[metrics] writing ", path_, " failed (disk full?)");
+}
+
+void MetricsWriter::write_iteration(const IterationRecord& r, int64_t consumed_samples,
+                                    double elapsed_ms, double tokens_per_second, double tflops) {
+  std::ostringstream j;
+  j << "{\"type\": \"train\", \"iteration\": " << r.iteration << ", \"consumed_samples\": " << consumed_samples;
+  for (const auto& [k, v] : r.metrics) j << ", " << quoted(k) << ": " << number(v);
+  j << ", \"learning_rate\": " << number(r.learning_rate) << ", \"grad_norm\": " << number(r.grad_norm)
+    << ", \"loss_scale\": " << number(r.loss_scale) << ", \"skipped\": " << (r.skipped ? "true" : "false")
+    << ", \"elapsed_ms\": " << number(elapsed_ms) << ", \"tokens_per_second\": " << number(tokens_per_second)
+    << ", \"tflops_per_gpu\": " << number(tflops) << "}";
+  write_line(j.str());
+}
+
+void MetricsWriter::write_evaluation(const EvaluationRecord& r) {
+  std::ostringstream j;
+  j << "{\"type\": " << quoted(r.split) << ", \"iteration\": " << r.iteration;
+  for (const auto& [k, v] : r.metrics) {
+    j << ", " << quoted(k) << ": " << number(v) << ", " << quoted(k + " PPL") << ": "
+      << number(std::exp(std::min(20.0, v)));
+  }
+  write_line(j.str() + "}");
+}
+
+}  // namespace megatron::training

@@ -1,0 +1,376 @@
+// pretrain() top to bottom: parallel state, seeds, model, optimizer and schedule, data, then
+// the train loop (train_step + training_log + evaluate), then the final test evaluation.
+#include "megatron/training/training.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/nn/module.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "megatron/logging.h"
+#include "megatron/models/gpt/gpt_model.h"
+#include "megatron/optimizer/optimizer.h"
+#include "megatron/optimizer/param_scheduler.h"
+#include "megatron/tensor_parallel/random.h"
+#include "megatron/training/metrics_writer.h"
+
+#ifdef MEGATRON_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace megatron::training {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string format(const char* fmt, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), fmt, value);
+  return buffer;
+}
+
+c10::Device choose_device(const Arguments& args, int local_rank) {
+  std::string name = args.device;
+  if (name.empty()) name = at::hasCUDA() ? "cuda" : "cpu";
+  if (name == "cpu") return c10::Device(c10::kCPU);
+  TORCH_CHECK(at::hasCUDA(), "[training] --device cuda, but no CUDA device is visible");
+#ifdef MEGATRON_WITH_CUDA
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(local_rank));
+#endif
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+}
+
+// Parameters as the optimizer sees them: replicated parameters are marked on TP ranks > 0 so
+// that the gradient norm counts them once.
+std::vector<optimizer::OptimizerParam> optimizer_params(torch::nn::Module& model, int tp_rank) {
+  std::vector<optimizer::OptimizerParam> params;
+  if (auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(&model)) {
+    for (const auto& p : gpt->sharded_parameters()) {
+      if (!p.param.requires_grad()) continue;
+      params.push_back({p.name, p.param, tp_rank > 0 && !p.init.layout.is_sharded()});
+    }
+    return params;
+  }
+  for (const auto& item : model.named_parameters()) {
+    if (item.value().requires_grad()) params.push_back({item.key(), item.value(), false});
+  }
+  return params;
+}
+
+optimizer::OptimizerParamScheduler build_scheduler(const Arguments& args) {
+  const int64_t gbs = *args.global_batch_size;
+  optimizer::ParamSchedulerConfig c;
+  c.init_lr = args.lr_warmup_init;
+  c.max_lr = *args.lr;
+  c.min_lr = args.min_lr;
+  c.lr_decay_style = args.lr_decay_style;
+  c.lr_wsd_decay_style = args.lr_wsd_decay_style;
+  // Steps are samples, as in Megatron-LM.
+  c.lr_decay_steps = args.lr_decay_samples ? *args.lr_decay_samples
+                                           : (args.lr_decay_iters ? *args.lr_decay_iters : *args.train_iters) * gbs;
+  c.lr_decay_steps = std::max<int64_t>(c.lr_decay_steps, 1);
+  if (args.lr_warmup_fraction) {
+    c.lr_warmup_steps = static_cast<int64_t>(*args.lr_warmup_fraction * c.lr_decay_steps);
+  } else if (args.lr_warmup_samples > 0) {
+    c.lr_warmup_steps = args.lr_warmup_samples;
+  } else {
+    c.lr_warmup_steps = args.lr_warmup_iters * gbs;
+  }
+  if (args.lr_wsd_decay_iters) c.wsd_decay_steps = *args.lr_wsd_decay_iters * gbs;
+  return optimizer::OptimizerParamScheduler(c);
+}
+
+std::unique_ptr<datasets::DataIterator> build_iterator(const Arguments& args, const ParallelState& ps,
+                                                       std::shared_ptr<const datasets::MegatronDataset> ds,
+                                                       int64_t eod_token) {
+  if (!ds) return nullptr;
+  // Every rank of a TP group has the same DP rank, so it draws the same samples itself.
+  auto sampler = std::make_unique<datasets::MegatronPretrainingSampler>(
+      ds->size(), 0, args.micro_batch_size, ps.get_data_parallel_rank(),
+      ps.get_data_parallel_world_size());
+  datasets::BatchOptions options;
+  options.eod_token = eod_token;
+  options.reset_position_ids = args.reset_position_ids;
+  options.reset_attention_mask = args.reset_attention_mask;
+  options.eod_mask_loss = args.eod_mask_loss;
+  options.create_attention_mask = args.reset_attention_mask;  // else the causal mask is implied
+  return std::make_unique<datasets::DataIterator>(std::move(ds), std::move(sampler), options,
+                                                  static_cast<int>(args.num_workers));
+}
+
+// Sums of metrics over micro-batches, averaged over them and over data-parallel ranks.
+class MetricsAccumulator {
+ public:
+  void add(const std::map<std::string, at::Tensor>& metrics) {
+    for (const auto& [key, value] : metrics) sums_[key] += value.detach().to(at::kDouble).item<double>();
+    ++count_;
+  }
+  std::map<std::string, double> average(comm::ProcessGroup& dp) {
+    std::map<std::string, double> out;
+    if (sums_.empty() || count_ == 0) return out;
+    auto values = at::empty({static_cast<int64_t>(sums_.size())}, at::kDouble);
+    int64_t i = 0;
+    for (const auto& [key, sum] : sums_) values[i++] = sum / count_;
+    dp.all_reduce(values, comm::ReduceOp::kAvg);
+    i = 0;
+    for (const auto& [key, sum] : sums_) out[key] = values[i++].item<double>();
+    return out;
+  }
+
+ private:
+  std::map<std::string, double> sums_;
+  int64_t count_ = 0;
+};
+
+struct Trainer {
+  const Arguments& args;
+  ParallelState ps;
+  TrainingContext ctx;
+  std::shared_ptr<torch::nn::Module> model;
+  std::unique_ptr<optimizer::MegatronOptimizer> optim;
+  std::optional<optimizer::OptimizerParamScheduler> scheduler;
+  std::unique_ptr<datasets::DataIterator> train_it, valid_it, test_it;
+  const ForwardStepFunc& forward_step;
+  MetricsWriter metrics_writer;
+  TrainingResult result;
+  int64_t padded_vocab_size = 0;
+  int64_t consumed_train_samples = 0;
+
+  // One iteration: forward/backward over every micro-batch, then the optimizer step.
+  IterationRecord train_step(int64_t iteration) {
+    IterationRecord record;
+    record.iteration = iteration;
+    record.learning_rate = optim->lr();
+    record.loss_scale = optim->loss_scale();
+    model->train();
+    optim->zero_grad();
+    MetricsAccumulator metrics;
+    const double scale = optim->loss_scale() / static_cast<double>(args.num_microbatches);
+    bool finite = true;
+    for (int64_t mb = 0; mb < args.num_microbatches; ++mb) {
+      auto [output, loss_func] = forward_step(*train_it, *model);
+      auto [loss, reported] = loss_func(output);
+      finite = finite && std::isfinite(loss.detach().to(at::kDouble).item<double>());
+      (loss * scale).backward();
+      metrics.add(reported);
+    }
+    record.metrics = metrics.average(ps.get_data_parallel_group());
+    // A non-finite loss on any rank counts everywhere, so that all ranks take the same branch.
+    auto bad = at::full({1}, finite ? 0.0 : 1.0, at::kDouble);
+    ps.get_world_group().all_reduce(bad, comm::ReduceOp::kMax);
+    if (bad.item<double>() > 0) {
+      TORCH_CHECK(args.skip_nan_iterations, "[training] the loss is NaN or Inf at iteration ", iteration,
+                  "; lower --lr, check the data, or pass --skip-nan-iterations to skip such updates");
+      record.skipped = true;
+      record.grad_norm = std::nan("");
+    } else {
+      auto step = optim->step();
+      record.skipped = !step.update_successful;
+      record.grad_norm = step.grad_norm;
+    }
+    consumed_train_samples += *args.global_batch_size;
+    optim->set_lr(scheduler->step(*args.global_batch_size));
+    return record;
+  }
+
+  std::map<std::string, double> evaluate(datasets::DataIterator& it) {
+    model->eval();
+    at::NoGradGuard no_grad;
+    MetricsAccumulator metrics;
+    for (int64_t i = 0; i < args.eval_iters; ++i) {
+      for (int64_t mb = 0; mb < args.num_microbatches; ++mb) {
+        auto [output, loss_func] = forward_step(it, *model);
+        metrics.add(loss_func(output).second);
+      }
+    }
+    model->train();
+    return metrics.average(ps.get_data_parallel_group());
+  }
+
+  void evaluate_and_print_results(int64_t iteration, datasets::DataIterator& it, const std::string& split) {
+    auto values = evaluate(it);
+    std::string text = " validation loss at iteration " + std::to_string(iteration) +
+                       (split == "test" ? " on test set" : "") + " | ";
+    for (const auto& [key, value] : values) {
+      text += key + " value: " + format("%.6E", value) + " | ";
+      text += key + " PPL: " + format("%.6E", std::exp(std::min(20.0, value))) + " | ";
+    }
+    const std::string rule(text.size() + 1, '-');
+    log_rank_last(LogLevel::kInfo, rule);
+    log_rank_last(LogLevel::kInfo, text);
+    log_rank_last(LogLevel::kInfo, rule);
+    result.evaluations.push_back({iteration, split, values});
+    if (ps.get_rank() == ps.get_world_size() - 1) metrics_writer.write_evaluation(result.evaluations.back());
+  }
+
+  // Megatron-LM's iteration line, averaged over the iterations since the last one.
+  void training_log(int64_t iteration, const std::vector<IterationRecord>& window) {
+    std::map<std::string, double> sums;
+    int64_t advanced = 0, skipped = 0, nan = 0;
+    double elapsed = 0;
+    for (const auto& r : window) {
+      elapsed += r.elapsed_ms;
+      if (r.skipped) {
+        ++skipped;
+        bool has_nan = false;
+        for (const auto& [k, v] : r.metrics) has_nan = has_nan || !std::isfinite(v);
+        nan += has_nan;
+        continue;
+      }
+      ++advanced;
+      for (const auto& [k, v] : r.metrics) sums[k] += v;
+    }
+    const double ms = elapsed / window.size();
+    const double flops = num_floating_point_operations(args, *args.global_batch_size, padded_vocab_size);
+    const double tflops = flops / (ms / 1000.0) / 1e12 / args.world_size;
+    const double tokens_per_s = *args.global_batch_size * args.seq_length / (ms / 1000.0);
+    const auto& last = window.back();
+    std::ostringstream line;
+    char head[128];
+    std::snprintf(head, sizeof(head), " iteration %8lld/%8lld |", static_cast<long long>(iteration),
+                  static_cast<long long>(*args.train_iters));
+    line << head << " consumed samples: " << format("%12.0f", static_cast<double>(consumed_train_samples))
+         << " | elapsed time per iteration (ms): " << format("%.1f", ms)
+         << " | throughput per GPU (TFLOP/s/GPU): " << format("%.1f", tflops)
+         << " | tokens per second: " << format("%.1f", tokens_per_s)
+         << " | learning rate: " << format("%.6E", optim->lr())
+         << " | global batch size: " << format("%5.0f", static_cast<double>(*args.global_batch_size)) << " |";
+    for (const auto& [k, v] : sums) line << " " << k << ": " << format("%.6E", v / std::max<int64_t>(1, advanced)) << " |";
+    line << " loss scale: " << format("%.1f", optim->loss_scale()) << " |";
+    if (!last.skipped) line << " grad norm: " << format("%.3f", last.grad_norm) << " |";
+    line << " number of skipped iterations: " << format("%3.0f", static_cast<double>(skipped))
+         << " | number of nan iterations: " << format("%3.0f", static_cast<double>(nan)) << " |";
+    log_rank_last(LogLevel::kInfo, line.str());
+    if (ps.get_rank() == ps.get_world_size() - 1)
+      metrics_writer.write_iteration(last, consumed_train_samples, ms, tokens_per_s, tflops);
+  }
+
+  void train() {
+    std::vector<IterationRecord> window;
+    for (int64_t iteration = 1; iteration <= *args.train_iters; ++iteration) {
+      auto start = Clock::now();
+      IterationRecord record = train_step(iteration);
+      record.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      window.push_back(record);
+      result.iterations.push_back(record);
+      if (iteration % args.log_interval == 0 || iteration == *args.train_iters) {
+        training_log(iteration, window);
+        window.clear();
+      }
+      if (valid_it && args.eval_iters > 0 && iteration % args.eval_interval == 0)
+        evaluate_and_print_results(iteration, *valid_it, "valid");
+    }
+  }
+};
+
+}  // namespace
+
+double num_floating_point_operations(const Arguments& args, int64_t batch_size, int64_t vocab) {
+  const double h = static_cast<double>(args.hidden_size);
+  const double heads = static_cast<double>(args.num_attention_heads);
+  const double groups = static_cast<double>(args.group_query_attention ? args.num_query_groups : args.num_attention_heads);
+  const double kv = args.kv_channels ? static_cast<double>(*args.kv_channels) : h / heads;
+  const double ffn = args.ffn_hidden_size ? static_cast<double>(*args.ffn_hidden_size) : 4 * h;
+  const double gated = args.swiglu ? 1.5 : 1.0;
+  const double s = static_cast<double>(args.seq_length), L = static_cast<double>(args.num_layers);
+  // 3 (forward + 2x backward) * 2 (multiply-add) * 2 (two GEMMs per block term), as Megatron-LM.
+  return 12.0 * batch_size * s * L * h * h *
+         ((1.0 + groups / heads + s / h) * (kv * heads / h) + (ffn / h) * gated + vocab / (2.0 * L * h));
+}
+
+TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder,
+                        const DatasetBuilder& dataset_builder, const ForwardStepFunc& forward_step,
+                        std::shared_ptr<comm::ProcessGroup> world) {
+  const auto env = comm::LauncherEnv::from_environment();
+  const c10::Device device = choose_device(args, env.local_rank);
+  if (!world) {
+    comm::DistributedOptions options;
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(args.distributed_timeout_minutes * 60000));
+    options.device_type = device.type();
+    world = comm::init_distributed(env, options);
+  }
+  TORCH_CHECK(world->size() == args.world_size, "[training] the arguments were validated for world size ",
+              args.world_size, " but the job has ", world->size(), " ranks");
+  auto ps = ParallelState::initialize_model_parallel(world, static_cast<int>(args.tensor_model_parallel_size),
+                                                     static_cast<int>(args.pipeline_model_parallel_size));
+  log_rank_0(LogLevel::kInfo, "> initialized tensor model parallel with size " +
+                                  std::to_string(ps.get_tensor_model_parallel_world_size()));
+  log_rank_0(LogLevel::kInfo, "> initialized pipeline model parallel with size " +
+                                  std::to_string(ps.get_pipeline_model_parallel_world_size()));
+  log_rank_0(LogLevel::kInfo, "> initialized data parallel with size " +
+                                  std::to_string(ps.get_data_parallel_world_size()));
+
+  // Megatron-LM's _set_random_seed: one seed per pipeline stage, TP-region states per TP rank.
+  const uint64_t seed = args.seed + 100 * ps.get_pipeline_model_parallel_rank();
+  auto rng_tracker = tensor_parallel::model_parallel_manual_seed(seed, ps.get_tensor_model_parallel_rank(), device);
+  TrainingContext ctx{args, ps, rng_tracker, device};
+
+  auto model = model_builder(ctx, ps.is_pipeline_first_stage(), ps.is_pipeline_last_stage());
+  TORCH_CHECK(model, "[training] model_builder returned no model");
+  if (args.bf16) model->to(at::kBFloat16);
+  if (args.fp16) model->to(at::kHalf);
+  model->to(device);
+  int64_t padded_vocab = args.vocab_size.value_or(0);
+  if (auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(model.get())) padded_vocab = gpt->padded_vocab_size;
+
+  optimizer::OptimizerConfig oc;
+  oc.optimizer = args.optimizer;
+  oc.lr = *args.lr;
+  oc.weight_decay = args.weight_decay;
+  oc.adam_beta1 = args.adam_beta1;
+  oc.adam_beta2 = args.adam_beta2;
+  oc.adam_eps = args.adam_eps;
+  oc.sgd_momentum = args.sgd_momentum;
+  oc.clip_grad = args.clip_grad;
+  if (args.fp16) {
+    optimizer::GradScalerConfig sc;
+    sc.initial_scale = args.loss_scale.value_or(args.initial_loss_scale);
+    sc.dynamic = !args.loss_scale;
+    sc.min_scale = std::min(args.min_loss_scale, sc.initial_scale);
+    sc.growth_interval = args.loss_scale_window;
+    sc.hysteresis = args.hysteresis;
+    oc.grad_scaler = sc;
+  }
+  auto params = optimizer_params(*model, ps.get_tensor_model_parallel_rank());
+  int64_t local_params = 0;
+  for (const auto& p : params) local_params += p.param.numel();
+  log_rank_0(LogLevel::kInfo, " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): " +
+                                  std::to_string(local_params));
+  auto optim = std::make_unique<optimizer::MegatronOptimizer>(
+      std::move(params), oc, ps.get_world_group().size() > 1 ? ps.data_parallel_group_ptr() : nullptr,
+      ps.model_parallel_group_ptr());
+  auto scheduler = build_scheduler(args);
+  optim->set_lr(scheduler.lr());
+
+  // Megatron-LM's sample counts: every evaluation draws eval_iters global batches.
+  const int64_t gbs = *args.global_batch_size;
+  const int64_t evaluations = *args.train_iters / args.eval_interval + 1;
+  const std::array<int64_t, 3> num_samples = {*args.train_iters * gbs, evaluations * args.eval_iters * gbs,
+                                              args.eval_iters * gbs};
+  log_rank_0(LogLevel::kInfo, "> building train, validation, and test datasets ...");
+  Datasets ds = dataset_builder(ctx, num_samples);
+  TORCH_CHECK(ds.train, "[training] dataset_builder returned no training dataset");
+
+  Trainer trainer{args, ps, ctx, model, std::move(optim), scheduler, nullptr, nullptr, nullptr,
+                  forward_step, MetricsWriter(ps.get_rank() == ps.get_world_size() - 1 ? args.metrics_file : ""),
+                  {}, padded_vocab, 0};
+  trainer.train_it = build_iterator(args, ps, ds.train, ds.eod_token);
+  trainer.valid_it = build_iterator(args, ps, ds.valid, ds.eod_token);
+  trainer.test_it = build_iterator(args, ps, ds.test, ds.eod_token);
+
+  log_rank_0(LogLevel::kInfo, "training ...");
+  trainer.train();
+  if (trainer.valid_it && args.eval_iters > 0 && *args.train_iters % args.eval_interval != 0)
+    trainer.evaluate_and_print_results(*args.train_iters, *trainer.valid_it, "valid");
+  if (trainer.test_it && args.eval_iters > 0)
+    trainer.evaluate_and_print_results(*args.train_iters, *trainer.test_it, "test");
+  trainer.result.consumed_train_samples = trainer.consumed_train_samples;
+  return trainer.result;
+}
+
+}  // namespace megatron::training

@@ -1,0 +1,110 @@
+// Flag parsing: Megatron-LM's names, the TOML config file, derived values, and one clear line
+// for every inconsistent combination.
+#include "megatron/training/arguments.h"
+
+#include <c10/util/Exception.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace megatron::training {
+namespace {
+
+std::vector<std::string> base() {
+  return {"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length",
+          "32", "--micro-batch-size", "2", "--train-iters", "10", "--lr", "1e-3", "--mock-data",
+          "--vocab-size", "100"};
+}
+
+std::string error_of(std::vector<std::string> args, int64_t world = 1) {
+  try {
+    parse_arguments(args, world);
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  }
+  return "";
+}
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+TEST(Arguments, MegatronFlagsAndDerivedValues) {
+  auto a = *parse_arguments(with(base(), {"--global-batch-size", "16", "--tensor-model-parallel-size",
+                                          "2", "--lr-decay-style", "cosine", "--bf16"}),
+                            4);
+  EXPECT_EQ(a.num_layers, 2);
+  EXPECT_EQ(a.data_parallel_size, 2);
+  EXPECT_EQ(a.num_microbatches, 4);  // 16 / (2 x 2)
+  EXPECT_EQ(a.max_position_embeddings, 32);
+  EXPECT_EQ(a.lr_decay_style, "cosine");
+  EXPECT_TRUE(a.bf16);
+  EXPECT_DOUBLE_EQ(*a.lr, 1e-3);
+  EXPECT_EQ(*a.train_iters, 10);
+}
+
+TEST(Arguments, TomlConfigWithFlagsOverriding) {
+  const std::string path = ::testing::TempDir() + "/megatron_args.toml";
+  {
+    std::ofstream f(path);
+    f << "num-layers = 6\nhidden-size = 128\nlr = 0.01\nbf16 = true\ndata-path = [\"0.3\", \"a\", \"0.7\", \"b\"]\n";
+  }
+  auto a = *parse_arguments({"--config", path, "--num-layers", "3", "--num-attention-heads", "4",
+                             "--seq-length", "8", "--micro-batch-size", "1", "--train-iters", "1",
+                             "--tokenizer-type", "NullTokenizer", "--vocab-size", "50"},
+                            1);
+  EXPECT_EQ(a.num_layers, 3);  // the flag wins
+  EXPECT_EQ(a.hidden_size, 128);
+  EXPECT_DOUBLE_EQ(*a.lr, 0.01);
+  EXPECT_TRUE(a.bf16);
+  EXPECT_EQ(a.data_path, (std::vector<std::string>{"0.3", "a", "0.7", "b"}));
+  EXPECT_EQ(a.config_file, path);
+  std::remove(path.c_str());
+}
+
+TEST(Arguments, InconsistentCombinationsAreOneClearLine) {
+  EXPECT_NE(error_of(with(base(), {"--global-batch-size", "10"}), 2)
+                .find("--global-batch-size (10) is not divisible by --micro-batch-size (2) x "
+                      "data-parallel size (2) = 4"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--tensor-model-parallel-size", "3"}), 3)
+                .find("--num-attention-heads (4) is not divisible by --tensor-model-parallel-size (3)"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--tensor-model-parallel-size", "2"}), 3)
+                .find("world size (3) is not divisible by --tensor-model-parallel-size (2)"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--train-samples", "100"})).find("exactly one of --train-iters and --train-samples"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--bf16", "--fp16"})).find("--bf16 and --fp16 exclude each other"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4",
+                      "--seq-length", "32", "--micro-batch-size", "2", "--train-iters", "10",
+                      "--lr", "1e-3"})
+                .find("give --data-path (or --mock-data)"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4",
+                      "--seq-length", "32", "--micro-batch-size", "2", "--train-iters", "10",
+                      "--lr", "1e-3", "--data-path", "x", "--tokenizer-type", "GPT2BPETokenizer"})
+                .find("GPT2BPETokenizer needs --vocab-file and --merge-file"),
+            std::string::npos);
+  auto odd_hidden = base();
+  odd_hidden[3] = "66";
+  EXPECT_NE(error_of(odd_hidden).find("--hidden-size (66) is not divisible by --num-attention-heads (4)"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--lr-decay-style", "triangle"})).find("--lr-decay-style"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--no-such-flag"})).find("--no-such-flag"), std::string::npos);
+}
+
+TEST(Arguments, HelpListsMegatronGroups) {
+  auto help = arguments_help();
+  for (const char* flag : {"--tensor-model-parallel-size", "--global-batch-size", "--lr-decay-style",
+                           "--data-path", "--vocab-file", "--fp16", "--eval-interval"}) {
+    EXPECT_NE(help.find(flag), std::string::npos) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace megatron::training

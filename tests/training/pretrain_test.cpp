@@ -1,0 +1,120 @@
+// pretrain() with pretrain_gpt's own callbacks, under mpirun on 4 ranks: every layout of
+// tensor x data parallelism reproduces the single-rank loss curve, the loss goes down, and a NaN
+// loss stops training with the iteration named. Every rank asserts.
+#define PRETRAIN_GPT_NO_MAIN
+#include "../../examples/pretrain_gpt.cpp"
+
+#include <gtest/gtest.h>
+
+#include "distributed_test.h"
+#include "megatron/tokenizer/null_tokenizer.h"
+
+namespace {
+
+training::Arguments tiny_args() {
+  training::Arguments a;
+  a.num_layers = 2;
+  a.hidden_size = 32;
+  a.num_attention_heads = 4;
+  a.seq_length = 16;
+  a.micro_batch_size = 2;
+  a.global_batch_size = 8;
+  a.train_iters = 12;
+  a.lr = 2e-3;
+  a.min_lr = 2e-4;
+  a.lr_warmup_iters = 2;
+  a.lr_decay_style = "cosine";
+  a.mock_data = true;
+  a.vocab_size = 256;
+  a.make_vocab_size_divisible_by = 32;  // the padded vocabulary (256) is then the same at TP 1, 2, 4
+  a.attention_dropout = 0;  // dropout draws differ between layouts by design
+  a.hidden_dropout = 0;
+  a.log_interval = 4;
+  a.eval_interval = 6;
+  a.eval_iters = 1;
+  a.num_workers = 0;
+  a.device = "cpu";
+  return a;
+}
+
+// Runs pretrain on the first tp * dp ranks of the world; the others return an empty result.
+training::TrainingResult run_layout(training::Arguments a, int tp, int dp) {
+  auto world = megatron::testing::world();
+  std::vector<int> ranks(tp * dp);
+  for (int r = 0; r < tp * dp; ++r) ranks[r] = r;
+  auto sub = world->new_group(ranks, "layout_tp" + std::to_string(tp) + "_dp" + std::to_string(dp));
+  if (!sub) return {};
+  a.tensor_model_parallel_size = tp;
+  a.validate(tp * dp);
+  tokenizer::TokenizerOptions t;
+  t.tokenizer_type = "NullTokenizer";
+  t.vocab_size = *a.vocab_size;
+  g_tokenizer = tokenizer::build_tokenizer(t);
+  return training::pretrain(a, model_builder, dataset_builder, forward_step, sub);
+}
+
+TEST(Pretrain, EveryTensorAndDataParallelLayoutGivesTheSameLosses) {
+  MEGATRON_REQUIRE_WORLD_SIZE(4);
+  auto reference = run_layout(tiny_args(), 1, 1);
+  const std::vector<std::pair<int, int>> layouts = {{1, 2}, {2, 1}, {1, 4}, {2, 2}, {4, 1}};
+  for (auto [tp, dp] : layouts) {
+    auto run = run_layout(tiny_args(), tp, dp);
+    if (megatron::testing::world()->rank() >= tp * dp) continue;
+    SCOPED_TRACE("tp " + std::to_string(tp) + " dp " + std::to_string(dp));
+    ASSERT_EQ(run.iterations.size(), 12u);
+    if (megatron::testing::world()->rank() == 0) ASSERT_EQ(reference.iterations.size(), 12u);
+    if (megatron::testing::world()->rank() != 0) continue;  // rank 0 holds the single-rank reference
+    for (size_t i = 0; i < run.iterations.size(); ++i) {
+      double want = reference.iterations[i].metrics.at("lm loss");
+      double got = run.iterations[i].metrics.at("lm loss");
+      EXPECT_NEAR(got, want, 1e-5 * std::abs(want)) << "iteration " << i + 1;
+      EXPECT_NEAR(run.iterations[i].grad_norm, reference.iterations[i].grad_norm,
+                  1e-4 * reference.iterations[i].grad_norm)
+          << "iteration " << i + 1;
+    }
+    ASSERT_EQ(run.evaluations.size(), reference.evaluations.size());
+    for (size_t i = 0; i < run.evaluations.size(); ++i) {
+      EXPECT_NEAR(run.evaluations[i].metrics.at("lm loss"), reference.evaluations[i].metrics.at("lm loss"),
+                  1e-5 * reference.evaluations[i].metrics.at("lm loss"));
+    }
+  }
+}
+
+TEST(Pretrain, EveryRankSeesTheSameLossAndItGoesDown) {
+  auto a = tiny_args();
+  a.train_iters = 30;
+  a.lr = 5e-3;
+  const int n = megatron::testing::world()->size();
+  const int tp = n % 2 == 0 ? 2 : 1;
+  auto run = run_layout(a, tp, n / tp);
+  ASSERT_EQ(run.iterations.size(), 30u);
+  double first = run.iterations.front().metrics.at("lm loss");
+  double last = run.iterations.back().metrics.at("lm loss");
+  EXPECT_LT(last, first - 0.3) << "first " << first << " last " << last;
+  // The reported loss is averaged over data-parallel ranks: identical everywhere.
+  auto mine = at::full({1}, last, at::kDouble);
+  auto max = mine.clone();
+  megatron::testing::world()->all_reduce(max, comm::ReduceOp::kMax);
+  EXPECT_EQ(max.item<double>(), last);
+  EXPECT_EQ(run.consumed_train_samples, 30 * 8);
+}
+
+TEST(Pretrain, NanLossStopsWithTheIterationNamed) {
+  auto a = tiny_args();
+  a.lr = 1e30;  // diverges within a few iterations
+  a.clip_grad = 0;
+  try {
+    run_layout(a, 1, megatron::testing::world()->size());
+    FAIL() << "expected a NaN/Inf loss error";
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    EXPECT_NE(msg.find("the loss is NaN or Inf at iteration "), std::string::npos) << msg;
+  }
+  a.skip_nan_iterations = true;
+  auto run = run_layout(a, 1, megatron::testing::world()->size());
+  int skipped = 0;
+  for (const auto& r : run.iterations) skipped += r.skipped;
+  EXPECT_GT(skipped, 0);
+}
+
+}  // namespace
