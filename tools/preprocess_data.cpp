@@ -128,8 +128,9 @@ class Pool {
     cv_.notify_all();
     for (auto& t : threads_) t.join();
   }
-  void process(const std::vector<std::string>& lines, std::vector<Encoded>& out) {
-    std::unique_lock<std::mutex> lock(mutex_);
+  // Starts encoding lines into out; the caller may read the next batch meanwhile.
+  void submit(const std::vector<std::string>& lines, std::vector<Encoded>& out) {
+    std::lock_guard<std::mutex> lock(mutex_);
     lines_ = &lines;
     out_ = &out;
     out.assign(lines.size(), Encoded());
@@ -137,6 +138,9 @@ class Pool {
     pending_ = static_cast<int>(threads_.size());
     ++generation_;
     cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
     done_cv_.wait(lock, [this] { return pending_ == 0; });
   }
 
@@ -201,28 +205,25 @@ int run(const Args& args) {
   const auto start = std::chrono::steady_clock::now();
   int64_t line_no = 0, docs = 0, bytes = 0, malformed = 0, blank = 0, tokens = 0;
   int64_t next_log = args.log_interval;
-  std::vector<std::string> lines;
-  std::vector<Encoded> encoded;
+  // Two batches in flight: workers encode one while this thread reads the next and writes the
+  // previous one, in input order.
+  std::vector<std::string> lines[2];
+  std::vector<Encoded> encoded[2];
+  auto read_batch = [&](std::vector<std::string>& batch) {
+    batch.clear();
+    std::string line;
+    while (static_cast<int64_t>(batch.size()) < args.batch_lines && std::getline(in, line)) {
+      bytes += static_cast<int64_t>(line.size()) + 1;
+      batch.push_back(std::move(line));
+    }
+    return !batch.empty();
+  };
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  bool eof = false;
-  while (!eof) {
-    lines.clear();
-    std::string line;
-    while (static_cast<int64_t>(lines.size()) < args.batch_lines) {
-      if (!std::getline(in, line)) {
-        eof = true;
-        break;
-      }
-      bytes += static_cast<int64_t>(line.size()) + 1;
-      lines.push_back(std::move(line));
-    }
-    if (lines.empty()) break;
-    pool.process(lines, encoded);
-    for (size_t i = 0; i < encoded.size(); ++i) {
+  auto write_batch = [&](const std::vector<Encoded>& batch) {
+    for (const Encoded& e : batch) {
       ++line_no;
-      const Encoded& e = encoded[i];
       if (e.blank) {
         ++blank;
         continue;
@@ -248,6 +249,15 @@ int run(const Args& args) {
                      static_cast<long long>(docs), docs / t, bytes / t / 1024 / 1024);
       }
     }
+  };
+  int cur = 0;
+  bool more = read_batch(lines[cur]);
+  while (more) {
+    pool.submit(lines[cur], encoded[cur]);
+    more = read_batch(lines[1 - cur]);
+    pool.wait();
+    write_batch(encoded[cur]);
+    cur = 1 - cur;
   }
   for (size_t k = 0; k < builders.size(); ++k) builders[k]->finalize(idx_paths[k]);
   const double t = elapsed();
