@@ -177,6 +177,30 @@ std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets(
   return out;
 }
 
+std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets_on_ranks(
+    const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes,
+    const GPTDatasetConfig& config, int rank, const std::function<void()>& barrier,
+    double mid_level_surplus) {
+  std::array<std::shared_ptr<const MegatronDataset>, 3> out;
+  std::exception_ptr error;
+  if (rank == 0) {
+    // A failure on rank 0 still reaches the barrier, so the other ranks do not hang in it.
+    try {
+      out = build_gpt_datasets(blend, sizes, config, mid_level_surplus);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  barrier();
+  if (error) std::rethrow_exception(error);
+  if (rank != 0) {
+    GPTDatasetConfig load = config;
+    load.build_cache = false;
+    out = build_gpt_datasets(blend, sizes, load, mid_level_surplus);
+  }
+  return out;
+}
+
 std::array<std::optional<int64_t>, 3> train_valid_test_num_samples(int64_t train_iters,
                                                                    int64_t global_batch_size,
                                                                    int64_t eval_interval,

@@ -105,6 +105,25 @@ TEST(BuildGPTDatasets, WeightedBlendFollowsMegatronSizes) {
   EXPECT_EQ(ones, 30);
 }
 
+TEST(BuildGPTDatasets, RankZeroBuildsTheCachesOthersLoadThem) {
+  const std::string dir = testing::make_temp_dir();
+  DataBlend blend = parse_data_path({write_prefix(dir, "a", 100, 1)});
+  GPTDatasetConfig config;
+  config.sequence_length = 8;
+  config.split = "100";
+  config.path_to_cache = dir + "/cache";
+  int barriers = 0;
+  // Another rank first: without rank 0's caches it must refuse rather than build.
+  EXPECT_THAT(error_of([&] { build_gpt_datasets_on_ranks(blend, {50, 0, 0}, config, 1, [&] { ++barriers; }); }),
+              HasSubstr("index cache missing"));
+  auto built = build_gpt_datasets_on_ranks(blend, {50, 0, 0}, config, 0, [&] { ++barriers; });
+  auto loaded = build_gpt_datasets_on_ranks(blend, {50, 0, 0}, config, 1, [&] { ++barriers; });
+  EXPECT_EQ(barriers, 3);
+  EXPECT_TRUE(dynamic_cast<const GPTDataset&>(*loaded[0]).loaded_from_cache());
+  EXPECT_EQ(dynamic_cast<const GPTDataset&>(*built[0]).shuffle_index(),
+            dynamic_cast<const GPTDataset&>(*loaded[0]).shuffle_index());
+}
+
 TEST(BuildGPTDatasets, SampleRequestFollowsMegatron) {
   auto n = train_valid_test_num_samples(1000, 32, 100, 10);
   EXPECT_EQ(*n[0], 32000);

@@ -6,6 +6,7 @@
 #include "megatron/datasets/megatron_dataset.h"
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,14 @@ DataBlend parse_data_path(const std::vector<std::string>& words);
 std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets(
     const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes,
     const GPTDatasetConfig& config, double mid_level_surplus = 0.005);
+
+// The same in a distributed job, index caches built once: rank 0 builds (and saves) first, all
+// ranks meet in `barrier`, then the other ranks load the caches (a missing cache is an error).
+// barrier is the caller's (e.g. the world group's), which keeps this layer free of comm.
+std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets_on_ranks(
+    const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes,
+    const GPTDatasetConfig& config, int rank, const std::function<void()>& barrier,
+    double mid_level_surplus = 0.005);
 
 // Megatron's sample request per split: train_iters * gbs, (train_iters / eval_interval + 1) *
 // eval_iters * gbs, eval_iters * gbs.
