@@ -120,6 +120,23 @@ TEST(GPTModel, SequenceParallelMatchesSingleRank) {
   compare_models(llama_options(llama_config()), true);
 }
 
+// A TP = 1 state dict loads into the TP model (each rank keeps its shards) and the TP model's
+// gathered state dict is the TP = 1 one.
+TEST(GPTModel, FullStateDictReshards) {
+  for (bool llama : {false, true}) {
+    const int n = tp::group_size(world_tp_group());
+    auto base = llama ? llama_options(llama_config()) : gpt2_options(gpt2_config());
+    GPTModel ref(single_rank(base, n));
+    GPTModel par(on_world(base).seed(1000));
+    auto ref_sd = ref->state_dict();
+    par->load_full_state_dict(ref_sd);
+    auto full = par->full_state_dict();
+    ASSERT_EQ(full.size(), ref_sd.size());
+    for (const auto& [k, v] : ref_sd) EXPECT_TRUE(at::equal(full.at(k), v)) << k;
+    EXPECT_REL_CLOSE(par->forward(input_ids()), ref->forward(input_ids()), kTol);
+  }
+}
+
 TEST(GPTModel, ParallelOutputKeepsVocabShard) {
   auto g = world_tp_group();
   GPTModel par(on_world(gpt2_options(gpt2_config())).parallel_output(true));

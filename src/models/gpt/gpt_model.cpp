@@ -212,6 +212,37 @@ void GPTModelImpl::load_state_dict(const std::map<std::string, at::Tensor>& stat
                 missing.size() - 1, " more)");
 }
 
+std::map<std::string, at::Tensor> GPTModelImpl::full_state_dict() const {
+  const auto& g = config.tp_group();
+  std::map<std::string, at::Tensor> out;
+  for (const auto& sp : sharded_parameters()) {
+    at::Tensor shard = sp.param.detach();
+    if (!sp.init.layout.is_sharded()) {
+      out[sp.name] = shard;
+      continue;
+    }
+    // [tp, *shard] -> per-rank shards -> full tensor in the layout's order.
+    at::Tensor all = tp::all_gather_along_dim(shard.contiguous().unsqueeze(0), g, 0);
+    out[sp.name] = sp.init.layout.unshard(all.unbind(0));
+  }
+  return out;
+}
+
+void GPTModelImpl::load_full_state_dict(const std::map<std::string, at::Tensor>& full, bool strict) {
+  std::map<std::string, at::Tensor> shards;
+  std::map<std::string, tp::ShardLayout> layouts;
+  for (const auto& sp : sharded_parameters()) layouts[sp.name] = sp.init.layout;
+  for (const auto& [name, tensor] : full) {
+    auto it = layouts.find(name);
+    if (it == layouts.end()) {
+      TORCH_CHECK(!strict, "[gpt_model] load_full_state_dict: unexpected key '", name, "'");
+      continue;
+    }
+    shards[name] = it->second.shard(tensor);
+  }
+  load_state_dict(shards, strict);
+}
+
 void GPTModelImpl::save_state_dict_file(const std::string& path) const {
   common::save_tensor_dict(path, state_dict());
 }

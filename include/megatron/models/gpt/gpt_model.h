@@ -104,6 +104,12 @@ class GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl> {
   std::map<std::string, at::Tensor> state_dict() const;
   // Copies tensors into the parameters; strict: the key sets must match exactly.
   void load_state_dict(const std::map<std::string, at::Tensor>& state, bool strict = true);
+  // The same names with FULL (TP = 1) tensors: all-gathers each sharded parameter over the TP
+  // group (collective: every TP rank calls it). load_full_state_dict keeps this rank's shard of
+  // each full tensor, so a checkpoint written at one TP size loads at another.
+  std::map<std::string, at::Tensor> full_state_dict() const;
+  void load_full_state_dict(const std::map<std::string, at::Tensor>& full, bool strict = true);
+
   // torch.save-compatible file of state_dict() (torch.load reads it); load_state_dict_file reads
   // one back.
   void save_state_dict_file(const std::string& path) const;
