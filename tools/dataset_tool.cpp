@@ -1,8 +1,9 @@
 // Inspect datasets and their index building from the command line (also what the Python tests
 // compare against numpy, torch and HF tokenizers):
 //   dataset_tool info PREFIX
-//   dataset_tool shuffle --seed S --sizes 10,1000       successive RandomState(S).shuffle(arange(n))
-//   dataset_tool gpt-indices --data-path P --seq-length L --seed S --split 969,30,1
+//   dataset_tool shuffle --seed S --sizes 10,1000       successive
+//   RandomState(S).shuffle(arange(n)) dataset_tool gpt-indices --data-path P --seq-length L --seed
+//   S --split 969,30,1
 //                --num-samples 100,10,10 --out DIR      .npy indices and samples per split
 //                (several --data-path words: a blend, samples only)
 //   dataset_tool tokenize --vocab-file V --merge-file M --input F   (F: one JSON string per line)
@@ -17,8 +18,8 @@
 #include "megatron/tokenizer/gpt2_bpe.h"
 #include "megatron/tokenizer/json.h"
 
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
+#include <CLI/CLI.hpp>
 
 #include <fstream>
 #include <iostream>
@@ -34,14 +35,17 @@ std::vector<std::optional<int64_t>> parse_counts(const std::string& text) {
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    if (item == "none" || item == "None") out.emplace_back();
-    else out.emplace_back(std::stoll(item));
+    if (item == "none" || item == "None")
+      out.emplace_back();
+    else
+      out.emplace_back(std::stoll(item));
   }
   return out;
 }
 
 void print_list(const std::vector<int64_t>& v) {
-  for (size_t i = 0; i < v.size(); ++i) std::cout << (i ? " " : "") << v[i];
+  for (size_t i = 0; i < v.size(); ++i)
+    std::cout << (i ? " " : "") << v[i];
   std::cout << "\n";
 }
 
@@ -74,7 +78,8 @@ int blend_samples(const std::vector<std::string>& words, ds::GPTDatasetConfig co
     const auto& d = *sets[s];
     const int64_t n = std::min(max_samples, d.size());
     std::vector<int64_t> samples(static_cast<size_t>(n * d.sample_length()));
-    for (int64_t i = 0; i < n; ++i) d.read_sample(i, samples.data() + i * d.sample_length());
+    for (int64_t i = 0; i < n; ++i)
+      d.read_sample(i, samples.data() + i * d.sample_length());
     const std::string name = out + "/" + ds::split_name(static_cast<ds::Split>(s));
     ds::write_npy(name + "_samples.npy", samples, {n, d.sample_length()});
     std::cout << ds::split_name(static_cast<ds::Split>(s)) << " samples " << d.size() << "\n";
@@ -95,7 +100,8 @@ int gpt_indices(const std::vector<std::string>& data_path, int64_t seq_length, u
   const std::string& prefix = data_path.at(0);
   auto c = parse_counts(counts);
   c.resize(3);
-  auto low = std::make_shared<ds::IndexedLowLevelDataset>(std::make_shared<ds::IndexedDataset>(prefix));
+  auto low =
+      std::make_shared<ds::IndexedLowLevelDataset>(std::make_shared<ds::IndexedDataset>(prefix));
   const auto ranges = ds::split_ranges(ds::parse_and_normalize_split(split), low->num_sequences());
   for (int s = 0; s < 3; ++s) {
     if (!ranges[s]) continue;
@@ -107,11 +113,12 @@ int gpt_indices(const std::vector<std::string>& data_path, int64_t seq_length, u
     ds::write_npy(name + "_shuffle_index.npy", d.shuffle_index());
     const int64_t n = std::min(max_samples, d.size());
     std::vector<int64_t> samples(static_cast<size_t>(n * d.sample_length()));
-    for (int64_t i = 0; i < n; ++i) d.read_sample(i, samples.data() + i * d.sample_length());
+    for (int64_t i = 0; i < n; ++i)
+      d.read_sample(i, samples.data() + i * d.sample_length());
     ds::write_npy(name + "_samples.npy", samples, {n, d.sample_length()});
-    std::cout << ds::split_name(static_cast<ds::Split>(s)) << " range " << ranges[s]->first
-              << " " << ranges[s]->second << " samples " << d.size() << " epochs "
-              << d.num_epochs() << " separate_final_epoch " << d.separate_final_epoch() << "\n";
+    std::cout << ds::split_name(static_cast<ds::Split>(s)) << " range " << ranges[s]->first << " "
+              << ranges[s]->second << " samples " << d.size() << " epochs " << d.num_epochs()
+              << " separate_final_epoch " << d.separate_final_epoch() << "\n";
   }
   return 0;
 }
@@ -126,7 +133,8 @@ int tokenize(const std::string& vocab, const std::string& merges, const std::str
     TORCH_CHECK(text.type == megatron::tokenizer::JsonValue::Type::kString,
                 "[dataset_tool] expected one JSON string per line");
     const auto ids = tok.tokenize(text.string);
-    for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+    for (size_t i = 0; i < ids.size(); ++i)
+      std::cout << (i ? " " : "") << ids[i];
     // Mark lines whose decoding does not give the text back.
     std::cout << (tok.detokenize(ids) == text.string ? "" : " !roundtrip") << "\n";
   }
@@ -158,9 +166,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<std::string> data_path;
   std::string prefix, sizes, split = "969,30,1", counts = "none,none,none", out, vocab, merges,
-                               input, type = "single";
-  int64_t seq_length = 0, max_samples = 1000, total = 0, consumed = 0, mbs = 1, rank = 0,
-          dp = 1, batches = 10;
+                             input, type = "single";
+  int64_t seq_length = 0, max_samples = 1000, total = 0, consumed = 0, mbs = 1, rank = 0, dp = 1,
+          batches = 10;
   uint32_t seed = 1234;
   bool sharding = false, keep_partial = false;
   auto* info_cmd = app.add_subcommand("info", "counts and dtype of a dataset");
@@ -195,7 +203,9 @@ int main(int argc, char** argv) {
   try {
     if (*info_cmd) return info(prefix);
     if (*shuffle_cmd) return shuffle(seed, sizes);
-    if (*gpt) return gpt_indices(data_path, seq_length, seed, split, counts, out, max_samples, keep_partial);
+    if (*gpt)
+      return gpt_indices(data_path, seq_length, seed, split, counts, out, max_samples,
+                         keep_partial);
     if (*tok) return tokenize(vocab, merges, input);
     if (*smp) return sampler(type, total, consumed, mbs, rank, dp, batches, sharding);
   } catch (const c10::Error& e) {

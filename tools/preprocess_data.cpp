@@ -6,8 +6,8 @@
 #include "megatron/tokenizer/json.h"
 #include "megatron/tokenizer/tokenizer.h"
 
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
+#include <CLI/CLI.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -118,7 +118,8 @@ class Pool {
  public:
   Pool(int n, const Args& args, const megatron::tokenizer::Tokenizer& tok)
       : args_(args), tok_(tok) {
-    for (int w = 0; w < n; ++w) threads_.emplace_back([this, w, n] { run(w, n); });
+    for (int w = 0; w < n; ++w)
+      threads_.emplace_back([this, w, n] { run(w, n); });
   }
   ~Pool() {
     {
@@ -126,7 +127,8 @@ class Pool {
       stop_ = true;
     }
     cv_.notify_all();
-    for (auto& t : threads_) t.join();
+    for (auto& t : threads_)
+      t.join();
   }
   // Starts encoding lines into out; the caller may read the next batch meanwhile.
   void submit(const std::vector<std::string>& lines, std::vector<Encoded>& out) {
@@ -189,7 +191,8 @@ class Pool {
 int run(const Args& args) {
   auto tok = megatron::tokenizer::build_tokenizer(args.tokenizer);
   const DType dtype = megatron::datasets::optimal_dtype(tok->vocab_size());
-  TORCH_CHECK(!args.append_eod || tok->eod() >= 0, "[preprocess_data] --append-eod: the "
+  TORCH_CHECK(!args.append_eod || tok->eod() >= 0,
+              "[preprocess_data] --append-eod: the "
               "vocabulary has no <|endoftext|> token");
   std::ifstream in(args.input, std::ios::binary);
   TORCH_CHECK(in, "[preprocess_data] --input ", args.input, ": cannot open");
@@ -233,8 +236,8 @@ int run(const Args& args) {
         TORCH_CHECK(args.skip_malformed, "[preprocess_data] ", args.input, ":", line_no, ": ",
                     e.error, " (pass --skip-malformed to skip such lines and count them)");
         if (malformed <= 10) {
-          std::cerr << "[preprocess_data] " << args.input << ":" << line_no << ": skipped: "
-                    << e.error << "\n";
+          std::cerr << "[preprocess_data] " << args.input << ":" << line_no
+                    << ": skipped: " << e.error << "\n";
         }
         continue;
       }
@@ -259,7 +262,8 @@ int run(const Args& args) {
     write_batch(encoded[cur]);
     cur = 1 - cur;
   }
-  for (size_t k = 0; k < builders.size(); ++k) builders[k]->finalize(idx_paths[k]);
+  for (size_t k = 0; k < builders.size(); ++k)
+    builders[k]->finalize(idx_paths[k]);
   const double t = elapsed();
   std::fprintf(stderr,
                "Done: %lld documents, %lld tokens, %lld malformed lines skipped, %lld blank "
@@ -277,10 +281,11 @@ int main(int argc, char** argv) {
   CLI::App app{"Tokenize a JSONL corpus into Megatron .bin/.idx files"};
   app.add_option("--input", args.input, "JSONL file, one document per line")->required();
   app.add_option("--json-keys", args.json_keys, "keys to extract (default: text)");
-  app.add_option("--output-prefix", args.output_prefix,
-                 "writes {prefix}_{key}_document.bin/.idx")->required();
+  app.add_option("--output-prefix", args.output_prefix, "writes {prefix}_{key}_document.bin/.idx")
+      ->required();
   app.add_option("--tokenizer-type", args.tokenizer.tokenizer_type,
-                 "GPT2BPETokenizer | NullTokenizer")->required();
+                 "GPT2BPETokenizer | NullTokenizer")
+      ->required();
   app.add_option("--vocab-file", args.tokenizer.vocab_file, "vocab.json (GPT2BPETokenizer)");
   app.add_option("--merge-file", args.tokenizer.merge_file, "merges.txt (GPT2BPETokenizer)");
   app.add_option("--vocab-size", args.tokenizer.vocab_size, "vocabulary size (NullTokenizer)");

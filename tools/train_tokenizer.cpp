@@ -3,12 +3,12 @@
 #include "megatron/tokenizer/bpe_trainer.h"
 #include "megatron/tokenizer/json.h"
 
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
+#include <CLI/CLI.hpp>
 
+#include <sys/stat.h>
 #include <fstream>
 #include <iostream>
-#include <sys/stat.h>
 
 int main(int argc, char** argv) {
   std::string input, output_dir;
@@ -35,12 +35,14 @@ int main(int argc, char** argv) {
       try {
         doc = megatron::tokenizer::parse_json(line);
       } catch (const megatron::tokenizer::JsonError& e) {
-        TORCH_CHECK(false, "[train_tokenizer] ", input, ":", line_no, ": malformed JSON: ", e.what());
+        TORCH_CHECK(false, "[train_tokenizer] ", input, ":", line_no,
+                    ": malformed JSON: ", e.what());
       }
       for (const auto& k : keys) {
         const auto* v = doc.find(k);
         TORCH_CHECK(v != nullptr && v->type == megatron::tokenizer::JsonValue::Type::kString,
-                    "[train_tokenizer] ", input, ":", line_no, ": key '", k, "' missing or not a string");
+                    "[train_tokenizer] ", input, ":", line_no, ": key '", k,
+                    "' missing or not a string");
         trainer.add_text(v->string);
       }
     }

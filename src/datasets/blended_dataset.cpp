@@ -12,9 +12,11 @@ namespace {
 
 std::vector<double> normalize(const std::vector<double>& w) {
   double sum = 0;
-  for (double x : w) sum += x;
+  for (double x : w)
+    sum += x;
   std::vector<double> out;
-  for (double x : w) out.push_back(x / sum);
+  for (double x : w)
+    out.push_back(x / sum);
   return out;
 }
 
@@ -25,8 +27,7 @@ std::array<std::shared_ptr<const MegatronDataset>, 3> build_splits(
   std::array<std::shared_ptr<const MegatronDataset>, 3> out;
   for (int s = 0; s < 3; ++s) {
     if (!ranges[s]) continue;
-    out[s] = std::make_shared<GPTDataset>(low, *ranges[s], sizes[s], static_cast<Split>(s),
-                                          config);
+    out[s] = std::make_shared<GPTDataset>(low, *ranges[s], sizes[s], static_cast<Split>(s), config);
   }
   return out;
 }
@@ -44,9 +45,8 @@ BlendedDataset::BlendedDataset(std::vector<std::shared_ptr<const MegatronDataset
     TORCH_CHECK(weights_[i] > 0, "[blended_dataset] expected positive weights, dataset ", i,
                 " has ", weights_[i]);
     TORCH_CHECK(datasets_[i]->sample_length() == datasets_[0]->sample_length(),
-                "[blended_dataset] dataset ", i, " has samples of ",
-                datasets_[i]->sample_length(), " tokens, dataset 0 of ",
-                datasets_[0]->sample_length());
+                "[blended_dataset] dataset ", i, " has samples of ", datasets_[i]->sample_length(),
+                " tokens, dataset 0 of ", datasets_[0]->sample_length());
   }
   if (size) {
     weights_ = normalize(weights_);
@@ -54,14 +54,17 @@ BlendedDataset::BlendedDataset(std::vector<std::shared_ptr<const MegatronDataset
   } else {
     std::vector<int64_t> counts;
     for (double w : weights_) {
-      TORCH_CHECK(w == std::floor(w), "[blended_dataset] without a size the weights are sample "
-                  "counts and must be whole numbers, found ", w);
+      TORCH_CHECK(w == std::floor(w),
+                  "[blended_dataset] without a size the weights are sample "
+                  "counts and must be whole numbers, found ",
+                  w);
       counts.push_back(static_cast<int64_t>(w));
     }
     build_exhaustive_blending_indices(counts, dataset_index_, dataset_sample_index_);
   }
   std::vector<int64_t> used(datasets_.size(), 0);
-  for (int16_t d : dataset_index_) ++used[static_cast<size_t>(d)];
+  for (int16_t d : dataset_index_)
+    ++used[static_cast<size_t>(d)];
   for (size_t d = 0; d < datasets_.size(); ++d) {
     TORCH_CHECK(used[d] <= datasets_[d]->size(), "[blended_dataset] the blend draws ", used[d],
                 " samples from dataset ", d, " (", datasets_[d]->description().substr(0, 200),
@@ -78,7 +81,8 @@ void BlendedDataset::read_sample(int64_t idx, int64_t* text) const {
 }
 
 void BlendedDataset::check_unchanged() const {
-  for (const auto& d : datasets_) d->check_unchanged();
+  for (const auto& d : datasets_)
+    d->check_unchanged();
 }
 
 std::string BlendedDataset::description() const {
@@ -92,7 +96,8 @@ std::string BlendedDataset::description() const {
 
 DataBlend parse_data_path(const std::vector<std::string>& words) {
   DataBlend blend;
-  TORCH_CHECK(!words.empty(), "[blended_dataset] --data-path: expected prefixes or weight/prefix "
+  TORCH_CHECK(!words.empty(),
+              "[blended_dataset] --data-path: expected prefixes or weight/prefix "
               "pairs, found nothing");
   bool weighted = words.size() % 2 == 0;
   std::vector<double> weights;
@@ -109,8 +114,8 @@ DataBlend parse_data_path(const std::vector<std::string>& words) {
   }
   if (weighted) {
     for (size_t i = 0; i < words.size(); i += 2) {
-      TORCH_CHECK(weights[i / 2] > 0, "[blended_dataset] --data-path: weight ", words[i],
-                  " for ", words[i + 1], " must be positive");
+      TORCH_CHECK(weights[i / 2] > 0, "[blended_dataset] --data-path: weight ", words[i], " for ",
+                  words[i + 1], " must be positive");
       blend.prefixes.push_back(words[i + 1]);
     }
     blend.weights = weights;
@@ -137,7 +142,8 @@ std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets(
     for (size_t d = 0; d < blend.prefixes.size(); ++d) {
       std::array<std::optional<int64_t>, 3> buffer;
       for (int s = 0; s < 3; ++s) {
-        TORCH_CHECK(sizes[s].has_value(), "[blended_dataset] weighted --data-path needs a "
+        TORCH_CHECK(sizes[s].has_value(),
+                    "[blended_dataset] weighted --data-path needs a "
                     "sample count for every split");
         buffer[s] = static_cast<int64_t>(
             std::ceil(std::ceil(*sizes[s] * weights[d]) * (1 + mid_level_surplus)));
@@ -158,7 +164,8 @@ std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets(
   }
   // Several prefixes without weights: blend by their sizes.
   for (const auto& prefix : blend.prefixes) {
-    per_prefix.push_back(build_splits(low_level(prefix), {std::nullopt, std::nullopt, std::nullopt}, config));
+    per_prefix.push_back(
+        build_splits(low_level(prefix), {std::nullopt, std::nullopt, std::nullopt}, config));
   }
   for (int s = 0; s < 3; ++s) {
     if (!per_prefix[0][s]) continue;
@@ -207,8 +214,8 @@ std::array<std::optional<int64_t>, 3> train_valid_test_num_samples(int64_t train
                                                                    int64_t eval_iters) {
   TORCH_CHECK(train_iters >= 0 && global_batch_size > 0 && eval_interval > 0 && eval_iters >= 0,
               "[gpt_dataset] expected --train-iters >= 0, --global-batch-size > 0, "
-              "--eval-interval > 0, --eval-iters >= 0; found ", train_iters, ", ",
-              global_batch_size, ", ", eval_interval, ", ", eval_iters);
+              "--eval-interval > 0, --eval-iters >= 0; found ",
+              train_iters, ", ", global_batch_size, ", ", eval_interval, ", ", eval_iters);
   return {train_iters * global_batch_size,
           (train_iters / eval_interval + 1) * eval_iters * global_batch_size,
           eval_iters * global_batch_size};
@@ -217,8 +224,7 @@ std::array<std::optional<int64_t>, 3> train_valid_test_num_samples(int64_t train
 std::array<std::shared_ptr<const MegatronDataset>, 3> build_mock_gpt_datasets(
     int64_t vocab_size, int64_t eod_token, const std::array<std::optional<int64_t>, 3>& sizes,
     const GPTDatasetConfig& config) {
-  return build_splits(std::make_shared<MockLowLevelDataset>(vocab_size, eod_token), sizes,
-                      config);
+  return build_splits(std::make_shared<MockLowLevelDataset>(vocab_size, eod_token), sizes, config);
 }
 
 }  // namespace megatron::datasets

@@ -33,14 +33,16 @@ GPTBatch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>&
               ", sample length ", len, ")");
   TORCH_CHECK(options.sequence_length <= 0 || options.sequence_length == s,
               "[data_iterator] the dataset's samples give sequences of ", s,
-              " tokens, expected --seq-length ", options.sequence_length, " (", 
+              " tokens, expected --seq-length ", options.sequence_length, " (",
               dataset.description().substr(0, 300), ")");
   const int64_t pad = dataset.pad_token();
   const int64_t eod = options.eod_token;
-  const bool need_eod = options.reset_position_ids || options.reset_attention_mask ||
-                        options.eod_mask_loss;
-  TORCH_CHECK(!need_eod || eod >= 0, "[data_iterator] EOD-based masking needs the tokenizer's "
-              "EOD id, got ", eod);
+  const bool need_eod =
+      options.reset_position_ids || options.reset_attention_mask || options.eod_mask_loss;
+  TORCH_CHECK(!need_eod || eod >= 0,
+              "[data_iterator] EOD-based masking needs the tokenizer's "
+              "EOD id, got ",
+              eod);
 
   GPTBatch batch;
   batch.tokens = at::empty({b, s}, at::kLong);

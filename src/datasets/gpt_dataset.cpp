@@ -7,6 +7,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cfenv>
 #include <chrono>
@@ -16,8 +18,6 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace megatron::datasets {
 namespace {
@@ -65,7 +65,9 @@ std::string read_text_file(const std::string& path) {
 }
 
 // Python's round(): half to even, which nearbyint gives in the default rounding mode.
-int64_t py_round(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
+int64_t py_round(double x) {
+  return static_cast<int64_t>(std::nearbyint(x));
+}
 
 // The number of samples covered by `tokens` tokens (Megatron's drop-last count).
 int64_t samples_in(int64_t tokens, int64_t seq_length, int64_t extra) {
@@ -133,10 +135,11 @@ IndexedLowLevelDataset::IndexedLowLevelDataset(std::shared_ptr<const IndexedData
   }
 }
 
-const int32_t* IndexedLowLevelDataset::sequence_lengths() const { return lengths_.data(); }
+const int32_t* IndexedLowLevelDataset::sequence_lengths() const {
+  return lengths_.data();
+}
 
-void IndexedLowLevelDataset::read(int64_t idx, int64_t offset, int64_t length,
-                                  int64_t* out) const {
+void IndexedLowLevelDataset::read(int64_t idx, int64_t offset, int64_t length, int64_t* out) const {
   dataset_->get(idx, offset, length).copy_to(out);
 }
 
@@ -156,7 +159,8 @@ MockLowLevelDataset::MockLowLevelDataset(int64_t vocab_size, int64_t eod_token,
               vocab_size);
   lengths_.resize(static_cast<size_t>(num_sequences));
   NumpyRandomState rng(0);
-  for (auto& len : lengths_) len = static_cast<int32_t>(1 + rng.random_interval(4094));
+  for (auto& len : lengths_)
+    len = static_cast<int32_t>(1 + rng.random_interval(4094));
 }
 
 void MockLowLevelDataset::read(int64_t idx, int64_t offset, int64_t length, int64_t* out) const {
@@ -211,8 +215,8 @@ GPTDataset::GPTDataset(std::shared_ptr<const LowLevelDataset> dataset,
     cache_dir = indexed->dataset().path_prefix() + "/cache/GPTDataset_indices";
   }
   if (!cache_dir.empty()) {
-    cache_prefix_ = cache_dir + "/" + hex(fnv1a(description_)) + "-GPTDataset-" +
-                    split_name(split_) + "-";
+    cache_prefix_ =
+        cache_dir + "/" + hex(fnv1a(description_)) + "-GPTDataset-" + split_name(split_) + "-";
   }
   if (!cache_prefix_.empty() && load_cache()) {
     loaded_from_cache_ = true;
@@ -233,10 +237,11 @@ void GPTDataset::build_indices() {
   const int64_t num_docs = range_.second - range_.first;
 
   int64_t tokens_per_epoch = 0;
-  for (int64_t i = range_.first; i < range_.second; ++i) tokens_per_epoch += sizes[i];
+  for (int64_t i = range_.first; i < range_.second; ++i)
+    tokens_per_epoch += sizes[i];
   TORCH_CHECK(tokens_per_epoch > extra, "[gpt_dataset] ", split_name(split_), " split of ",
-              dataset_->description(), ": expected more than ", extra,
-              " tokens per epoch, found ", tokens_per_epoch);
+              dataset_->description(), ": expected more than ", extra, " tokens per epoch, found ",
+              tokens_per_epoch);
 
   num_epochs_ = 1;
   if (num_samples_) {
@@ -261,7 +266,8 @@ void GPTDataset::build_indices() {
     const int64_t per_epoch = samples_in(tokens_per_epoch, seq_length, extra);
     TORCH_INTERNAL_ASSERT(from_final >= 0 && from_final <= per_epoch + 1);
     // Megatron-LM shuffles a final epoch needed for less than 80 % on its own.
-    separate_final_epoch_ = from_final < static_cast<int64_t>(0.80 * static_cast<double>(per_epoch));
+    separate_final_epoch_ =
+        from_final < static_cast<int64_t>(0.80 * static_cast<double>(per_epoch));
   }
 
   NumpyRandomState rng(config_.random_seed);
@@ -280,22 +286,20 @@ void GPTDataset::build_indices() {
     rng.shuffle(document_index_.data() + (num_epochs_ - 1) * num_docs, num_docs);
   }
 
-  const bool drop_last =
-      split_ != Split::kValid || config_.drop_last_partial_validation_sequence;
-  sample_index_ = build_sample_idx(sizes, document_index_.data(),
-                                   static_cast<int64_t>(document_index_.size()),
-                                   static_cast<int32_t>(seq_length),
-                                   static_cast<int32_t>(num_epochs_), tokens_per_epoch,
-                                   drop_last, static_cast<int>(extra));
+  const bool drop_last = split_ != Split::kValid || config_.drop_last_partial_validation_sequence;
+  sample_index_ =
+      build_sample_idx(sizes, document_index_.data(), static_cast<int64_t>(document_index_.size()),
+                       static_cast<int32_t>(seq_length), static_cast<int32_t>(num_epochs_),
+                       tokens_per_epoch, drop_last, static_cast<int>(extra));
   const int64_t total = static_cast<int64_t>(sample_index_.size()) / 2 - 1;
   const int64_t first = separate_final_epoch_ ? num_samples_sans_final_epoch : total;
   shuffle_index_.resize(static_cast<size_t>(total));
-  for (int64_t i = 0; i < total; ++i) shuffle_index_[i] = i;
+  for (int64_t i = 0; i < total; ++i)
+    shuffle_index_[i] = i;
   rng.shuffle(shuffle_index_.data(), first);
   if (first < total) rng.shuffle(shuffle_index_.data() + first, total - first);
 
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::ostringstream msg;
   msg << "[gpt_dataset] built " << split_name(split_) << " indices: " << total << " samples, "
       << num_epochs_ << " epoch(s)" << (separate_final_epoch_ ? " (final epoch separate)" : "")
@@ -320,8 +324,8 @@ bool GPTDataset::load_cache() {
   const auto shuffle = read_npy(shuffle_path);
   TORCH_CHECK(sample.shape.size() == 2 && sample.shape[1] == 2, "[gpt_dataset] ", sample_path,
               ": expected shape [S + 1, 2]");
-  TORCH_CHECK(shuffle.numel() == sample.shape[0] - 1, "[gpt_dataset] ", shuffle_path,
-              ": expected ", sample.shape[0] - 1, " entries, found ", shuffle.numel());
+  TORCH_CHECK(shuffle.numel() == sample.shape[0] - 1, "[gpt_dataset] ", shuffle_path, ": expected ",
+              sample.shape[0] - 1, " entries, found ", shuffle.numel());
   const auto doc64 = doc.to_int64();
   document_index_.assign(doc64.begin(), doc64.end());
   sample_index_ = sample.to_int64();
@@ -356,8 +360,8 @@ void GPTDataset::save_cache() const {
 }
 
 std::pair<std::vector<int64_t>, std::vector<int64_t>> GPTDataset::get(int64_t idx) const {
-  TORCH_CHECK(idx >= 0 && idx < size(), "[gpt_dataset] sample ", idx, " out of range [0, ",
-              size(), ")");
+  TORCH_CHECK(idx >= 0 && idx < size(), "[gpt_dataset] sample ", idx, " out of range [0, ", size(),
+              ")");
   const int64_t extra = config_.add_extra_token_to_sequence ? 1 : 0;
   const int64_t s = shuffle_index_[idx];
   const int64_t doc_beg = sample_index_[2 * s], off_beg = sample_index_[2 * s + 1];

@@ -93,7 +93,8 @@ void build_exhaustive_blending_indices(const std::vector<int64_t>& sizes,
     if (sizes[d] > 0) unspent.insert(d);
   }
   std::vector<double> weights(n);
-  for (size_t d = 0; d < n; ++d) weights[d] = sizes[d] / static_cast<double>(total);
+  for (size_t d = 0; d < n; ++d)
+    weights[d] = sizes[d] / static_cast<double>(total);
   dataset_index.assign(total, 0);
   dataset_sample_index.assign(total, 0);
   std::vector<int64_t> counts(n, 0);

@@ -2,14 +2,14 @@
 
 #include <c10/util/Exception.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <fcntl.h>
-#include <limits>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
 
 namespace megatron::datasets {
 namespace {
@@ -25,7 +25,9 @@ T read_le(const uint8_t* p) {
   return value;
 }
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 void write_all(int fd, const void* data, size_t n, const std::string& path) {
   auto* p = static_cast<const uint8_t*>(data);
@@ -52,17 +54,22 @@ int64_t value_at(const void* data, int64_t i) {
 template <typename T>
 void convert(const void* data, int64_t n, int64_t* out) {
   const T* src = static_cast<const T*>(data);
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int64_t>(src[i]);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = static_cast<int64_t>(src[i]);
 }
 
 }  // namespace
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::kUInt8: case DType::kInt8: return 1;
-    case DType::kInt16: case DType::kUInt16: return 2;
-    case DType::kInt32: case DType::kFloat32: return 4;
-    case DType::kInt64: case DType::kFloat64: return 8;
+    case DType::kUInt8:
+    case DType::kInt8: return 1;
+    case DType::kInt16:
+    case DType::kUInt16: return 2;
+    case DType::kInt32:
+    case DType::kFloat32: return 4;
+    case DType::kInt64:
+    case DType::kFloat64: return 8;
   }
   TORCH_CHECK(false, "[indexed_dataset] unknown dtype code ", static_cast<int>(dtype));
 }
@@ -81,14 +88,20 @@ const char* dtype_name(DType dtype) {
   return "unknown";
 }
 
-bool is_valid_dtype_code(uint8_t code) { return code >= 1 && code <= 8; }
+bool is_valid_dtype_code(uint8_t code) {
+  return code >= 1 && code <= 8;
+}
 
 DType optimal_dtype(int64_t vocab_size) {
   return vocab_size < 65500 ? DType::kUInt16 : DType::kInt32;
 }
 
-std::string idx_path(const std::string& path_prefix) { return path_prefix + ".idx"; }
-std::string bin_path(const std::string& path_prefix) { return path_prefix + ".bin"; }
+std::string idx_path(const std::string& path_prefix) {
+  return path_prefix + ".idx";
+}
+std::string bin_path(const std::string& path_prefix) {
+  return path_prefix + ".bin";
+}
 
 bool indexed_dataset_exists(const std::string& path_prefix) {
   struct stat st;
@@ -104,7 +117,9 @@ int64_t TokenSpan::operator[](int64_t i) const {
     case DType::kUInt16: return value_at<uint16_t>(data, i);
     case DType::kInt32: return value_at<int32_t>(data, i);
     case DType::kInt64: return value_at<int64_t>(data, i);
-    default: TORCH_CHECK(false, "[indexed_dataset] token dtype ", dtype_name(dtype), " is not an integer type");
+    default:
+      TORCH_CHECK(false, "[indexed_dataset] token dtype ", dtype_name(dtype),
+                  " is not an integer type");
   }
 }
 
@@ -116,7 +131,9 @@ void TokenSpan::copy_to(int64_t* out) const {
     case DType::kUInt16: return convert<uint16_t>(data, size, out);
     case DType::kInt32: return convert<int32_t>(data, size, out);
     case DType::kInt64: return convert<int64_t>(data, size, out);
-    default: TORCH_CHECK(false, "[indexed_dataset] token dtype ", dtype_name(dtype), " is not an integer type");
+    default:
+      TORCH_CHECK(false, "[indexed_dataset] token dtype ", dtype_name(dtype),
+                  " is not an integer type");
   }
 }
 
@@ -215,11 +232,11 @@ IndexedDataset::IndexedDataset(std::string path_prefix) : path_prefix_(std::move
   for (int64_t i = 0; i < num_sequences_; ++i) {
     const int64_t len = read_le<int32_t>(p + kHeaderSize + 4 * i);
     const int64_t ptr = read_le<int64_t>(p + kHeaderSize + 4 * s + 8 * i);
-    TORCH_CHECK(len >= 0, "[indexed_dataset] ", ipath, ": sequence ", i,
-                " has negative length ", len);
+    TORCH_CHECK(len >= 0, "[indexed_dataset] ", ipath, ": sequence ", i, " has negative length ",
+                len);
     TORCH_CHECK(ptr == next_pointer, "[indexed_dataset] ", ipath, ": sequence ", i,
-                " expected to start at byte ", next_pointer, " (previous pointer + length * ",
-                item, "), found ", ptr);
+                " expected to start at byte ", next_pointer, " (previous pointer + length * ", item,
+                "), found ", ptr);
     next_pointer = ptr + len * item;
     TORCH_CHECK(next_pointer <= bsize, "[indexed_dataset] ", bpath, ": sequence ", i,
                 " ends at byte ", next_pointer, " but the data file has only ", bsize,
@@ -245,8 +262,8 @@ IndexedDataset::IndexedDataset(std::string path_prefix) : path_prefix_(std::move
 }
 
 TokenSpan IndexedDataset::get(int64_t idx, int64_t offset, int64_t length) const {
-  TORCH_CHECK(idx >= 0 && idx < num_sequences_, "[indexed_dataset] ", path_prefix_,
-              ": sequence ", idx, " out of range [0, ", num_sequences_, ")");
+  TORCH_CHECK(idx >= 0 && idx < num_sequences_, "[indexed_dataset] ", path_prefix_, ": sequence ",
+              idx, " out of range [0, ", num_sequences_, ")");
   const int64_t len = lengths_[idx];
   if (length < 0) length = len - offset;
   TORCH_CHECK(offset >= 0 && offset + length <= len, "[indexed_dataset] ", path_prefix_,
@@ -260,8 +277,8 @@ TokenSpan IndexedDataset::get(int64_t idx, int64_t offset, int64_t length) const
 }
 
 TokenSpan IndexedDataset::get_document(int64_t d) const {
-  TORCH_CHECK(d >= 0 && d < num_documents(), "[indexed_dataset] ", path_prefix_, ": document ",
-              d, " out of range [0, ", num_documents(), ")");
+  TORCH_CHECK(d >= 0 && d < num_documents(), "[indexed_dataset] ", path_prefix_, ": document ", d,
+              " out of range [0, ", num_documents(), ")");
   const int64_t first = document_indices_[d], last = document_indices_[d + 1];
   TokenSpan span;
   span.dtype = dtype_;
@@ -270,9 +287,8 @@ TokenSpan IndexedDataset::get_document(int64_t d) const {
     return span;
   }
   span.data = bin_->data() + pointers_[first];
-  const int64_t end_byte = pointers_[last - 1] +
-                           static_cast<int64_t>(lengths_[last - 1]) *
-                               static_cast<int64_t>(dtype_size(dtype_));
+  const int64_t end_byte = pointers_[last - 1] + static_cast<int64_t>(lengths_[last - 1]) *
+                                                     static_cast<int64_t>(dtype_size(dtype_));
   span.size = (end_byte - pointers_[first]) / static_cast<int64_t>(dtype_size(dtype_));
   return span;
 }
@@ -319,11 +335,26 @@ void IndexedDatasetBuilder::write_tokens(const T* tokens, int64_t n) {
               ": a sequence of ", n, " tokens does not fit the int32 length field");
   int64_t lo = 0, hi = 0;
   switch (dtype_) {
-    case DType::kUInt8: lo = 0; hi = 255; break;
-    case DType::kInt8: lo = -128; hi = 127; break;
-    case DType::kInt16: lo = -32768; hi = 32767; break;
-    case DType::kUInt16: lo = 0; hi = 65535; break;
-    case DType::kInt32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); break;
+    case DType::kUInt8:
+      lo = 0;
+      hi = 255;
+      break;
+    case DType::kInt8:
+      lo = -128;
+      hi = 127;
+      break;
+    case DType::kInt16:
+      lo = -32768;
+      hi = 32767;
+      break;
+    case DType::kUInt16:
+      lo = 0;
+      hi = 65535;
+      break;
+    case DType::kInt32:
+      lo = std::numeric_limits<int32_t>::min();
+      hi = std::numeric_limits<int32_t>::max();
+      break;
     default: lo = std::numeric_limits<int64_t>::min(); hi = std::numeric_limits<int64_t>::max();
   }
   for (int64_t i = 0; i < n; ++i) {
@@ -341,8 +372,10 @@ void IndexedDatasetBuilder::write_tokens(const T* tokens, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = static_cast<int64_t>(tokens[i]);
     switch (dtype_) {
-      case DType::kUInt8: case DType::kInt8: out[i] = static_cast<uint8_t>(v); break;
-      case DType::kUInt16: case DType::kInt16: {
+      case DType::kUInt8:
+      case DType::kInt8: out[i] = static_cast<uint8_t>(v); break;
+      case DType::kUInt16:
+      case DType::kInt16: {
         uint16_t w = static_cast<uint16_t>(v);
         std::memcpy(out + 2 * i, &w, 2);
         break;
@@ -383,7 +416,8 @@ void IndexedDatasetBuilder::add_document(const std::vector<int32_t>& tokens,
               ": add_document expected the lengths to sum to the ", tokens.size(),
               " tokens, found ", total);
   write_tokens(tokens.data(), static_cast<int64_t>(tokens.size()));
-  for (int64_t l : lengths) lengths_.push_back(static_cast<int32_t>(l));
+  for (int64_t l : lengths)
+    lengths_.push_back(static_cast<int32_t>(l));
   end_document();
 }
 
@@ -410,8 +444,8 @@ void IndexedDatasetBuilder::add_index(const std::string& path_prefix) {
 void IndexedDatasetBuilder::finalize(const std::string& idx_path) {
   TORCH_CHECK(!finalized_, "[indexed_dataset] ", bin_path_, ": builder already finalized");
   flush_buffer();
-  TORCH_CHECK(::fsync(fd_) == 0, "[indexed_dataset] ", bin_tmp_path_, ": fsync failed: ",
-              errno_text());
+  TORCH_CHECK(::fsync(fd_) == 0, "[indexed_dataset] ", bin_tmp_path_,
+              ": fsync failed: ", errno_text());
   ::close(fd_);
   fd_ = -1;
 
@@ -440,8 +474,8 @@ void IndexedDatasetBuilder::finalize(const std::string& idx_path) {
     write_all(ifd, lengths_.data(), lengths_.size() * 4, idx_tmp_path_);
     write_all(ifd, pointers.data(), pointers.size() * 8, idx_tmp_path_);
     write_all(ifd, document_indices_.data(), document_indices_.size() * 8, idx_tmp_path_);
-    TORCH_CHECK(::fsync(ifd) == 0, "[indexed_dataset] ", idx_tmp_path_, ": fsync failed: ",
-                errno_text());
+    TORCH_CHECK(::fsync(ifd) == 0, "[indexed_dataset] ", idx_tmp_path_,
+                ": fsync failed: ", errno_text());
   } catch (...) {
     ::close(ifd);
     throw;

@@ -2,21 +2,33 @@
 
 #include <c10/util/Exception.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 namespace megatron::datasets {
 namespace {
 
 template <typename T>
 const char* descr_of();
-template <> const char* descr_of<int16_t>() { return "<i2"; }
-template <> const char* descr_of<int32_t>() { return "<i4"; }
-template <> const char* descr_of<int64_t>() { return "<i8"; }
-template <> const char* descr_of<uint32_t>() { return "<u4"; }
+template <>
+const char* descr_of<int16_t>() {
+  return "<i2";
+}
+template <>
+const char* descr_of<int32_t>() {
+  return "<i4";
+}
+template <>
+const char* descr_of<int64_t>() {
+  return "<i8";
+}
+template <>
+const char* descr_of<uint32_t>() {
+  return "<u4";
+}
 
 size_t descr_size(const std::string& descr, const std::string& path) {
   TORCH_CHECK(descr.size() == 3 && (descr[0] == '<' || descr[0] == '|') &&
@@ -30,7 +42,8 @@ size_t descr_size(const std::string& descr, const std::string& path) {
 
 int64_t NpyArray::numel() const {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape)
+    n *= s;
   return n;
 }
 
@@ -38,21 +51,38 @@ std::vector<int64_t> NpyArray::to_int64() const {
   std::vector<int64_t> out(static_cast<size_t>(numel()));
   const uint8_t* p = data.data();
   for (size_t i = 0; i < out.size(); ++i) {
-    if (descr == "<i2") { int16_t v; std::memcpy(&v, p + 2 * i, 2); out[i] = v; }
-    else if (descr == "<u2") { uint16_t v; std::memcpy(&v, p + 2 * i, 2); out[i] = v; }
-    else if (descr == "<i4") { int32_t v; std::memcpy(&v, p + 4 * i, 4); out[i] = v; }
-    else if (descr == "<u4") { uint32_t v; std::memcpy(&v, p + 4 * i, 4); out[i] = v; }
-    else if (descr == "<i8") { int64_t v; std::memcpy(&v, p + 8 * i, 8); out[i] = v; }
-    else TORCH_CHECK(false, "[npy] cannot convert descr '", descr, "' to int64");
+    if (descr == "<i2") {
+      int16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      out[i] = v;
+    } else if (descr == "<u2") {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      out[i] = v;
+    } else if (descr == "<i4") {
+      int32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      out[i] = v;
+    } else if (descr == "<u4") {
+      uint32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      out[i] = v;
+    } else if (descr == "<i8") {
+      int64_t v;
+      std::memcpy(&v, p + 8 * i, 8);
+      out[i] = v;
+    } else
+      TORCH_CHECK(false, "[npy] cannot convert descr '", descr, "' to int64");
   }
   return out;
 }
 
-void write_npy(const std::string& path, const std::string& descr,
-               const std::vector<int64_t>& shape, const void* data, size_t nbytes) {
+void write_npy(const std::string& path, const std::string& descr, const std::vector<int64_t>& shape,
+               const void* data, size_t nbytes) {
   std::ostringstream dict;
   dict << "{'descr': '" << descr << "', 'fortran_order': False, 'shape': (";
-  for (size_t i = 0; i < shape.size(); ++i) dict << shape[i] << (shape.size() == 1 ? "," : (i + 1 < shape.size() ? ", " : ""));
+  for (size_t i = 0; i < shape.size(); ++i)
+    dict << shape[i] << (shape.size() == 1 ? "," : (i + 1 < shape.size() ? ", " : ""));
   dict << "), }";
   std::string header = dict.str();
   // Pad with spaces so that magic + len + header + '\n' is a multiple of 64.
@@ -72,8 +102,8 @@ void write_npy(const std::string& path, const std::string& descr,
     out.flush();
     TORCH_CHECK(out, "[npy] ", tmp, ": write failed");
   }
-  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[npy] ", path, ": rename from ",
-              tmp, " failed");
+  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[npy] ", path, ": rename from ", tmp,
+              " failed");
 }
 
 template <typename T>
@@ -81,10 +111,14 @@ void write_npy(const std::string& path, const std::vector<T>& values, std::vecto
   if (shape.empty()) shape = {static_cast<int64_t>(values.size())};
   write_npy(path, descr_of<T>(), shape, values.data(), values.size() * sizeof(T));
 }
-template void write_npy<int16_t>(const std::string&, const std::vector<int16_t>&, std::vector<int64_t>);
-template void write_npy<int32_t>(const std::string&, const std::vector<int32_t>&, std::vector<int64_t>);
-template void write_npy<int64_t>(const std::string&, const std::vector<int64_t>&, std::vector<int64_t>);
-template void write_npy<uint32_t>(const std::string&, const std::vector<uint32_t>&, std::vector<int64_t>);
+template void write_npy<int16_t>(const std::string&, const std::vector<int16_t>&,
+                                 std::vector<int64_t>);
+template void write_npy<int32_t>(const std::string&, const std::vector<int32_t>&,
+                                 std::vector<int64_t>);
+template void write_npy<int64_t>(const std::string&, const std::vector<int64_t>&,
+                                 std::vector<int64_t>);
+template void write_npy<uint32_t>(const std::string&, const std::vector<uint32_t>&,
+                                  std::vector<int64_t>);
 
 NpyArray read_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -128,8 +162,8 @@ NpyArray read_npy(const std::string& path) {
   const size_t nbytes = static_cast<size_t>(arr.numel()) * item_size;
   arr.data.resize(nbytes);
   in.read(reinterpret_cast<char*>(arr.data.data()), static_cast<std::streamsize>(nbytes));
-  TORCH_CHECK(in && static_cast<size_t>(in.gcount()) == nbytes, "[npy] ", path,
-              ": expected ", nbytes, " data bytes, the file is shorter (truncated?)");
+  TORCH_CHECK(in && static_cast<size_t>(in.gcount()) == nbytes, "[npy] ", path, ": expected ",
+              nbytes, " data bytes, the file is shorter (truncated?)");
   return arr;
 }
 

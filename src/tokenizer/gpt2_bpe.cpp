@@ -6,8 +6,8 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <cstring>
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <queue>
 #include <sstream>
@@ -50,10 +50,20 @@ uint32_t decode_utf8(std::string_view s, size_t i, size_t& len) {
   if (b0 < 0x80) return b0;
   int n;
   uint32_t cp, min;
-  if ((b0 & 0xE0) == 0xC0) { n = 1; cp = b0 & 0x1F; min = 0x80; }
-  else if ((b0 & 0xF0) == 0xE0) { n = 2; cp = b0 & 0x0F; min = 0x800; }
-  else if ((b0 & 0xF8) == 0xF0) { n = 3; cp = b0 & 0x07; min = 0x10000; }
-  else return kInvalid;
+  if ((b0 & 0xE0) == 0xC0) {
+    n = 1;
+    cp = b0 & 0x1F;
+    min = 0x80;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    n = 2;
+    cp = b0 & 0x0F;
+    min = 0x800;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    n = 3;
+    cp = b0 & 0x07;
+    min = 0x10000;
+  } else
+    return kInvalid;
   for (int k = 1; k <= n; ++k) {
     if (i + k >= s.size()) return kInvalid;
     const auto b = static_cast<unsigned char>(s[i + k]);
@@ -126,7 +136,8 @@ void for_each_pretoken(std::string_view text, Emit&& emit) {
     const Class cls = class_at(text, j, len);
     if (cls != kSpace) {
       size_t k = j + len;
-      while (k < n && class_at(text, k, len) == cls) k += len;
+      while (k < n && class_at(text, k, len) == cls)
+        k += len;
       emit(i, k);
       i = k;
       continue;
@@ -263,8 +274,7 @@ std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
   return out;
 }
 
-GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file,
-                                   const std::string& merges_file)
+GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::string& merges_file)
     : instance_id_(next_instance_id++) {
   JsonValue vocab;
   try {
@@ -276,7 +286,8 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file,
               vocab_file, ": expected a JSON object of token -> id");
   // Token strings spell bytes through bytes_to_unicode; invert that to get each token's bytes.
   std::unordered_map<uint32_t, uint8_t> unicode_to_byte;
-  for (int b = 0; b < 256; ++b) unicode_to_byte[bytes_to_unicode()[b]] = static_cast<uint8_t>(b);
+  for (int b = 0; b < 256; ++b)
+    unicode_to_byte[bytes_to_unicode()[b]] = static_cast<uint8_t>(b);
   int64_t max_id = -1;
   for (const auto& [token, id] : vocab.object) {
     TORCH_CHECK(id.type == JsonValue::Type::kNumber && id.number >= 0 &&
@@ -330,8 +341,8 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file,
     const std::string left = line.substr(0, space_at), right = line.substr(space_at + 1);
     auto l = vocab_.find(left), r = vocab_.find(right), m = vocab_.find(left + right);
     TORCH_CHECK(l != vocab_.end() && r != vocab_.end() && m != vocab_.end(), "[tokenizer] ",
-                merges_file, ":", line_no, ": merge '", line,
-                "' uses a token missing from ", vocab_file);
+                merges_file, ":", line_no, ": merge '", line, "' uses a token missing from ",
+                vocab_file);
     const uint64_t key = static_cast<uint64_t>(l->second) << 32 | static_cast<uint32_t>(r->second);
     merges_.emplace(key, std::make_pair(rank++, m->second));  // the first rank wins
   }
@@ -396,7 +407,8 @@ void GPT2BPETokenizer::bpe(std::string_view word, std::vector<int32_t>& out) con
     const auto* m = rank_of(ids[i], ids[next[i]]);
     if (m != nullptr) heap.push({m->first, i, ids[i], ids[next[i]]});
   };
-  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int64_t>(i));
+  for (size_t i = 0; i + 1 < n; ++i)
+    push(static_cast<int64_t>(i));
   while (!heap.empty()) {
     const Candidate c = heap.top();
     heap.pop();
@@ -410,7 +422,8 @@ void GPT2BPETokenizer::bpe(std::string_view word, std::vector<int32_t>& out) con
     push(prev[i]);
     push(i);
   }
-  for (int64_t i = 0; i >= 0; i = next[i]) out.push_back(ids[i]);
+  for (int64_t i = 0; i >= 0; i = next[i])
+    out.push_back(ids[i]);
 }
 
 void GPT2BPETokenizer::tokenize_into(std::string_view text, std::vector<int32_t>& out) const {

@@ -20,7 +20,8 @@ class Parser {
   [[noreturn]] void fail(const std::string& what) const { throw JsonError(what, i_); }
 
   void skip_space() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r'))
+      ++i_;
   }
 
   bool consume(char c) {
@@ -84,7 +85,8 @@ class Parser {
     if (s_[i_] == '-') ++i_;
     auto digits = [&] {
       const size_t d = i_;
-      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
+      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9')
+        ++i_;
       if (i_ == d) fail("expected digits in a number");
     };
     if (i_ < s_.size() && s_[i_] == '0') {
@@ -128,10 +130,14 @@ class Parser {
     for (int k = 0; k < 4; ++k) {
       const char h = s_[i_++];
       v <<= 4;
-      if (h >= '0' && h <= '9') v |= h - '0';
-      else if (h >= 'a' && h <= 'f') v |= h - 'a' + 10;
-      else if (h >= 'A' && h <= 'F') v |= h - 'A' + 10;
-      else fail("bad hex digit in a \\u escape");
+      if (h >= '0' && h <= '9')
+        v |= h - '0';
+      else if (h >= 'a' && h <= 'f')
+        v |= h - 'a' + 10;
+      else if (h >= 'A' && h <= 'F')
+        v |= h - 'A' + 10;
+      else
+        fail("bad hex digit in a \\u escape");
     }
     return v;
   }
@@ -201,6 +207,8 @@ const JsonValue* JsonValue::find(std::string_view key) const {
   return nullptr;
 }
 
-JsonValue parse_json(std::string_view text) { return Parser(text).parse_document(); }
+JsonValue parse_json(std::string_view text) {
+  return Parser(text).parse_document();
+}
 
 }  // namespace megatron::tokenizer

@@ -7,8 +7,7 @@
 namespace megatron::tokenizer {
 
 NullTokenizer::NullTokenizer(int64_t vocab_size) : vocab_size_(vocab_size) {
-  TORCH_CHECK(vocab_size > 1, "[tokenizer] NullTokenizer needs --vocab-size > 1, got ",
-              vocab_size);
+  TORCH_CHECK(vocab_size > 1, "[tokenizer] NullTokenizer needs --vocab-size > 1, got ", vocab_size);
 }
 
 std::vector<int32_t> NullTokenizer::tokenize(std::string_view text) const {

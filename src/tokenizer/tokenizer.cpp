@@ -16,8 +16,10 @@ std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
   if (options.tokenizer_type == "NullTokenizer") {
     return std::make_unique<NullTokenizer>(options.vocab_size);
   }
-  TORCH_CHECK(false, "[tokenizer] --tokenizer-type: expected GPT2BPETokenizer or NullTokenizer, "
-              "found '", options.tokenizer_type, "'");
+  TORCH_CHECK(false,
+              "[tokenizer] --tokenizer-type: expected GPT2BPETokenizer or NullTokenizer, "
+              "found '",
+              options.tokenizer_type, "'");
 }
 
 }  // namespace megatron::tokenizer

@@ -1,7 +1,7 @@
 #include "megatron/datasets/blended_dataset.h"
 
-#include "megatron/datasets/helpers.h"
 #include "datasets/test_util.h"
+#include "megatron/datasets/helpers.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -53,7 +53,9 @@ TEST(BlendedDataset, ReadsFromTheChosenDatasets) {
 
 TEST(BlendedDataset, RefusesToOversample) {
   auto a = std::make_shared<Constant>(5, 1), b = std::make_shared<Constant>(100, 2);
-  EXPECT_THAT(error_of([&] { BlendedDataset x({a, b}, {0.5, 0.5}, 20); }),
+  EXPECT_THAT(error_of([&] {
+                BlendedDataset x({a, b}, {0.5, 0.5}, 20);
+              }),
               HasSubstr("draws 10 samples from dataset 0"));
 }
 
@@ -85,15 +87,15 @@ std::string write_prefix(const std::string& dir, const std::string& name, int do
 
 TEST(BuildGPTDatasets, WeightedBlendFollowsMegatronSizes) {
   const std::string dir = testing::make_temp_dir();
-  DataBlend blend = parse_data_path({"0.3", write_prefix(dir, "a", 200, 1), "0.7",
-                                     write_prefix(dir, "b", 200, 2)});
+  DataBlend blend = parse_data_path(
+      {"0.3", write_prefix(dir, "a", 200, 1), "0.7", write_prefix(dir, "b", 200, 2)});
   GPTDatasetConfig config;
   config.sequence_length = 8;
   config.split = "90,10";
   config.path_to_cache = dir + "/cache";
   auto sets = build_gpt_datasets(blend, {100, 10, 10}, config);
   ASSERT_TRUE(sets[0] && sets[1]);
-  EXPECT_EQ(sets[2], nullptr);  // split weight 0
+  EXPECT_EQ(sets[2], nullptr);      // split weight 0
   EXPECT_EQ(sets[0]->size(), 100);  // ceil(100 * 0.3) + ceil(100 * 0.7)
   EXPECT_EQ(sets[1]->size(), 10);   // ceil(10 * 0.3) + ceil(10 * 0.7)
   int ones = 0;
@@ -114,7 +116,9 @@ TEST(BuildGPTDatasets, RankZeroBuildsTheCachesOthersLoadThem) {
   config.path_to_cache = dir + "/cache";
   int barriers = 0;
   // Another rank first: without rank 0's caches it must refuse rather than build.
-  EXPECT_THAT(error_of([&] { build_gpt_datasets_on_ranks(blend, {50, 0, 0}, config, 1, [&] { ++barriers; }); }),
+  EXPECT_THAT(error_of([&] {
+                build_gpt_datasets_on_ranks(blend, {50, 0, 0}, config, 1, [&] { ++barriers; });
+              }),
               HasSubstr("index cache missing"));
   auto built = build_gpt_datasets_on_ranks(blend, {50, 0, 0}, config, 0, [&] { ++barriers; });
   auto loaded = build_gpt_datasets_on_ranks(blend, {50, 0, 0}, config, 1, [&] { ++barriers; });

@@ -1,8 +1,8 @@
 #include "megatron/datasets/gpt_dataset.h"
 
+#include "datasets/test_util.h"
 #include "megatron/datasets/data_iterator.h"
 #include "megatron/datasets/numpy_random.h"
-#include "datasets/test_util.h"
 
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
@@ -15,8 +15,8 @@ namespace megatron::datasets {
 namespace {
 
 using testing::error_of;
-using testing::make_temp_dir;
 using ::testing::HasSubstr;
+using testing::make_temp_dir;
 
 // Documents of varied lengths whose tokens encode (document, position), ending in EOD = 0.
 std::string write_corpus(const std::string& dir, int num_docs = 50) {
@@ -26,7 +26,8 @@ std::string write_corpus(const std::string& dir, int num_docs = 50) {
   for (int d = 0; d < num_docs; ++d) {
     const int len = 1 + static_cast<int>(gen() % 40);
     std::vector<int32_t> tokens;
-    for (int i = 0; i + 1 < len; ++i) tokens.push_back(1000 * (d + 1) + i);
+    for (int i = 0; i + 1 < len; ++i)
+      tokens.push_back(1000 * (d + 1) + i);
     tokens.push_back(0);
     builder.add_item(tokens);
     builder.end_document();
@@ -43,7 +44,8 @@ TEST(NumpyRandomState, MatchesTheMT19937Reference) {
   // The C++ standard's check value: the 10000th draw of mt19937 seeded with 5489.
   NumpyRandomState rng(5489);
   uint32_t v = 0;
-  for (int i = 0; i < 10000; ++i) v = rng.next_uint32();
+  for (int i = 0; i < 10000; ++i)
+    v = rng.next_uint32();
   EXPECT_EQ(v, 4123659995u);
 }
 
@@ -54,7 +56,8 @@ TEST(NumpyRandomState, ShuffleIsAPermutation) {
   rng.shuffle(x.data(), 1000);
   auto sorted = x;
   std::sort(sorted.begin(), sorted.end());
-  for (int i = 0; i < 1000; ++i) EXPECT_EQ(sorted[i], i);
+  for (int i = 0; i < 1000; ++i)
+    EXPECT_EQ(sorted[i], i);
   EXPECT_NE(x, sorted);
 }
 
@@ -136,7 +139,9 @@ TEST(GPTDataset, CacheIsWrittenOnceAndReused) {
   EXPECT_EQ(built.document_index(), loaded.document_index());
   // Another seed is another cache entry, which this rank may not build.
   config.random_seed = 99;
-  EXPECT_THAT(error_of([&] { GPTDataset x(low, {0, 50}, 100, Split::kTrain, config); }),
+  EXPECT_THAT(error_of([&] {
+                GPTDataset x(low, {0, 50}, 100, Split::kTrain, config);
+              }),
               HasSubstr("index cache missing"));
 }
 
@@ -146,7 +151,9 @@ TEST(GPTDataset, EmptySplitIsAnError) {
   GPTDatasetConfig config;
   config.sequence_length = 8;
   config.path_to_cache = dir + "/cache";
-  EXPECT_THAT(error_of([&] { GPTDataset x(low, {2, 2}, 10, Split::kTest, config); }),
+  EXPECT_THAT(error_of([&] {
+                GPTDataset x(low, {2, 2}, 10, Split::kTest, config);
+              }),
               HasSubstr("non-empty sequence range"));
 }
 
@@ -163,7 +170,8 @@ TEST(GPTDataset, ValidationKeepsThePaddedLastSample) {
   EXPECT_EQ(ds.size(), (tokens - 1 + 15) / 16);
   // The sample holding the tail ends in padding (-1).
   bool saw_pad = false;
-  for (int64_t i = 0; i < ds.size(); ++i) saw_pad |= ds.get(i).first.back() == -1;
+  for (int64_t i = 0; i < ds.size(); ++i)
+    saw_pad |= ds.get(i).first.back() == -1;
   EXPECT_TRUE(saw_pad);
 }
 
@@ -190,13 +198,15 @@ TEST(BuildBatch, MasksAndPositionIdsFollowMegatron) {
   EXPECT_TRUE(at::equal(b.loss_mask, at::tensor({1, 0, 1, 1, 0, 1}, at::kFloat).view({1, 6})));
   // Reference: Megatron's construction with torch ops.
   auto mask = at::tril(at::ones({6, 6}));
-  for (int64_t i : {1, 4}) mask.slice(0, i + 1).slice(1, 0, i + 1).zero_();
+  for (int64_t i : {1, 4})
+    mask.slice(0, i + 1).slice(1, 0, i + 1).zero_();
   EXPECT_TRUE(at::equal(b.attention_mask, (mask < 0.5).view({1, 1, 6, 6})));
   // Without resets: plain causal masks and positions, for every row of the batch.
   BatchOptions plain;
   auto c = build_batch(ds, {0, 0}, plain);
-  EXPECT_TRUE(at::equal(c.attention_mask.contiguous(),
-                        (at::tril(at::ones({6, 6})) < 0.5).view({1, 1, 6, 6}).expand({2, 1, 6, 6})));
+  EXPECT_TRUE(
+      at::equal(c.attention_mask.contiguous(),
+                (at::tril(at::ones({6, 6})) < 0.5).view({1, 1, 6, 6}).expand({2, 1, 6, 6})));
   EXPECT_TRUE(at::equal(c.position_ids[1], at::arange(6, at::kLong)));
   EXPECT_TRUE(at::equal(c.loss_mask, at::ones({2, 6})));
   plain.sequence_length = 8;
@@ -240,7 +250,8 @@ TEST(DataIterator, PrefetchGivesTheSameBatchesAndCountsConsumedSamples) {
   EXPECT_EQ(plain->consumed_samples(), 64);
   // Resuming from a checkpointed consumed_samples gives the rest of the same stream.
   auto first = make(0, 0);
-  for (int i = 0; i < 3; ++i) first->next();
+  for (int i = 0; i < 3; ++i)
+    first->next();
   auto resumed = make(2, first->consumed_samples());
   EXPECT_TRUE(at::equal(first->next()->tokens, resumed->next()->tokens));
 }

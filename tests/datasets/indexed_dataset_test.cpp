@@ -5,17 +5,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <sys/stat.h>
+#include <cstring>
 
 namespace megatron::datasets {
 namespace {
 
 using testing::error_of;
+using ::testing::HasSubstr;
 using testing::make_temp_dir;
 using testing::read_bytes;
 using testing::write_bytes;
-using ::testing::HasSubstr;
 
 bool exists(const std::string& path) {
   struct stat st;
@@ -184,7 +184,8 @@ TEST_F(Corruption, DataLongerThanIndex) {
 TEST_F(Corruption, PointerNotWhereLengthsPutIt) {
   int64_t bad = 4;  // sequence 1 should start at byte 6
   std::memcpy(idx_.data() + 34 + 12 + 8, &bad, 8);
-  EXPECT_THAT(open_error(), AllOf(HasSubstr("sequence 1 expected to start at byte 6"), HasSubstr("found 4")));
+  EXPECT_THAT(open_error(),
+              AllOf(HasSubstr("sequence 1 expected to start at byte 6"), HasSubstr("found 4")));
 }
 
 TEST_F(Corruption, NegativeLength) {

@@ -52,7 +52,8 @@ TEST(MegatronPretrainingRandomSampler, EpochIsAPermutationSplitAcrossRanks) {
   MegatronPretrainingRandomSampler r0(12, 0, 2, 0, 2, false), r1(12, 0, 2, 1, 2, false);
   std::set<int64_t> seen;
   for (auto* s : {&r0, &r1}) {
-    for (auto& b : drain(*s, 3)) seen.insert(b.begin(), b.end());
+    for (auto& b : drain(*s, 3))
+      seen.insert(b.begin(), b.end());
   }
   EXPECT_EQ(seen.size(), 12u);
 }

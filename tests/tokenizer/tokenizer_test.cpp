@@ -28,7 +28,8 @@ std::string error_of(Fn&& fn) {
 
 std::vector<std::string> pieces(std::string_view text) {
   std::vector<std::string> out;
-  for (auto p : gpt2_pretokenize(text)) out.emplace_back(p);
+  for (auto p : gpt2_pretokenize(text))
+    out.emplace_back(p);
   return out;
 }
 
@@ -40,7 +41,8 @@ TEST(Pretokenize, FollowsTheGpt2Pattern) {
   EXPECT_THAT(pieces("x\ny"), ElementsAre("x", "\n", "y"));
   EXPECT_THAT(pieces("end  "), ElementsAre("end", "  "));
   EXPECT_THAT(pieces("abc123 ?!x"), ElementsAre("abc", "123", " ?!", "x"));
-  EXPECT_THAT(pieces("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac"), ElementsAre("caf\xc3\xa9", " \xe6\x97\xa5\xe6\x9c\xac"));
+  EXPECT_THAT(pieces("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac"),
+              ElementsAre("caf\xc3\xa9", " \xe6\x97\xa5\xe6\x9c\xac"));
   // Invalid UTF-8 bytes are "other" symbols and keep their bytes.
   EXPECT_THAT(pieces("a\xff\xfe b"), ElementsAre("a", "\xff\xfe", " b"));
 }
@@ -59,8 +61,12 @@ struct TinyVocab {
     for (int b = 0; b < 256; ++b) {
       std::string s;
       const uint32_t cp = table[b];
-      if (cp < 0x80) s.push_back(static_cast<char>(cp));
-      else { s.push_back(static_cast<char>(0xC0 | (cp >> 6))); s.push_back(static_cast<char>(0x80 | (cp & 0x3F))); }
+      if (cp < 0x80)
+        s.push_back(static_cast<char>(cp));
+      else {
+        s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+        s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+      }
       if (s == "\"" || s == "\\") s = "\\" + s;
       v << "\"" << s << "\": " << b << ", ";
     }
@@ -86,7 +92,8 @@ TEST(GPT2BPETokenizer, LongWordsTakeTheHeapPathWithTheSameResult) {
   TinyVocab t;
   GPT2BPETokenizer tok(t.vocab, t.merges);
   std::string word;
-  for (int i = 0; i < 40; ++i) word += "hel";
+  for (int i = 0; i < 40; ++i)
+    word += "hel";
   auto ids = tok.tokenize(word);  // 120 bytes: heap path
   EXPECT_EQ(ids, std::vector<int32_t>(40, 257));
 }
@@ -101,11 +108,13 @@ TEST(GPT2BPETokenizer, ThreadsAgree) {
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&, i] {
       bool all = true;
-      for (int k = 0; k < 200; ++k) all &= tok.tokenize(text) == expected;
+      for (int k = 0; k < 200; ++k)
+        all &= tok.tokenize(text) == expected;
       ok[i] = all;
     });
   }
-  for (auto& th : threads) th.join();
+  for (auto& th : threads)
+    th.join();
   EXPECT_EQ(ok, std::vector<int>(8, 1));
 }
 
@@ -114,8 +123,7 @@ TEST(GPT2BPETokenizer, BadFilesAreNamed) {
   EXPECT_THAT(error_of([&] { GPT2BPETokenizer x(t.dir + "/none.json", t.merges); }),
               HasSubstr("none.json"));
   std::ofstream(t.merges, std::ios::app) << "q zz\n";
-  EXPECT_THAT(error_of([&] { GPT2BPETokenizer x(t.vocab, t.merges); }),
-              HasSubstr("merges.txt:4"));
+  EXPECT_THAT(error_of([&] { GPT2BPETokenizer x(t.vocab, t.merges); }), HasSubstr("merges.txt:4"));
 }
 
 TEST(NullTokenizer, ParsesIds) {

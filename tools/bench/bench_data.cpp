@@ -5,13 +5,13 @@
 #include "megatron/datasets/data_iterator.h"
 #include "megatron/datasets/gpt_dataset.h"
 
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
+#include <CLI/CLI.hpp>
 
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <unistd.h>
 
 namespace ds = megatron::datasets;
 
@@ -37,24 +37,27 @@ int main(int argc, char** argv) {
     const double open_s = secs(t0);
     ds::GPTDatasetConfig config;
     config.sequence_length = seq_length;
-    config.path_to_cache = cache.empty() ? "/tmp/bench_data_cache_" + std::to_string(::getpid()) : cache;
+    config.path_to_cache =
+        cache.empty() ? "/tmp/bench_data_cache_" + std::to_string(::getpid()) : cache;
     t0 = clock::now();
-    auto dataset = std::make_shared<ds::GPTDataset>(low, std::make_pair<int64_t, int64_t>(0, low->num_sequences()),
-                                                    num_samples, ds::Split::kTrain, config);
+    auto dataset = std::make_shared<ds::GPTDataset>(
+        low, std::make_pair<int64_t, int64_t>(0, low->num_sequences()), num_samples,
+        ds::Split::kTrain, config);
     const double build_s = secs(t0);
     std::printf("open: %lld documents, %lld tokens in %.3f s\n",
                 static_cast<long long>(indexed->num_documents()),
                 static_cast<long long>(indexed->num_tokens()), open_s);
     std::printf("index build: %lld samples, %lld epochs, %.3f s (%s)\n",
-                static_cast<long long>(dataset->size()), static_cast<long long>(dataset->num_epochs()),
-                build_s, dataset->loaded_from_cache() ? "cache" : "built + saved");
+                static_cast<long long>(dataset->size()),
+                static_cast<long long>(dataset->num_epochs()), build_s,
+                dataset->loaded_from_cache() ? "cache" : "built + saved");
     for (bool mask : {false, true}) {
       ds::BatchOptions options;
       options.eod_token = 0;
       options.create_attention_mask = mask;
-      ds::DataIterator it(dataset,
-                          std::make_unique<ds::MegatronPretrainingSampler>(dataset->size(), 0, mbs, 0, 1),
-                          options);
+      ds::DataIterator it(
+          dataset, std::make_unique<ds::MegatronPretrainingSampler>(dataset->size(), 0, mbs, 0, 1),
+          options);
       t0 = clock::now();
       int64_t n = 0;
       for (int64_t b = 0; b < batches; ++b) {
@@ -63,8 +66,8 @@ int main(int argc, char** argv) {
         n += batch->tokens.size(0);
       }
       const double s = secs(t0);
-      std::printf("fetch (attention mask %s): %.0f samples/s, %.1f M tokens/s\n", mask ? "on" : "off",
-                  n / s, n * seq_length / s / 1e6);
+      std::printf("fetch (attention mask %s): %.0f samples/s, %.1f M tokens/s\n",
+                  mask ? "on" : "off", n / s, n * seq_length / s / 1e6);
     }
     if (cache.empty()) std::system(("rm -rf " + config.path_to_cache).c_str());
     return 0;

@@ -19,13 +19,13 @@
 namespace megatron::datasets {
 
 struct GPTBatch {
-  at::Tensor tokens;          // [b, s] int64
-  at::Tensor labels;          // [b, s] int64, tokens shifted left by one
-  at::Tensor loss_mask;       // [b, s] float32
+  at::Tensor tokens;     // [b, s] int64
+  at::Tensor labels;     // [b, s] int64, tokens shifted left by one
+  at::Tensor loss_mask;  // [b, s] float32
   // [b, 1, s, s] bool, true = masked out; undefined when not created. Without
   // reset_attention_mask it is one causal [1, 1, s, s] expanded (a view: .contiguous() to own).
   at::Tensor attention_mask;
-  at::Tensor position_ids;    // [b, s] int64
+  at::Tensor position_ids;  // [b, s] int64
 };
 
 struct BatchOptions {

@@ -7,11 +7,11 @@
 // document_indices starts at 0 and ends at S: document d is sequences [doc[d], doc[d+1]).
 #pragma once
 
+#include <sys/types.h>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 namespace megatron::datasets {
