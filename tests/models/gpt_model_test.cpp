@@ -137,6 +137,20 @@ TEST(GPTModel, FullStateDictReshards) {
   }
 }
 
+// The tied weight's gradient is dense (the lookup's sparse part is summed into the output
+// layer's dense part) and accumulates over micro-batches.
+TEST(GPTModel, TiedEmbeddingGradIsDenseAndAccumulates) {
+  GPTModel model(gpt2_options(gpt2_config()));
+  at::Tensor w = model->shared_embedding_or_output_weight();
+  model->forward(input_ids(), {}, {}, labels()).mean().backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_FALSE(w.grad().is_sparse());
+  at::Tensor once = w.grad().clone();
+  model->forward(input_ids(), {}, {}, labels()).mean().backward();
+  EXPECT_FALSE(w.grad().is_sparse());
+  EXPECT_REL_CLOSE(w.grad(), once * 2, 1e-6);
+}
+
 TEST(GPTModel, ParallelOutputKeepsVocabShard) {
   auto g = world_tp_group();
   GPTModel par(on_world(gpt2_options(gpt2_config())).parallel_output(true));

@@ -97,6 +97,10 @@ struct VocabParallelEmbeddingOptions {
   TORCH_ARG(int64_t, embedding_dim);
   // Reduce-scatter the result along dim 0 (input [s, b]) instead of all-reducing it.
   TORCH_ARG(bool, reduce_scatter_embeddings) = false;
+  // The lookup's weight gradient is sparse (touched rows only). Only for a weight that also gets
+  // a dense gradient in the same backward (a tied output layer), so that autograd sums the two
+  // into a dense .grad without materialising a dense [V/tp, h] lookup gradient.
+  TORCH_ARG(bool, sparse_grad) = false;
   TORCH_ARG(double, init_method_std) = 0.02;
   TORCH_ARG(bool, perform_initialization) = true;
   TORCH_ARG(GroupPtr, tp_group) = nullptr;

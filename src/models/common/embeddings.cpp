@@ -10,9 +10,10 @@ namespace tp = megatron::tensor_parallel;
 
 LanguageModelEmbeddingImpl::LanguageModelEmbeddingImpl(const transformer::TransformerConfig& config_,
                                                        int64_t vocab, int64_t max_seq,
-                                                       PositionEmbeddingType type)
+                                                       PositionEmbeddingType type,
+                                                       bool sparse_word_embedding_grad_)
     : config(config_.finalize()), vocab_size(vocab), max_sequence_length(max_seq),
-      position_embedding_type(type) {
+      position_embedding_type(type), sparse_word_embedding_grad(sparse_word_embedding_grad_) {
   reset();
 }
 
@@ -22,6 +23,7 @@ void LanguageModelEmbeddingImpl::reset() {
       tp::VocabParallelEmbedding(tp::VocabParallelEmbeddingOptions(vocab_size, config.hidden_size())
                                      .init_method_std(config.init_method_std())
                                      .perform_initialization(config.perform_initialization())
+                                     .sparse_grad(sparse_word_embedding_grad)
                                      .tp_group(config.tp_group())));
   if (position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) {
     TORCH_CHECK(max_sequence_length > 0, "[embedding] max_sequence_length must be positive for "

@@ -52,10 +52,14 @@ void GPTModelImpl::reset() {
   // Submodules allocate only; the pass below initialises every parameter by its global name.
   auto layer_config = config;
   layer_config.perform_initialization(false);
+  // With the output layer on the same stage sharing the weight, the lookup's gradient can be
+  // sparse: autograd adds it into the output layer's dense gradient.
+  const bool tied_here = options.share_embeddings_and_output_weights() && options.pre_process() &&
+                         options.post_process();
   if (options.pre_process())
     embedding = register_module("embedding", common::LanguageModelEmbedding(
                                                  layer_config, padded_vocab_size,
-                                                 options.max_sequence_length(), pos_type));
+                                                 options.max_sequence_length(), pos_type, tied_here));
   if (pos_type == PositionEmbeddingType::kRope)
     rotary_pos_emb.emplace(config.head_dim(), options.rotary_percent(), options.rotary_base());
   decoder = register_module("decoder", transformer::TransformerBlock(layer_config, options.pre_process(),

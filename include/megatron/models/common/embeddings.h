@@ -20,7 +20,8 @@ class LanguageModelEmbeddingImpl : public torch::nn::Cloneable<LanguageModelEmbe
  public:
   LanguageModelEmbeddingImpl(const transformer::TransformerConfig& config, int64_t vocab_size,
                              int64_t max_sequence_length,
-                             PositionEmbeddingType position_embedding_type);
+                             PositionEmbeddingType position_embedding_type,
+                             bool sparse_word_embedding_grad = false);
   void reset() override;
   // input_ids, position_ids [b, s] -> [s, b, h] ([s/tp, b, h] with sequence parallelism).
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids);
@@ -30,6 +31,7 @@ class LanguageModelEmbeddingImpl : public torch::nn::Cloneable<LanguageModelEmbe
   transformer::TransformerConfig config;
   int64_t vocab_size, max_sequence_length;
   PositionEmbeddingType position_embedding_type;
+  bool sparse_word_embedding_grad;
   tensor_parallel::VocabParallelEmbedding word_embeddings{nullptr};
   torch::nn::Embedding position_embeddings{nullptr};  // [max_s, h], replicated; when learned
 };
