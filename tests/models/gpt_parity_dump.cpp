@@ -5,7 +5,7 @@
 //   gpt_parity_dump --out FILE [--layers 2 --hidden 64 --heads 4 --groups 4 --ffn 256
 //     --vocab 300 --divisible-by 128 --max-seq 32 --seq 16 --batch 2 --norm layernorm|rmsnorm
 //     --mlp gelu|gelu_tanh|swiglu --bias 1 --position learned|rope --rotary-percent 1
-//     --rotary-base 10000 --tied 1 --seed 1234]
+//     --rotary-base 10000 --tied 1 --seed 1234 --load STATE_DICT_FILE]
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/module.h>
 
@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
         {"ffn", "0"},      {"vocab", "300"},     {"divisible-by", "128"}, {"max-seq", "32"},
         {"seq", "16"},     {"batch", "2"},       {"norm", "layernorm"}, {"mlp", "gelu"},
         {"bias", "1"},     {"position", "learned"}, {"rotary-percent", "1"},
-        {"rotary-base", "10000"}, {"tied", "1"}, {"seed", "1234"},     {"out", ""}};
+        {"rotary-base", "10000"}, {"tied", "1"}, {"seed", "1234"},     {"out", ""},
+        {"load", ""}};
     for (int i = 1; i + 1 < argc; i += 2) {
       std::string key = argv[i];
       TORCH_CHECK(key.rfind("--", 0) == 0 && a.count(key.substr(2)), "[gpt_parity_dump] unknown option ", key);
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
         .rotary_base(std::stod(a["rotary-base"]))
         .seed(static_cast<uint64_t>(i64("seed")));
     GPTModel model(opts);
+    if (!a["load"].empty()) model->load_state_dict_file(a["load"]);  // e.g. written by torch.save
     model->eval();
 
     const int64_t b = i64("batch"), s = i64("seq");
