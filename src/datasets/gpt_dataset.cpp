@@ -128,12 +128,7 @@ std::array<std::optional<std::pair<int64_t, int64_t>>, 3> split_ranges(
 }
 
 IndexedLowLevelDataset::IndexedLowLevelDataset(std::shared_ptr<const IndexedDataset> dataset)
-    : dataset_(std::move(dataset)) {
-  lengths_.resize(static_cast<size_t>(dataset_->num_sequences()));
-  if (!lengths_.empty()) {
-    std::memcpy(lengths_.data(), dataset_->sequence_lengths(), lengths_.size() * 4);
-  }
-}
+    : dataset_(std::move(dataset)), lengths_(dataset_->sequence_lengths()) {}
 
 const int32_t* IndexedLowLevelDataset::sequence_lengths() const {
   return lengths_.data();

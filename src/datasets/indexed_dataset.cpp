@@ -221,9 +221,9 @@ IndexedDataset::IndexedDataset(std::string path_prefix) : path_prefix_(std::move
   num_sequences_ = static_cast<int64_t>(s);
   num_document_indices_ = static_cast<int64_t>(d);
   // The arrays sit at 34 + ... bytes: not naturally aligned, which x86/ARM64 load fine.
-  lengths_ = reinterpret_cast<const int32_t*>(p + kHeaderSize);
-  pointers_ = reinterpret_cast<const int64_t*>(p + kHeaderSize + 4 * s);
-  document_indices_ = reinterpret_cast<const int64_t*>(p + kHeaderSize + 12 * s);
+  lengths_ = p + kHeaderSize;
+  pointers_ = p + kHeaderSize + 4 * s;
+  document_indices_ = p + kHeaderSize + 12 * s;
   if (isize == expected + s && s > 0) modes_ = reinterpret_cast<const int8_t*>(p + expected);
 
   const int64_t item = static_cast<int64_t>(dtype_size(dtype_));
@@ -264,7 +264,7 @@ IndexedDataset::IndexedDataset(std::string path_prefix) : path_prefix_(std::move
 TokenSpan IndexedDataset::get(int64_t idx, int64_t offset, int64_t length) const {
   TORCH_CHECK(idx >= 0 && idx < num_sequences_, "[indexed_dataset] ", path_prefix_, ": sequence ",
               idx, " out of range [0, ", num_sequences_, ")");
-  const int64_t len = lengths_[idx];
+  const int64_t len = sequence_length(idx);
   if (length < 0) length = len - offset;
   TORCH_CHECK(offset >= 0 && offset + length <= len, "[indexed_dataset] ", path_prefix_,
               ": tokens [", offset, ", ", offset + length, ") outside sequence ", idx,
@@ -272,25 +272,39 @@ TokenSpan IndexedDataset::get(int64_t idx, int64_t offset, int64_t length) const
   TokenSpan span;
   span.dtype = dtype_;
   span.size = length;
-  span.data = bin_->data() + pointers_[idx] + offset * static_cast<int64_t>(dtype_size(dtype_));
+  span.data =
+      bin_->data() + sequence_pointer(idx) + offset * static_cast<int64_t>(dtype_size(dtype_));
   return span;
 }
 
 TokenSpan IndexedDataset::get_document(int64_t d) const {
   TORCH_CHECK(d >= 0 && d < num_documents(), "[indexed_dataset] ", path_prefix_, ": document ", d,
               " out of range [0, ", num_documents(), ")");
-  const int64_t first = document_indices_[d], last = document_indices_[d + 1];
+  const int64_t first = document_index(d), last = document_index(d + 1);
   TokenSpan span;
   span.dtype = dtype_;
   if (first == last) {
     span.data = bin_->data();
     return span;
   }
-  span.data = bin_->data() + pointers_[first];
-  const int64_t end_byte = pointers_[last - 1] + static_cast<int64_t>(lengths_[last - 1]) *
-                                                     static_cast<int64_t>(dtype_size(dtype_));
-  span.size = (end_byte - pointers_[first]) / static_cast<int64_t>(dtype_size(dtype_));
+  span.data = bin_->data() + sequence_pointer(first);
+  const int64_t end_byte =
+      sequence_pointer(last - 1) +
+      static_cast<int64_t>(sequence_length(last - 1)) * static_cast<int64_t>(dtype_size(dtype_));
+  span.size = (end_byte - sequence_pointer(first)) / static_cast<int64_t>(dtype_size(dtype_));
   return span;
+}
+
+std::vector<int32_t> IndexedDataset::sequence_lengths() const {
+  std::vector<int32_t> out(static_cast<size_t>(num_sequences_));
+  if (!out.empty()) std::memcpy(out.data(), lengths_, out.size() * sizeof(int32_t));
+  return out;
+}
+
+std::vector<int64_t> IndexedDataset::document_indices() const {
+  std::vector<int64_t> out(static_cast<size_t>(num_document_indices_));
+  std::memcpy(out.data(), document_indices_, out.size() * sizeof(int64_t));
+  return out;
 }
 
 void IndexedDataset::check_unchanged() const {
@@ -428,10 +442,10 @@ void IndexedDatasetBuilder::add_index(const std::string& path_prefix) {
               ": expected dtype ", dtype_name(dtype_), " to merge into ", bin_path_, ", found ",
               dtype_name(other.dtype()));
   const int64_t offset = static_cast<int64_t>(lengths_.size());
-  lengths_.insert(lengths_.end(), other.sequence_lengths(),
-                  other.sequence_lengths() + other.num_sequences());
+  const auto lengths = other.sequence_lengths();
+  lengths_.insert(lengths_.end(), lengths.begin(), lengths.end());
   for (int64_t k = 1; k < other.num_document_indices(); ++k) {
-    document_indices_.push_back(offset + other.document_indices()[k]);
+    document_indices_.push_back(offset + other.document_index(k));
   }
   flush_buffer();
   const int64_t bytes = other.num_tokens() * static_cast<int64_t>(dtype_size(dtype_));

@@ -116,8 +116,7 @@ TEST(IndexedDataset, MergeAppendsIndicesAndData) {
   EXPECT_EQ(ds.num_documents(), 4);
   EXPECT_EQ(ds.get(3).to_vector(), (std::vector<int64_t>{9, 10}));
   EXPECT_EQ(ds.get_document(3).to_vector(), (std::vector<int64_t>{9, 10}));
-  EXPECT_EQ(std::vector<int64_t>(ds.document_indices(), ds.document_indices() + 5),
-            (std::vector<int64_t>{0, 1, 3, 3, 4}));
+  EXPECT_EQ(ds.document_indices(), (std::vector<int64_t>{0, 1, 3, 3, 4}));
 
   IndexedDatasetBuilder wrong(dir + "/w.bin", DType::kInt32);
   EXPECT_THAT(error_of([&] { wrong.add_index(a); }), HasSubstr("expected dtype int32"));

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,11 +88,15 @@ class IndexedDataset {
   int64_t num_documents() const { return num_document_indices_ - 1; }
   int64_t num_tokens() const { return num_tokens_; }
 
-  // [S] int32, [S] int64 (bytes), [D + 1] int64 — views into the mapped .idx.
-  const int32_t* sequence_lengths() const { return lengths_; }
-  const int64_t* sequence_pointers() const { return pointers_; }
-  const int64_t* document_indices() const { return document_indices_; }
+  // Entries of the index arrays: lengths [S] int32, byte pointers [S] int64, document index
+  // [D + 1] int64. They sit unaligned in the mapped .idx (from byte 34), so they are read by value.
+  int32_t sequence_length(int64_t i) const { return load<int32_t>(lengths_, i); }
+  int64_t sequence_pointer(int64_t i) const { return load<int64_t>(pointers_, i); }
+  int64_t document_index(int64_t k) const { return load<int64_t>(document_indices_, k); }
   int64_t num_document_indices() const { return num_document_indices_; }
+  // Copies of whole arrays.
+  std::vector<int32_t> sequence_lengths() const;
+  std::vector<int64_t> document_indices() const;
   // The per-sequence modes of multimodal files (nullptr when the file has none).
   const int8_t* sequence_modes() const { return modes_; }
 
@@ -111,9 +116,16 @@ class IndexedDataset {
   int64_t num_sequences_ = 0;
   int64_t num_document_indices_ = 0;
   int64_t num_tokens_ = 0;
-  const int32_t* lengths_ = nullptr;
-  const int64_t* pointers_ = nullptr;
-  const int64_t* document_indices_ = nullptr;
+  template <typename T>
+  static T load(const uint8_t* base, int64_t i) {
+    T v;
+    std::memcpy(&v, base + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+    return v;
+  }
+
+  const uint8_t* lengths_ = nullptr;
+  const uint8_t* pointers_ = nullptr;
+  const uint8_t* document_indices_ = nullptr;
   const int8_t* modes_ = nullptr;
 };
 
