@@ -87,3 +87,21 @@ def test_missing_pair_is_named(tmp_path):
     os.remove(prefix + ".bin")
     proc = run("dataset_tool", "info", prefix, check=False)
     assert proc.returncode != 0 and prefix + ".bin" in proc.stderr and "not found" in proc.stderr
+
+
+def test_preprocess_several_keys_and_merge_order(tmp_path):
+    src = tmp_path / "two.jsonl"
+    src.write_text('{"a": "1 2", "b": "3"}\n{"a": "4", "b": "5 6 7"}\n')
+    prefix = str(tmp_path / "o")
+    run("preprocess_data", "--input", src, "--output-prefix", prefix, "--tokenizer-type",
+        "NullTokenizer", "--vocab-size", 70000, "--json-keys", "a", "b")
+    dtype_a, _, _, _, tokens_a = read_mmidx(prefix + "_a_document")
+    _, _, _, _, tokens_b = read_mmidx(prefix + "_b_document")
+    assert dtype_a == np.int32  # vocabulary >= 65500
+    assert tokens_a.tolist() == [1, 2, 4] and tokens_b.tolist() == [3, 5, 6, 7]
+    # --prefixes merges in the order given (b then a).
+    out = str(tmp_path / "m")
+    run("merge_datasets", "--prefixes", prefix + "_b_document", prefix + "_a_document",
+        "--output-prefix", out)
+    _, _, _, doc_idx, tokens = read_mmidx(out)
+    assert tokens.tolist() == [3, 5, 6, 7, 1, 2, 4] and doc_idx.tolist() == [0, 1, 2, 3, 4]
