@@ -43,7 +43,7 @@ fi
 
 # --- Python venv with LibTorch ---------------------------------------------
 # Python packages besides torch: the tests' independent references (numpy, HF tokenizers).
-PY_PACKAGES=(numpy pytest tokenizers)
+PY_PACKAGES=(numpy pytest tokenizers matplotlib)
 
 venv_ready() {
   [[ -x "$VENV/bin/python" ]] &&

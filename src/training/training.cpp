@@ -236,7 +236,7 @@ struct Trainer {
                   static_cast<long long>(*args.train_iters));
     line << head << " consumed samples: " << format("%12.0f", static_cast<double>(consumed_train_samples))
          << " | elapsed time per iteration (ms): " << format("%.1f", ms)
-         << " | throughput per GPU (TFLOP/s/GPU): " << format("%.1f", tflops)
+         << " | throughput per GPU (TFLOP/s/GPU): " << format("%.3f", tflops)
          << " | tokens per second: " << format("%.1f", tokens_per_s)
          << " | learning rate: " << format("%.6E", optim->lr())
          << " | global batch size: " << format("%5.0f", static_cast<double>(*args.global_batch_size)) << " |";
