@@ -69,10 +69,14 @@ int shuffle(uint32_t seed, const std::string& sizes) {
 
 // A blend (several prefixes, optionally weighted): only the samples, through build_gpt_datasets.
 int blend_samples(const std::vector<std::string>& words, ds::GPTDatasetConfig config,
-                  const std::string& counts, const std::string& out, int64_t max_samples) {
+                  const std::string& counts, const std::string& out, int64_t max_samples,
+                  int64_t mock_vocab = 0) {
   auto c = parse_counts(counts);
   c.resize(3);
-  auto sets = ds::build_gpt_datasets(ds::parse_data_path(words), {c[0], c[1], c[2]}, config);
+  auto sets =
+      mock_vocab > 0
+          ? ds::build_mock_gpt_datasets(mock_vocab, mock_vocab - 1, {c[0], c[1], c[2]}, config)
+          : ds::build_gpt_datasets(ds::parse_data_path(words), {c[0], c[1], c[2]}, config);
   for (int s = 0; s < 3; ++s) {
     if (!sets[s]) continue;
     const auto& d = *sets[s];
@@ -87,15 +91,29 @@ int blend_samples(const std::vector<std::string>& words, ds::GPTDatasetConfig co
   return 0;
 }
 
+// np.random.default_rng(seed).integers(low, high, size=n, dtype=np.int32)
+int integers(uint64_t seed, int64_t low, int64_t high, int64_t n) {
+  ds::NumpyPCG64Generator gen(seed);
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (auto& x : v)
+    x = gen.integers32(low, high);
+  print_list(v);
+  return 0;
+}
+
 int gpt_indices(const std::vector<std::string>& data_path, int64_t seq_length, uint32_t seed,
                 const std::string& split, const std::string& counts, const std::string& out,
-                int64_t max_samples, bool keep_partial_valid) {
+                int64_t max_samples, bool keep_partial_valid, int64_t mock_vocab) {
   ds::GPTDatasetConfig config;
   config.sequence_length = seq_length;
   config.random_seed = seed;
   config.split = split;
   config.path_to_cache = out + "/cache";
   config.drop_last_partial_validation_sequence = !keep_partial_valid;
+  if (mock_vocab > 0) {
+    config.path_to_cache.clear();
+    return blend_samples({}, config, counts, out, max_samples, mock_vocab);
+  }
   if (data_path.size() > 1) return blend_samples(data_path, config, counts, out, max_samples);
   const std::string& prefix = data_path.at(0);
   auto c = parse_counts(counts);
@@ -176,9 +194,17 @@ int main(int argc, char** argv) {
   auto* shuffle_cmd = app.add_subcommand("shuffle", "numpy RandomState shuffles of aranges");
   shuffle_cmd->add_option("--seed", seed);
   shuffle_cmd->add_option("--sizes", sizes)->required();
+  int64_t low = 0, high = 2;
+  uint64_t pcg_seed = 0;
+  auto* ints = app.add_subcommand("integers", "numpy default_rng(seed).integers, int32");
+  ints->add_option("--seed", pcg_seed);
+  ints->add_option("--low", low);
+  ints->add_option("--high", high);
+  ints->add_option("--n", batches);
   auto* gpt = app.add_subcommand("gpt-indices", "build GPTDataset indices and dump them");
-  gpt->add_option("--data-path", data_path, "a prefix, or a blend: [weight] prefix ...")
-      ->required();
+  int64_t mock_vocab = 0;
+  gpt->add_option("--data-path", data_path, "a prefix, or a blend: [weight] prefix ...");
+  gpt->add_option("--mock-vocab-size", mock_vocab, "mock data of this vocabulary (EOD = V - 1)");
   gpt->add_option("--seq-length", seq_length)->required();
   gpt->add_option("--seed", seed);
   gpt->add_option("--split", split);
@@ -203,9 +229,10 @@ int main(int argc, char** argv) {
   try {
     if (*info_cmd) return info(prefix);
     if (*shuffle_cmd) return shuffle(seed, sizes);
+    if (*ints) return integers(pcg_seed, low, high, batches);
     if (*gpt)
-      return gpt_indices(data_path, seq_length, seed, split, counts, out, max_samples,
-                         keep_partial);
+      return gpt_indices(data_path, seq_length, seed, split, counts, out, max_samples, keep_partial,
+                         mock_vocab);
     if (*tok) return tokenize(vocab, merges, input);
     if (*smp) return sampler(type, total, consumed, mbs, rank, dp, batches, sharding);
   } catch (const c10::Error& e) {

@@ -224,7 +224,11 @@ std::array<std::optional<int64_t>, 3> train_valid_test_num_samples(int64_t train
 std::array<std::shared_ptr<const MegatronDataset>, 3> build_mock_gpt_datasets(
     int64_t vocab_size, int64_t eod_token, const std::array<std::optional<int64_t>, 3>& sizes,
     const GPTDatasetConfig& config) {
-  return build_splits(std::make_shared<MockLowLevelDataset>(vocab_size, eod_token), sizes, config);
+  // Megatron-LM splits mock data evenly whatever --split says, and caches nothing.
+  GPTDatasetConfig mock = config;
+  mock.split = "1,1,1";
+  mock.path_to_cache.clear();
+  return build_splits(std::make_shared<MockLowLevelDataset>(vocab_size, eod_token), sizes, mock);
 }
 
 }  // namespace megatron::datasets

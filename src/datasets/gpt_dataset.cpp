@@ -153,9 +153,10 @@ MockLowLevelDataset::MockLowLevelDataset(int64_t vocab_size, int64_t eod_token,
   TORCH_CHECK(vocab_size > 1, "[gpt_dataset] mock data needs a vocabulary size > 1, got ",
               vocab_size);
   lengths_.resize(static_cast<size_t>(num_sequences));
-  NumpyRandomState rng(0);
+  // Megatron-LM's MockGPTLowLevelDataset: np.random.default_rng(0).integers(1, 4096, n, int32).
+  NumpyPCG64Generator rng(0);
   for (auto& len : lengths_)
-    len = static_cast<int32_t>(1 + rng.random_interval(4094));
+    len = static_cast<int32_t>(rng.integers32(1, 4096));
 }
 
 void MockLowLevelDataset::read(int64_t idx, int64_t offset, int64_t length, int64_t* out) const {

@@ -242,3 +242,12 @@ def test_cyclic_sampler_matches_torch_randperm(sharding, consumed):
         args.append("--data-sharding")
     got = [[int(x) for x in l.split()] for l in run("dataset_tool", *args).stdout.strip().split("\n")]
     assert got == ref_cyclic(103, consumed, 4, 1, 3, sharding, 30)
+
+
+@pytest.mark.parametrize("seed, low, high", [(0, 1, 4096), (1234, 0, 7), (2**40 + 5, -3, 1000003),
+                                             (2**33, 0, 2**32)])
+def test_pcg64_integers_match_numpy_default_rng(seed, low, high):
+    out = run("dataset_tool", "integers", "--seed", seed, "--low", low, "--high", high, "--n", 5000).stdout
+    expected = np.random.default_rng(seed).integers(low, high, size=5000,
+                                                    dtype=np.int32 if high <= 2**31 else np.uint32)
+    assert [int(x) for x in out.split()] == expected.tolist()

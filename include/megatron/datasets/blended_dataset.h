@@ -67,7 +67,7 @@ std::array<std::optional<int64_t>, 3> train_valid_test_num_samples(int64_t train
                                                                    int64_t eval_interval,
                                                                    int64_t eval_iters);
 
-// --mock-data: the same over MockLowLevelDataset.
+// --mock-data: the same over MockLowLevelDataset, split "1,1,1" (as Megatron-LM), no cache.
 std::array<std::shared_ptr<const MegatronDataset>, 3> build_mock_gpt_datasets(
     int64_t vocab_size, int64_t eod_token, const std::array<std::optional<int64_t>, 3>& sizes,
     const GPTDatasetConfig& config);

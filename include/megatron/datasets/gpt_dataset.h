@@ -56,9 +56,9 @@ class IndexedLowLevelDataset : public LowLevelDataset {
   std::vector<int32_t> lengths_;
 };
 
-// Synthetic documents for --mock-data: document i has 1 + (hash(i) mod 4095) tokens
-// 1, 2, ..., len-1 (mod vocab) followed by EOD. The lengths differ from Megatron's mock dataset
-// (which draws them from numpy's PCG64 Generator).
+// Synthetic documents for --mock-data, as Megatron-LM's MockGPTLowLevelDataset: document i has
+// L_i tokens 1, 2, ..., L_i - 1 (mod vocab) then EOD, with L = np.random.default_rng(0)
+// .integers(1, 4096, num_sequences, int32).
 class MockLowLevelDataset : public LowLevelDataset {
  public:
   MockLowLevelDataset(int64_t vocab_size, int64_t eod_token, int64_t num_sequences = 100000);

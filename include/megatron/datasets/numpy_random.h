@@ -56,4 +56,23 @@ class NumpyRandomState {
   std::mt19937 engine_;
 };
 
+// numpy's np.random.default_rng(seed) (SeedSequence -> PCG64, XSL-RR output) and the
+// Generator.integers path for 32-bit dtypes (Lemire's bounded draw), which Megatron-LM's mock
+// dataset uses for its document lengths.
+class NumpyPCG64Generator {
+ public:
+  explicit NumpyPCG64Generator(uint64_t seed);
+
+  uint64_t next_uint64();
+  // Two 32-bit values per 64-bit draw, low half first (numpy's buffered next32).
+  uint32_t next_uint32();
+  // Generator.integers(low, high, dtype=np.int32 / np.uint32) for one value in [low, high).
+  int64_t integers32(int64_t low, int64_t high);
+
+ private:
+  unsigned __int128 state_ = 0, inc_ = 0;
+  bool has_uint32_ = false;
+  uint32_t uinteger_ = 0;
+};
+
 }  // namespace megatron::datasets
