@@ -214,6 +214,7 @@ GPTDataset::GPTDataset(std::shared_ptr<const LowLevelDataset> dataset,
     cache_prefix_ =
         cache_dir + "/" + hex(fnv1a(description_)) + "-GPTDataset-" + split_name(split_) + "-";
   }
+  plan_epochs();
   if (!cache_prefix_.empty() && load_cache()) {
     loaded_from_cache_ = true;
     return;
@@ -225,27 +226,26 @@ GPTDataset::GPTDataset(std::shared_ptr<const LowLevelDataset> dataset,
   if (!cache_prefix_.empty()) save_cache();
 }
 
-void GPTDataset::build_indices() {
-  const auto t0 = std::chrono::steady_clock::now();
+void GPTDataset::plan_epochs() {
   const int64_t seq_length = config_.sequence_length;
   const int64_t extra = config_.add_extra_token_to_sequence ? 1 : 0;
   const int32_t* sizes = dataset_->sequence_lengths();
   const int64_t num_docs = range_.second - range_.first;
 
-  int64_t tokens_per_epoch = 0;
+  tokens_per_epoch_ = 0;
   for (int64_t i = range_.first; i < range_.second; ++i)
-    tokens_per_epoch += sizes[i];
-  TORCH_CHECK(tokens_per_epoch > extra, "[gpt_dataset] ", split_name(split_), " split of ",
+    tokens_per_epoch_ += sizes[i];
+  TORCH_CHECK(tokens_per_epoch_ > extra, "[gpt_dataset] ", split_name(split_), " split of ",
               dataset_->description(), ": expected more than ", extra, " tokens per epoch, found ",
-              tokens_per_epoch);
+              tokens_per_epoch_);
 
   num_epochs_ = 1;
   if (num_samples_) {
     const int64_t requested = *num_samples_ * seq_length + extra;
-    int64_t tokens = tokens_per_epoch;
+    int64_t tokens = tokens_per_epoch_;
     while (tokens < requested) {
       ++num_epochs_;
-      tokens += tokens_per_epoch;
+      tokens += tokens_per_epoch_;
     }
   }
   TORCH_CHECK(num_epochs_ <= std::numeric_limits<int32_t>::max() &&
@@ -253,18 +253,28 @@ void GPTDataset::build_indices() {
               "[gpt_dataset] ", num_epochs_, " epochs of ", num_docs,
               " documents overflow the int32 document index; use more data or fewer samples");
 
-  int64_t num_samples_sans_final_epoch = 0;
+  num_samples_sans_final_epoch_ = 0;
   separate_final_epoch_ = false;
   if (num_epochs_ > 1) {
-    num_samples_sans_final_epoch =
-        samples_in((num_epochs_ - 1) * tokens_per_epoch, seq_length, extra);
-    const int64_t from_final = *num_samples_ - num_samples_sans_final_epoch;
-    const int64_t per_epoch = samples_in(tokens_per_epoch, seq_length, extra);
+    num_samples_sans_final_epoch_ =
+        samples_in((num_epochs_ - 1) * tokens_per_epoch_, seq_length, extra);
+    const int64_t from_final = *num_samples_ - num_samples_sans_final_epoch_;
+    const int64_t per_epoch = samples_in(tokens_per_epoch_, seq_length, extra);
     TORCH_INTERNAL_ASSERT(from_final >= 0 && from_final <= per_epoch + 1);
     // Megatron-LM shuffles a final epoch needed for less than 80 % on its own.
     separate_final_epoch_ =
         from_final < static_cast<int64_t>(0.80 * static_cast<double>(per_epoch));
   }
+}
+
+void GPTDataset::build_indices() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t seq_length = config_.sequence_length;
+  const int64_t extra = config_.add_extra_token_to_sequence ? 1 : 0;
+  const int32_t* sizes = dataset_->sequence_lengths();
+  const int64_t num_docs = range_.second - range_.first;
+  const int64_t tokens_per_epoch = tokens_per_epoch_;
+  const int64_t num_samples_sans_final_epoch = num_samples_sans_final_epoch_;
 
   NumpyRandomState rng(config_.random_seed);
   // Document index: epochs of [range) in order, shuffled as one block, or as two blocks (all but
@@ -327,11 +337,21 @@ bool GPTDataset::load_cache() {
   sample_index_ = sample.to_int64();
   shuffle_index_ = shuffle.to_int64();
   for (int64_t i = 0; i + 1 < sample.shape[0]; ++i) {
-    TORCH_CHECK(sample_index_[2 * i] < static_cast<int64_t>(document_index_.size()),
+    TORCH_CHECK(sample_index_[2 * i] >= 0 &&
+                    sample_index_[2 * i] < static_cast<int64_t>(document_index_.size()),
                 "[gpt_dataset] ", sample_path, ": sample ", i,
                 " points past the document index (corrupted cache)");
   }
-  num_epochs_ = document_index_.size() / std::max<int64_t>(1, range_.second - range_.first);
+  TORCH_CHECK(
+      static_cast<int64_t>(document_index_.size()) == num_epochs_ * (range_.second - range_.first),
+      "[gpt_dataset] ", doc_path, ": expected ", num_epochs_, " epochs of ",
+      range_.second - range_.first, " documents, found ", document_index_.size(),
+      " entries (corrupted cache)");
+  const int64_t total = sample.shape[0] - 1;
+  for (int64_t v : shuffle_index_) {
+    TORCH_CHECK(v >= 0 && v < total, "[gpt_dataset] ", shuffle_path, ": entry ", v, " outside [0, ",
+                total, ") (corrupted cache)");
+  }
   log_rank_0(LogLevel::kInfo, "[gpt_dataset] loaded " + std::string(split_name(split_)) +
                                   " indices from " + cache_prefix_ + "*.npy");
   return true;

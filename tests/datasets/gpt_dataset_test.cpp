@@ -137,6 +137,16 @@ TEST(GPTDataset, CacheIsWrittenOnceAndReused) {
   EXPECT_EQ(built.shuffle_index(), loaded.shuffle_index());
   EXPECT_EQ(built.sample_index(), loaded.sample_index());
   EXPECT_EQ(built.document_index(), loaded.document_index());
+  EXPECT_EQ(built.num_epochs(), loaded.num_epochs());
+  EXPECT_EQ(built.separate_final_epoch(), loaded.separate_final_epoch());
+  // A damaged cache file is refused, not trusted.
+  auto bytes = testing::read_bytes(built.cache_prefix() + "shuffle_index.npy");
+  bytes.resize(bytes.size() - 8);
+  testing::write_bytes(built.cache_prefix() + "shuffle_index.npy", bytes);
+  EXPECT_THAT(error_of([&] {
+                GPTDataset x(low, {0, 50}, 100, Split::kTrain, config);
+              }),
+              HasSubstr("truncated"));
   // Another seed is another cache entry, which this rank may not build.
   config.random_seed = 99;
   EXPECT_THAT(error_of([&] {

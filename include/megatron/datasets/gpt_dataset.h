@@ -117,6 +117,8 @@ class GPTDataset : public MegatronDataset {
   const std::string& cache_prefix() const { return cache_prefix_; }
 
  private:
+  // Epoch count and the separate-final-epoch decision (cheap; also done when loading a cache).
+  void plan_epochs();
   void build_indices();
   bool load_cache();
   void save_cache() const;
@@ -131,6 +133,8 @@ class GPTDataset : public MegatronDataset {
   std::vector<int32_t> document_index_;
   std::vector<int64_t> sample_index_;
   std::vector<int64_t> shuffle_index_;
+  int64_t tokens_per_epoch_ = 0;
+  int64_t num_samples_sans_final_epoch_ = 0;
   int64_t num_epochs_ = 0;
   bool separate_final_epoch_ = false;
   bool loaded_from_cache_ = false;
