@@ -128,7 +128,12 @@ std::array<std::optional<std::pair<int64_t, int64_t>>, 3> split_ranges(
 }
 
 IndexedLowLevelDataset::IndexedLowLevelDataset(std::shared_ptr<const IndexedDataset> dataset)
-    : dataset_(std::move(dataset)), lengths_(dataset_->sequence_lengths()) {}
+    : dataset_(std::move(dataset)), lengths_(dataset_->sequence_lengths()) {
+  const DType d = dataset_->dtype();
+  TORCH_CHECK(d != DType::kFloat32 && d != DType::kFloat64, "[gpt_dataset] ",
+              idx_path(dataset_->path_prefix()), ": expected integer token ids, found dtype ",
+              dtype_name(d));
+}
 
 const int32_t* IndexedLowLevelDataset::sequence_lengths() const {
   return lengths_.data();

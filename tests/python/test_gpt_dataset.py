@@ -251,3 +251,11 @@ def test_pcg64_integers_match_numpy_default_rng(seed, low, high):
     expected = np.random.default_rng(seed).integers(low, high, size=5000,
                                                     dtype=np.int32 if high <= 2**31 else np.uint32)
     assert [int(x) for x in out.split()] == expected.tolist()
+
+
+def test_float_token_file_is_refused(tmp_path):
+    prefix = str(tmp_path / "f")
+    write_mmidx(prefix, [[[1, 2, 3]], [[4, 5]]], np.float32)
+    proc = run("dataset_tool", "gpt-indices", "--data-path", prefix, "--seq-length", 2, "--out",
+               tmp_path, check=False)
+    assert proc.returncode != 0 and "expected integer token ids, found dtype float32" in proc.stderr
