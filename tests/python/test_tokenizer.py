@@ -20,6 +20,8 @@ SPECIAL = [
     "<|endoftext|>", "email@example.com https://x.org/a?b=c#d", "!!!???...", "$$$ 100% #1",
     "", " ", "  ", "\u2028line\u2029para", "x" * 300, " " * 100 + "y", "a\u0085b", "mixed123abc456",
     "CamelCaseWord ALLCAPS lowercase", "tokens\u200bwith\u200czero\u200dwidth", "\x00\x01ctrl\x7f",
+    "ogham\u1680space", "mongolian\u180evs", "fs\x1c\x1d\x1e\x1fus", "  \u3000 \u2003x", "a\u00ad-b",
+    "\U0001d400\U0001d7ce math", "ﬁ ligature", "Ⅷ ⅷ ↉", "x\ufeffbom", "'S'LL'Ve 've'd", "a''s",
 ]
 
 
