@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
-#include <cfenv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
