@@ -125,10 +125,10 @@ int gpt_indices(const std::vector<std::string>& data_path, int64_t seq_length, u
     if (!ranges[s]) continue;
     ds::GPTDataset d(low, *ranges[s], c[s], static_cast<ds::Split>(s), config);
     const std::string name = out + "/" + ds::split_name(static_cast<ds::Split>(s));
-    ds::write_npy(name + "_document_index.npy", d.document_index());
-    ds::write_npy(name + "_sample_index.npy", d.sample_index(),
+    ds::write_npy(name + "_document_index.npy", d.document_index().to_vector());
+    ds::write_npy(name + "_sample_index.npy", d.sample_index().to_vector(),
                   {static_cast<int64_t>(d.sample_index().size() / 2), 2});
-    ds::write_npy(name + "_shuffle_index.npy", d.shuffle_index());
+    ds::write_npy(name + "_shuffle_index.npy", d.shuffle_index().to_vector());
     const int64_t n = std::min(max_samples, d.size());
     std::vector<int64_t> samples(static_cast<size_t>(n * d.sample_length()));
     for (int64_t i = 0; i < n; ++i)

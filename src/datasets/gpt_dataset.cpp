@@ -283,31 +283,35 @@ void GPTDataset::build_indices() {
   NumpyRandomState rng(config_.random_seed);
   // Document index: epochs of [range) in order, shuffled as one block, or as two blocks (all but
   // the last epoch, then the last) when the final epoch is separate.
-  document_index_.resize(static_cast<size_t>(num_epochs_ * num_docs));
+  std::vector<int32_t> document_index(static_cast<size_t>(num_epochs_ * num_docs));
   for (int64_t e = 0; e < num_epochs_; ++e) {
     for (int64_t i = 0; i < num_docs; ++i) {
-      document_index_[e * num_docs + i] = static_cast<int32_t>(range_.first + i);
+      document_index[e * num_docs + i] = static_cast<int32_t>(range_.first + i);
     }
   }
   if (!separate_final_epoch_) {
-    rng.shuffle(document_index_.data(), static_cast<int64_t>(document_index_.size()));
+    rng.shuffle(document_index.data(), static_cast<int64_t>(document_index.size()));
   } else {
-    rng.shuffle(document_index_.data(), (num_epochs_ - 1) * num_docs);
-    rng.shuffle(document_index_.data() + (num_epochs_ - 1) * num_docs, num_docs);
+    rng.shuffle(document_index.data(), (num_epochs_ - 1) * num_docs);
+    rng.shuffle(document_index.data() + (num_epochs_ - 1) * num_docs, num_docs);
   }
 
   const bool drop_last = split_ != Split::kValid || config_.drop_last_partial_validation_sequence;
-  sample_index_ =
-      build_sample_idx(sizes, document_index_.data(), static_cast<int64_t>(document_index_.size()),
+  std::vector<int64_t> sample_index =
+      build_sample_idx(sizes, document_index.data(), static_cast<int64_t>(document_index.size()),
                        static_cast<int32_t>(seq_length), static_cast<int32_t>(num_epochs_),
                        tokens_per_epoch, drop_last, static_cast<int>(extra));
-  const int64_t total = static_cast<int64_t>(sample_index_.size()) / 2 - 1;
+  const int64_t total = static_cast<int64_t>(sample_index.size()) / 2 - 1;
   const int64_t first = separate_final_epoch_ ? num_samples_sans_final_epoch : total;
-  shuffle_index_.resize(static_cast<size_t>(total));
+  std::vector<int64_t> shuffle_index(static_cast<size_t>(total));
   for (int64_t i = 0; i < total; ++i)
-    shuffle_index_[i] = i;
-  rng.shuffle(shuffle_index_.data(), first);
-  if (first < total) rng.shuffle(shuffle_index_.data() + first, total - first);
+    shuffle_index[i] = i;
+  rng.shuffle(shuffle_index.data(), first);
+  if (first < total) rng.shuffle(shuffle_index.data() + first, total - first);
+
+  document_index_ = IndexArray<int32_t>(std::move(document_index));
+  sample_index_ = IndexArray<int64_t>(std::move(sample_index));
+  shuffle_index_ = IndexArray<int64_t>(std::move(shuffle_index));
 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::ostringstream msg;
@@ -329,32 +333,46 @@ bool GPTDataset::load_cache() {
   TORCH_CHECK(read_text_file(desc_path) == description_, "[gpt_dataset] ", desc_path,
               ": the cached description differs from this dataset's (hash collision or an "
               "edited cache); delete the cache folder");
-  const auto doc = read_npy(doc_path);
-  const auto sample = read_npy(sample_path);
-  const auto shuffle = read_npy(shuffle_path);
-  TORCH_CHECK(sample.shape.size() == 2 && sample.shape[1] == 2, "[gpt_dataset] ", sample_path,
-              ": expected shape [S + 1, 2]");
-  TORCH_CHECK(shuffle.numel() == sample.shape[0] - 1, "[gpt_dataset] ", shuffle_path, ": expected ",
-              sample.shape[0] - 1, " entries, found ", shuffle.numel());
-  const auto doc64 = doc.to_int64();
-  document_index_.assign(doc64.begin(), doc64.end());
-  sample_index_ = sample.to_int64();
-  shuffle_index_ = shuffle.to_int64();
-  for (int64_t i = 0; i + 1 < sample.shape[0]; ++i) {
-    TORCH_CHECK(sample_index_[2 * i] >= 0 &&
-                    sample_index_[2 * i] < static_cast<int64_t>(document_index_.size()),
-                "[gpt_dataset] ", sample_path, ": sample ", i,
-                " points past the document index (corrupted cache)");
-  }
-  TORCH_CHECK(
-      static_cast<int64_t>(document_index_.size()) == num_epochs_ * (range_.second - range_.first),
-      "[gpt_dataset] ", doc_path, ": expected ", num_epochs_, " epochs of ",
-      range_.second - range_.first, " documents, found ", document_index_.size(),
-      " entries (corrupted cache)");
+  auto doc = map_npy(doc_path);
+  auto sample = map_npy(sample_path);
+  auto shuffle = map_npy(shuffle_path);
+  TORCH_CHECK(doc.descr == "<i4" && doc.shape.size() == 1, "[gpt_dataset] ", doc_path,
+              ": expected a 1-D int32 array, found descr '", doc.descr, "'");
+  TORCH_CHECK(sample.descr == "<i8" && sample.shape.size() == 2 && sample.shape[1] == 2,
+              "[gpt_dataset] ", sample_path, ": expected an int64 array of shape [S + 1, 2]");
+  TORCH_CHECK(shuffle.descr == "<i8" && shuffle.shape.size() == 1, "[gpt_dataset] ", shuffle_path,
+              ": expected a 1-D int64 array, found descr '", shuffle.descr, "'");
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(doc.data) % alignof(int32_t) == 0 &&
+                  reinterpret_cast<uintptr_t>(sample.data) % alignof(int64_t) == 0 &&
+                  reinterpret_cast<uintptr_t>(shuffle.data) % alignof(int64_t) == 0,
+              "[gpt_dataset] ", cache_prefix_, "*.npy: array data not aligned to its type");
   const int64_t total = sample.shape[0] - 1;
+  TORCH_CHECK(shuffle.numel() == total, "[gpt_dataset] ", shuffle_path, ": expected ", total,
+              " entries, found ", shuffle.numel());
+  TORCH_CHECK(doc.numel() == num_epochs_ * (range_.second - range_.first), "[gpt_dataset] ",
+              doc_path, ": expected ", num_epochs_, " epochs of ", range_.second - range_.first,
+              " documents, found ", doc.numel(), " entries (corrupted cache)");
+  document_index_ = IndexArray<int32_t>(doc.file, reinterpret_cast<const int32_t*>(doc.data),
+                                        static_cast<size_t>(doc.numel()));
+  sample_index_ = IndexArray<int64_t>(sample.file, reinterpret_cast<const int64_t*>(sample.data),
+                                      static_cast<size_t>(sample.numel()));
+  shuffle_index_ = IndexArray<int64_t>(shuffle.file, reinterpret_cast<const int64_t*>(shuffle.data),
+                                       static_cast<size_t>(total));
+  // One pass over the indices so that a damaged cache fails here, not mid-training.
+  const int64_t num_doc_entries = static_cast<int64_t>(document_index_.size());
+  for (int64_t i = 0; i <= total; ++i) {
+    TORCH_CHECK(sample_index_[2 * i] >= 0 && sample_index_[2 * i] < num_doc_entries,
+                "[gpt_dataset] ", sample_path, ": sample ", i,
+                " points outside the document index (corrupted cache)");
+  }
   for (int64_t v : shuffle_index_) {
     TORCH_CHECK(v >= 0 && v < total, "[gpt_dataset] ", shuffle_path, ": entry ", v, " outside [0, ",
                 total, ") (corrupted cache)");
+  }
+  for (int32_t d : document_index_) {
+    TORCH_CHECK(d >= range_.first && d < range_.second, "[gpt_dataset] ", doc_path, ": document ",
+                d, " outside the split [", range_.first, ", ", range_.second,
+                ") (corrupted cache)");
   }
   log_rank_0(LogLevel::kInfo, "[gpt_dataset] loaded " + std::string(split_name(split_)) +
                                   " indices from " + cache_prefix_ + "*.npy");
@@ -363,10 +381,15 @@ bool GPTDataset::load_cache() {
 
 void GPTDataset::save_cache() const {
   make_dirs(cache_prefix_.substr(0, cache_prefix_.rfind('/')));
-  write_npy(cache_prefix_ + "document_index.npy", document_index_);
-  write_npy(cache_prefix_ + "sample_index.npy", sample_index_,
-            {static_cast<int64_t>(sample_index_.size() / 2), 2});
-  write_npy(cache_prefix_ + "shuffle_index.npy", shuffle_index_);
+  write_npy(cache_prefix_ + "document_index.npy", "<i4",
+            {static_cast<int64_t>(document_index_.size())}, document_index_.data(),
+            document_index_.size() * sizeof(int32_t));
+  write_npy(cache_prefix_ + "sample_index.npy", "<i8",
+            {static_cast<int64_t>(sample_index_.size() / 2), 2}, sample_index_.data(),
+            sample_index_.size() * sizeof(int64_t));
+  write_npy(cache_prefix_ + "shuffle_index.npy", "<i8",
+            {static_cast<int64_t>(shuffle_index_.size())}, shuffle_index_.data(),
+            shuffle_index_.size() * sizeof(int64_t));
   // The description last: its presence marks a complete cache.
   const std::string path = cache_prefix_ + "description.txt";
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());

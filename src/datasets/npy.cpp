@@ -167,4 +167,54 @@ NpyArray read_npy(const std::string& path) {
   return arr;
 }
 
+int64_t MappedNpy::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+MappedNpy map_npy(const std::string& path) {
+  auto file = std::make_shared<const MappedFile>(path);
+  const uint8_t* p = file->data();
+  const size_t size = file->size();
+  TORCH_CHECK(size >= 10 && std::memcmp(p, "\x93NUMPY", 6) == 0, "[npy] ", path,
+              ": expected the .npy magic, found other bytes");
+  size_t hlen, start;
+  if (p[6] == 1) {
+    hlen = static_cast<size_t>(p[8]) | static_cast<size_t>(p[9]) << 8;
+    start = 10;
+  } else {
+    TORCH_CHECK(size >= 12, "[npy] ", path, ": truncated header");
+    hlen = static_cast<size_t>(p[8]) | static_cast<size_t>(p[9]) << 8 |
+           static_cast<size_t>(p[10]) << 16 | static_cast<size_t>(p[11]) << 24;
+    start = 12;
+  }
+  TORCH_CHECK(start + hlen <= size, "[npy] ", path, ": truncated header");
+  const std::string header(reinterpret_cast<const char*>(p + start), hlen);
+  MappedNpy out;
+  auto d = header.find("'descr'");
+  auto q1 = header.find('\'', header.find(':', d) + 1);
+  auto q2 = header.find('\'', q1 + 1);
+  TORCH_CHECK(d != std::string::npos && q1 != std::string::npos && q2 != std::string::npos,
+              "[npy] ", path, ": header without descr: ", header);
+  out.descr = header.substr(q1 + 1, q2 - q1 - 1);
+  TORCH_CHECK(header.find("'fortran_order': False") != std::string::npos, "[npy] ", path,
+              ": expected a C-order array");
+  auto s = header.find('(', header.find("'shape'"));
+  auto e = header.find(')', s);
+  std::stringstream ss(header.substr(s + 1, e - s - 1));
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.find_first_not_of(' ') == std::string::npos) continue;
+    out.shape.push_back(std::stoll(item));
+  }
+  const size_t nbytes = static_cast<size_t>(out.numel()) * descr_size(out.descr, path);
+  TORCH_CHECK(start + hlen + nbytes == size, "[npy] ", path, ": expected ", start + hlen + nbytes,
+              " bytes for shape and descr '", out.descr, "', found ", size, " (truncated?)");
+  out.data = p + start + hlen;
+  out.file = std::move(file);
+  return out;
+}
+
 }  // namespace megatron::datasets

@@ -4,9 +4,11 @@
 //                                 less than 80 % of it is needed)
 //   sample_index   [S + 1, 2]     (position in document_index, token offset) of each sample
 //   shuffle_index  [S]            permutation of the samples
-// Caches the indices as .npy files keyed by a hash of everything they depend on.
+// Caches the indices as .npy files keyed by a hash of everything they depend on; loaded caches
+// are memory-mapped, so the ranks of a node share one copy.
 #pragma once
 
+#include "megatron/datasets/index_array.h"
 #include "megatron/datasets/indexed_dataset.h"
 #include "megatron/datasets/megatron_dataset.h"
 
@@ -107,9 +109,10 @@ class GPTDataset : public MegatronDataset {
   // Sample idx as (tokens, the document ids it spans).
   std::pair<std::vector<int64_t>, std::vector<int64_t>> get(int64_t idx) const;
 
-  const std::vector<int32_t>& document_index() const { return document_index_; }
-  const std::vector<int64_t>& sample_index() const { return sample_index_; }  // [S + 1, 2]
-  const std::vector<int64_t>& shuffle_index() const { return shuffle_index_; }
+  // Built here, or memory-mapped from the cache files when loaded.
+  const IndexArray<int32_t>& document_index() const { return document_index_; }
+  const IndexArray<int64_t>& sample_index() const { return sample_index_; }  // [S + 1, 2]
+  const IndexArray<int64_t>& shuffle_index() const { return shuffle_index_; }
   int64_t num_epochs() const { return num_epochs_; }
   bool separate_final_epoch() const { return separate_final_epoch_; }
   // Whether the indices came from the cache (false: built in this process).
@@ -130,9 +133,9 @@ class GPTDataset : public MegatronDataset {
   GPTDatasetConfig config_;
   std::string description_;
   std::string cache_prefix_;
-  std::vector<int32_t> document_index_;
-  std::vector<int64_t> sample_index_;
-  std::vector<int64_t> shuffle_index_;
+  IndexArray<int32_t> document_index_;
+  IndexArray<int64_t> sample_index_;
+  IndexArray<int64_t> shuffle_index_;
   int64_t tokens_per_epoch_ = 0;
   int64_t num_samples_sans_final_epoch_ = 0;
   int64_t num_epochs_ = 0;

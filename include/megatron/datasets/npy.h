@@ -2,7 +2,10 @@
 // can open them: C-order, little-endian integer arrays of rank 1 or 2.
 #pragma once
 
+#include "megatron/datasets/indexed_dataset.h"
+
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,5 +28,16 @@ void write_npy(const std::string& path, const std::vector<T>& values,
                std::vector<int64_t> shape = {});
 
 NpyArray read_npy(const std::string& path);
+
+// The same file memory-mapped: its header parsed and the data left in place. The data offset
+// of a .npy is a multiple of 16 (64 in files written here), so the values are aligned.
+struct MappedNpy {
+  std::shared_ptr<const MappedFile> file;
+  std::string descr;
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;
+  int64_t numel() const;
+};
+MappedNpy map_npy(const std::string& path);
 
 }  // namespace megatron::datasets
