@@ -50,18 +50,13 @@ training::Datasets dataset_builder(const TrainingContext& ctx, const std::array<
   config.split = args.split;
   config.path_to_cache = args.data_cache_path;
   const std::array<std::optional<int64_t>, 3> sizes = {num_samples[0], num_samples[1], num_samples[2]};
-  auto build = [&](bool build_cache) {
-    config.build_cache = build_cache;
-    if (args.mock_data)
-      return datasets::build_mock_gpt_datasets(g_tokenizer->vocab_size(), g_tokenizer->eod(), sizes, config);
-    return datasets::build_gpt_datasets(datasets::parse_data_path(args.data_path), sizes, config);
-  };
-  // Rank 0 builds the index caches; the others wait, then load them.
+  // Rank 0 builds the index caches, the others load them after it (a failure on rank 0 reaches
+  // every rank through the barrier).
   auto& world = ctx.parallel_state.get_world_group();
-  std::array<std::shared_ptr<const datasets::MegatronDataset>, 3> ds;
-  if (world.rank() == 0) ds = build(true);
-  world.barrier();
-  if (world.rank() != 0) ds = build(false);
+  auto ds = args.mock_data
+                ? datasets::build_mock_gpt_datasets(g_tokenizer->vocab_size(), g_tokenizer->eod(), sizes, config)
+                : datasets::build_gpt_datasets_on_ranks(datasets::parse_data_path(args.data_path), sizes,
+                                                        config, world.rank(), [&] { world.barrier(); });
   return {ds[0], ds[1], ds[2], g_tokenizer->eod()};
 }
 

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "megatron/datasets/blended_dataset.h"
 #include "megatron/logging.h"
 #include "megatron/models/gpt/gpt_model.h"
 #include "megatron/optimizer/optimizer.h"
@@ -95,6 +96,7 @@ std::unique_ptr<datasets::DataIterator> build_iterator(const Arguments& args, co
       ps.get_data_parallel_world_size());
   datasets::BatchOptions options;
   options.eod_token = eod_token;
+  options.sequence_length = args.seq_length;  // a dataset of another sample length is refused
   options.reset_position_ids = args.reset_position_ids;
   options.reset_attention_mask = args.reset_attention_mask;
   options.eod_mask_loss = args.eod_mask_loss;
@@ -347,11 +349,11 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   auto scheduler = build_scheduler(args);
   optim->set_lr(scheduler.lr());
 
-  // Megatron-LM's sample counts: every evaluation draws eval_iters global batches.
   const int64_t gbs = *args.global_batch_size;
-  const int64_t evaluations = *args.train_iters / args.eval_interval + 1;
-  const std::array<int64_t, 3> num_samples = {*args.train_iters * gbs, evaluations * args.eval_iters * gbs,
-                                              args.eval_iters * gbs};
+  const auto requested = datasets::train_valid_test_num_samples(*args.train_iters, gbs, args.eval_interval,
+                                                                args.eval_iters);
+  const std::array<int64_t, 3> num_samples = {requested[0].value_or(0), requested[1].value_or(0),
+                                              requested[2].value_or(0)};
   log_rank_0(LogLevel::kInfo, "> building train, validation, and test datasets ...");
   Datasets ds = dataset_builder(ctx, num_samples);
   TORCH_CHECK(ds.train, "[training] dataset_builder returned no training dataset");
