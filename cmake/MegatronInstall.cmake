@@ -3,8 +3,15 @@
 include(CMakePackageConfigHelpers)
 set(MEGATRON_CMAKE_INSTALL_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/megatron_cpp")
 
-# The installed library finds LibTorch (and its CUDA libraries) where it was built against.
-set_target_properties(megatron PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
+# The installed library finds LibTorch (and NCCL) where it was built against: RUNPATH is not
+# inherited from the program, so the library must name the folders itself.
+set(_megatron_install_rpath "${MEGATRON_TORCH_SITE}/lib")
+if(MEGATRON_WITH_NCCL)
+  get_filename_component(_nccl_dir "${MEGATRON_NCCL_LIBRARY}" DIRECTORY)
+  list(APPEND _megatron_install_rpath "${_nccl_dir}")
+endif()
+set_target_properties(megatron PROPERTIES INSTALL_RPATH "${_megatron_install_rpath}"
+                                          INSTALL_RPATH_USE_LINK_PATH ON)
 
 install(TARGETS megatron EXPORT megatron_cppTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

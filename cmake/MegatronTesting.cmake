@@ -1,6 +1,5 @@
 # megatron_add_test(name SOURCES ... LABELS ... [MPI_RANKS n ...])
-#   Builds a gtest binary. Without MPI_RANKS its tests are discovered one by one; with it the
-#   binary runs as one CTest test per rank count under mpirun, every rank asserting (n = 0: one
+#   Builds a gtest binary. Without MPI_RANKS it is one CTest test; with it the binary runs as one CTest test per rank count under mpirun, every rank asserting (n = 0: one
 #   process started without any launcher).
 set(MEGATRON_MPIEXEC_FLAGS --allow-run-as-root --oversubscribe --bind-to none
     CACHE STRING "Flags for mpirun in the distributed tests")
@@ -12,9 +11,11 @@ function(megatron_add_test name)
   target_include_directories(${name} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
   megatron_use_library_pch(${name})
   if(NOT arg_MPI_RANKS)
+    # One CTest test per binary: every process start loads LibTorch, so per-case processes
+    # (gtest_discover_tests) would cost more than the tests themselves.
     target_link_libraries(${name} PRIVATE GTest::gtest_main)
-    gtest_discover_tests(${name} PROPERTIES LABELS "${arg_LABELS}" TIMEOUT 120
-                         DISCOVERY_TIMEOUT 60)
+    add_test(NAME ${name} COMMAND ${name} --gtest_color=no)
+    set_tests_properties(${name} PROPERTIES LABELS "${arg_LABELS}" TIMEOUT 300)
     return()
   endif()
   target_sources(${name} PRIVATE "${PROJECT_SOURCE_DIR}/tests/distributed_main.cpp")

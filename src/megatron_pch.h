@@ -4,6 +4,9 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/module.h>
 
 #include <algorithm>
 #include <map>

@@ -171,6 +171,7 @@ struct Trainer {
       record.skipped = true;
       record.grad_norm = std::nan("");
     } else {
+      finalize_model_grads();
       auto step = optim->step();
       record.skipped = !step.update_successful;
       record.grad_norm = step.grad_norm;
@@ -178,6 +179,12 @@ struct Trainer {
     consumed_train_samples += *args.global_batch_size;
     optim->set_lr(scheduler->step(*args.global_batch_size));
     return record;
+  }
+
+  // Gradients a layer cannot complete alone (Megatron-LM's finalize_model_grads): with sequence
+  // parallelism the replicated norm and bias gradients are partial sums on each TP rank.
+  void finalize_model_grads() {
+    if (auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(model.get())) gpt->allreduce_sequence_parallel_grads();
   }
 
   std::map<std::string, double> evaluate(datasets::DataIterator& it) {

@@ -38,13 +38,14 @@ training::Arguments tiny_args() {
 }
 
 // Runs pretrain on the first tp * dp ranks of the world; the others return an empty result.
-training::TrainingResult run_layout(training::Arguments a, int tp, int dp) {
+training::TrainingResult run_layout(training::Arguments a, int tp, int dp, bool sequence_parallel = false) {
   auto world = megatron::testing::world();
   std::vector<int> ranks(tp * dp);
   for (int r = 0; r < tp * dp; ++r) ranks[r] = r;
   auto sub = world->new_group(ranks, "layout_tp" + std::to_string(tp) + "_dp" + std::to_string(dp));
   if (!sub) return {};
   a.tensor_model_parallel_size = tp;
+  a.sequence_parallel = sequence_parallel;
   a.validate(tp * dp);
   tokenizer::TokenizerOptions t;
   t.tokenizer_type = "NullTokenizer";
@@ -56,11 +57,16 @@ training::TrainingResult run_layout(training::Arguments a, int tp, int dp) {
 TEST(Pretrain, EveryTensorAndDataParallelLayoutGivesTheSameLosses) {
   MEGATRON_REQUIRE_WORLD_SIZE(4);
   auto reference = run_layout(tiny_args(), 1, 1);
-  const std::vector<std::pair<int, int>> layouts = {{1, 2}, {2, 1}, {1, 4}, {2, 2}, {4, 1}};
-  for (auto [tp, dp] : layouts) {
-    auto run = run_layout(tiny_args(), tp, dp);
+  struct Layout {
+    int tp, dp;
+    bool sequence_parallel;
+  };
+  const std::vector<Layout> layouts = {{1, 2, false}, {2, 1, false}, {1, 4, false},
+                                       {2, 2, false}, {4, 1, false}, {2, 2, true}, {4, 1, true}};
+  for (auto [tp, dp, sp] : layouts) {
+    auto run = run_layout(tiny_args(), tp, dp, sp);
     if (megatron::testing::world()->rank() >= tp * dp) continue;
-    SCOPED_TRACE("tp " + std::to_string(tp) + " dp " + std::to_string(dp));
+    SCOPED_TRACE("tp " + std::to_string(tp) + " dp " + std::to_string(dp) + (sp ? " sequence parallel" : ""));
     ASSERT_EQ(run.iterations.size(), 12u);
     if (megatron::testing::world()->rank() == 0) ASSERT_EQ(reference.iterations.size(), 12u);
     if (megatron::testing::world()->rank() != 0) continue;  // rank 0 holds the single-rank reference
