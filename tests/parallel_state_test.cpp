@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 
 #include "distributed_test.h"
+#include "error_of.h"
 
 namespace megatron {
 namespace {
 
 using Groups = std::vector<std::vector<int>>;
+using testing::error_of;
 
 // Megatron-LM's docstring example: 16 GPUs, TP=2, PP=4 (so DP=2).
 TEST(RankLayout, MatchesMegatronDocumentedSixteenGpuExample) {
@@ -56,15 +58,6 @@ TEST(RankLayout, ContextParallelSitsBetweenTensorAndData) {
   auto l = ParallelState::rank_layout(8, 2, 1, 2);
   EXPECT_EQ(l.context_parallel, (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
   EXPECT_EQ(l.data_parallel, (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
 }
 
 TEST(RankLayout, BadLayoutsAreClearErrors) {

@@ -5,19 +5,13 @@
 
 #include <cstdlib>
 
+#include "error_of.h"
 #include "megatron/comm/process_group.h"
 
 namespace megatron::comm {
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(InitDistributed, SingleProcessWorld) {
   auto world = init_distributed(LauncherEnv{});

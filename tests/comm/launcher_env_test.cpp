@@ -3,6 +3,8 @@
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
+#include "error_of.h"
+
 #include <string>
 
 namespace megatron::comm {
@@ -12,12 +14,7 @@ using Vars = std::map<std::string, std::string>;
 
 // The message of the c10::Error thrown by from_variables, or "" if it did not throw.
 std::string error_of(const Vars& vars) {
-  try {
-    LauncherEnv::from_variables(vars);
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
+  return testing::error_of([&] { LauncherEnv::from_variables(vars); });
 }
 
 TEST(LauncherEnv, NoVariablesIsRankZeroOfOne) {

@@ -9,10 +9,12 @@
 #include <thread>
 
 #include "distributed_test.h"
+#include "error_of.h"
 
 namespace megatron::comm {
 namespace {
 
+using testing::error_of;
 using testing::world;
 
 const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kBFloat16, at::kHalf, at::kLong};
@@ -21,15 +23,6 @@ const std::vector<int64_t> kSizes = {0, 1, 7, 1000};
 // Small integers, exact in every dtype under test even after summing over 8 ranks.
 at::Tensor pattern(int64_t n, int rank, at::ScalarType dtype) {
   return (at::arange(n, at::kLong).remainder(16) + rank).to(dtype);
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
 }
 
 TEST(ProcessGroup, AllReduceEveryOpDtypeAndSize) {

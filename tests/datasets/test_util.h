@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "error_of.h"
+
 namespace megatron::datasets::testing {
 
 inline std::string make_temp_dir() {
@@ -28,15 +30,6 @@ inline void write_bytes(const std::string& path, const std::vector<char>& bytes)
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-// The message of the c10::Error that fn throws ("" when it does not throw).
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
-}
+using megatron::testing::error_of;
 
 }  // namespace megatron::datasets::testing

@@ -8,6 +8,7 @@
 
 #include "megatron/models/gpt/gpt_model.h"
 #include "megatron/tensor_parallel/random.h"
+#include "error_of.h"
 #include "tensor_parallel/tp_test_util.h"
 
 namespace tp = megatron::tensor_parallel;
@@ -352,14 +353,7 @@ TEST(GPTModel, DropoutIsActiveInTrainingOnly) {
   EXPECT_FALSE(at::equal(model->forward(input_ids()), model->forward(input_ids())));
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "<no error>";
-}
+using megatron::testing::error_of;
 
 TEST(TransformerConfig, ErrorsNameTheProblem) {
   EXPECT_EQ(error_of([] { tr::TransformerConfig(2, 60, 12).tensor_model_parallel_size(5).finalize(); })

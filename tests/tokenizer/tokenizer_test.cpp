@@ -10,21 +10,15 @@
 #include <fstream>
 #include <thread>
 
+#include "error_of.h"
+
 namespace megatron::tokenizer {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
-}
+using megatron::testing::error_of;
 
 std::vector<std::string> pieces(std::string_view text) {
   std::vector<std::string> out;

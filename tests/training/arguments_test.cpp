@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include "error_of.h"
+
 namespace megatron::training {
 namespace {
 
@@ -18,12 +20,7 @@ std::vector<std::string> base() {
 }
 
 std::string error_of(std::vector<std::string> args, int64_t world = 1) {
-  try {
-    parse_arguments(args, world);
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
+  return testing::error_of([&] { parse_arguments(args, world); });
 }
 
 std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
