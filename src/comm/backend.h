@@ -43,7 +43,8 @@ class PollingWork : public Work {
   bool done_ = false;
 };
 
-WorkHandle completed_work(std::chrono::milliseconds timeout);
+// An operation that is already done (shared; waiting on it returns at once).
+WorkHandle completed_work();
 
 class Backend {
  public:

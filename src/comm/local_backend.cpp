@@ -51,7 +51,7 @@ class LocalBackend : public Backend {
   }
 
  private:
-  WorkHandle done() { return completed_work(ctx_.timeout); }
+  WorkHandle done() { return completed_work(); }
   BackendContext ctx_;
 };
 

@@ -9,10 +9,10 @@
 #include <c10/util/Half.h>
 #include <mpi.h>
 
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <mutex>
 #include <thread>
 
@@ -86,45 +86,46 @@ MPI_Op mpi_op(ReduceOp op, at::ScalarType type) {
 
 // Ends the job when a blocking MPI call outlives its timeout: a blocked call cannot be
 // interrupted, so the watchdog thread prints the message a polled wait would throw and calls
-// MPI_Abort. It checks a few times a second, so arming costs no wake-up. Never destroyed: it
-// may still be sleeping while the process exits.
+// MPI_Abort. Each calling thread owns one slot, so arming is two stores, with no lock and no
+// allocation on the collective's path; the watchdog looks at the slots a few times a second.
 class Watchdog {
  public:
+  struct Slot {
+    std::atomic<const OpInfo*> info{nullptr};  // set while a blocking call is in flight
+    std::chrono::steady_clock::time_point deadline;
+    std::chrono::milliseconds timeout{0};
+  };
+
+  // This thread's slot, registered on first use. Slots and the watchdog are never destroyed:
+  // the thread may still be sleeping while the process exits.
+  static Slot& slot() {
+    thread_local Slot* mine = instance().register_slot();
+    return *mine;
+  }
+
+ private:
   static Watchdog& instance() {
     static Watchdog* watchdog = new Watchdog();
     return *watchdog;
   }
 
-  // `info` must outlive the matching disarm (it lives on the blocked caller's stack).
-  uint64_t arm(const OpInfo* info, std::chrono::milliseconds timeout) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    uint64_t id = next_id_++;
-    armed_.emplace(id, Entry{std::chrono::steady_clock::now() + timeout, info, timeout});
-    return id;
-  }
-
-  void disarm(uint64_t id) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    armed_.erase(id);
-  }
-
- private:
-  struct Entry {
-    std::chrono::steady_clock::time_point deadline;
-    const OpInfo* info;
-    std::chrono::milliseconds timeout;
-  };
-
   Watchdog() { std::thread([this] { run(); }).detach(); }
+
+  Slot* register_slot() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    slots_.push_back(new Slot());
+    return slots_.back();
+  }
 
   void run() {
     while (true) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       std::lock_guard<std::mutex> lock(mutex_);
-      auto now = std::chrono::steady_clock::now();
-      for (const auto& [id, entry] : armed_) {
-        if (now < entry.deadline) continue;
-        std::fprintf(stderr, "%s\n", describe_timeout(*entry.info, entry.timeout).c_str());
+      const auto now = std::chrono::steady_clock::now();
+      for (Slot* slot : slots_) {
+        const OpInfo* info = slot->info.load(std::memory_order_acquire);
+        if (info == nullptr || now < slot->deadline) continue;
+        std::fprintf(stderr, "%s\n", describe_timeout(*info, slot->timeout).c_str());
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 1);
       }
@@ -132,18 +133,20 @@ class Watchdog {
   }
 
   std::mutex mutex_;
-  std::map<uint64_t, Entry> armed_;
-  uint64_t next_id_ = 0;
+  std::vector<Slot*> slots_;
 };
 
 class WatchdogGuard {
  public:
-  WatchdogGuard(const OpInfo& info, std::chrono::milliseconds timeout)
-      : id_(Watchdog::instance().arm(&info, timeout)) {}
-  ~WatchdogGuard() { Watchdog::instance().disarm(id_); }
+  WatchdogGuard(const OpInfo& info, std::chrono::milliseconds timeout) : slot_(Watchdog::slot()) {
+    slot_.deadline = std::chrono::steady_clock::now() + timeout;
+    slot_.timeout = timeout;
+    slot_.info.store(&info, std::memory_order_release);
+  }
+  ~WatchdogGuard() { slot_.info.store(nullptr, std::memory_order_release); }
 
  private:
-  uint64_t id_;
+  Watchdog::Slot& slot_;
 };
 
 int mpi_count(const at::Tensor& t) {
@@ -171,7 +174,7 @@ class MpiBackend : public Backend {
                               comm_),
                 "MPI_Allreduce");
       if (op == ReduceOp::kAvg) tensor.div_(ctx_.size);
-      return completed_work(ctx_.timeout);
+      return completed_work();
     }
     auto requests = std::make_shared<std::vector<MPI_Request>>(1);
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), mpi_count(tensor),
@@ -190,7 +193,7 @@ class MpiBackend : public Backend {
       check_mpi(MPI_Allgather(input.data_ptr(), mpi_count(input), type, output.data_ptr(),
                               mpi_count(input), type, comm_),
                 "MPI_Allgather");
-      return completed_work(ctx_.timeout);
+      return completed_work();
     }
     auto requests = std::make_shared<std::vector<MPI_Request>>(1);
     check_mpi(MPI_Iallgather(input.data_ptr(), mpi_count(input), type, output.data_ptr(),
@@ -208,7 +211,7 @@ class MpiBackend : public Backend {
                                          mpi_op(op, input.scalar_type()), comm_),
                 "MPI_Reduce_scatter_block");
       if (op == ReduceOp::kAvg) output.div_(ctx_.size);
-      return completed_work(ctx_.timeout);
+      return completed_work();
     }
     auto requests = std::make_shared<std::vector<MPI_Request>>(1);
     check_mpi(MPI_Ireduce_scatter_block(input.data_ptr(), output.data_ptr(), mpi_count(output),
@@ -226,7 +229,7 @@ class MpiBackend : public Backend {
       check_mpi(MPI_Bcast(tensor.data_ptr(), mpi_count(tensor), mpi_type(tensor.scalar_type()), src,
                           comm_),
                 "MPI_Bcast");
-      return completed_work(ctx_.timeout);
+      return completed_work();
     }
     auto requests = std::make_shared<std::vector<MPI_Request>>(1);
     check_mpi(MPI_Ibcast(tensor.data_ptr(), mpi_count(tensor), mpi_type(tensor.scalar_type()), src,
@@ -259,7 +262,7 @@ class MpiBackend : public Backend {
     if (info.blocking) {
       WatchdogGuard guard(info, ctx_.timeout);
       check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
-      return completed_work(ctx_.timeout);
+      return completed_work();
     }
     auto requests = std::make_shared<std::vector<MPI_Request>>(1);
     check_mpi(MPI_Ibarrier(comm_, requests->data()), "MPI_Ibarrier");

@@ -66,8 +66,10 @@ class CompletedWork : public Work {
 };
 }  // namespace
 
-WorkHandle completed_work(std::chrono::milliseconds timeout) {
-  return std::make_shared<CompletedWork>(timeout);
+WorkHandle completed_work() {
+  // Blocking collectives return this on every call: one shared instance, no allocation.
+  static const WorkHandle kDone = std::make_shared<CompletedWork>(std::chrono::milliseconds(0));
+  return kDone;
 }
 
 }  // namespace megatron::comm::detail
