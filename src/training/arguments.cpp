@@ -11,7 +11,9 @@ namespace {
 template <typename T>
 CLI::Option* add_optional(CLI::App& app, const std::string& name, std::optional<T>& target,
                           const std::string& help) {
-  return app.add_option_function<T>(name, [&target](const T& v) { target = v; }, help);
+  // A flag given twice takes the last value, as with argparse in Megatron-LM.
+  return app.add_option_function<T>(name, [&target](const T& v) { target = v; }, help)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 }
 
 // Binds every flag to `a`, in Megatron-LM's groups.
@@ -194,6 +196,11 @@ void Arguments::validate(int64_t world) {
     train_iters = *train_samples / *global_batch_size;
   }
   ARG_CHECK(*train_iters >= 0, "--train-iters must not be negative (got ", *train_iters, ")");
+  const int64_t decay_iters = lr_decay_iters.value_or(*train_iters);
+  ARG_CHECK(lr_decay_style == "constant" || lr_decay_style == "inverse-square-root" ||
+                lr_warmup_fraction || lr_warmup_samples > 0 || lr_warmup_iters < decay_iters,
+            "--lr-warmup-iters (", lr_warmup_iters, ") must be smaller than the decay length (",
+            lr_decay_iters ? "--lr-decay-iters" : "--train-iters", " = ", decay_iters, ")");
 
   ARG_CHECK(lr.has_value(), "--lr is required");
   ARG_CHECK(*lr >= 0 && min_lr >= 0 && min_lr <= *lr, "--min-lr (", min_lr,

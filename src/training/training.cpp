@@ -255,8 +255,11 @@ struct Trainer {
     line << " number of skipped iterations: " << format("%3.0f", static_cast<double>(skipped))
          << " | number of nan iterations: " << format("%3.0f", static_cast<double>(nan)) << " |";
     log_rank_last(LogLevel::kInfo, line.str());
-    if (ps.get_rank() == ps.get_world_size() - 1)
-      metrics_writer.write_iteration(last, consumed_train_samples, ms, tokens_per_s, tflops);
+    if (ps.get_rank() == ps.get_world_size() - 1) {
+      IterationRecord logged = last;  // with the interval's averages, as printed
+      for (auto& [k, v] : logged.metrics) v = sums.count(k) ? sums[k] / std::max<int64_t>(1, advanced) : v;
+      metrics_writer.write_iteration(logged, consumed_train_samples, ms, tokens_per_s, tflops);
+    }
   }
 
   void train() {

@@ -86,6 +86,11 @@ TEST(Arguments, InconsistentCombinationsAreOneClearLine) {
                       "--lr", "1e-3", "--data-path", "x", "--tokenizer-type", "GPT2BPETokenizer"})
                 .find("GPT2BPETokenizer needs --vocab-file and --merge-file"),
             std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--lr-warmup-iters", "10"}))
+                .find("--lr-warmup-iters (10) must be smaller than the decay length (--train-iters = 10)"),
+            std::string::npos);
+  auto twice = *parse_arguments(with(base(), {"--lr", "5e-4"}), 1);
+  EXPECT_DOUBLE_EQ(*twice.lr, 5e-4);  // the last of a repeated flag wins, as with argparse
   auto odd_hidden = base();
   odd_hidden[3] = "66";
   EXPECT_NE(error_of(odd_hidden).find("--hidden-size (66) is not divisible by --num-attention-heads (4)"),

@@ -1,5 +1,6 @@
-// The run's metrics as JSON lines (--metrics-file): one object per logged iteration and per
-// evaluation, flushed as written, for scripts/plot_loss.py and other tools.
+// The run's metrics as JSON lines (--metrics-file): one object per logged iteration (the values
+// of the iteration line: metrics averaged over the log interval) and per evaluation, flushed as
+// written, for scripts/plot_loss.py and other tools.
 #pragma once
 
 #include <fstream>

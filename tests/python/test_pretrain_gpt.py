@@ -1,0 +1,69 @@
+"""pretrain_gpt end to end on the default corpus (built without downloads by
+tools/prepare_default_data.sh): 2 ranks under mpirun, the loss goes down, the metrics file and the
+log agree, and bad flags give one clear line."""
+import json
+import os
+import subprocess
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD_DIR = os.environ.get("MEGATRON_BUILD_DIR", os.path.join(ROOT, "build"))
+PRETRAIN = os.path.join(BUILD_DIR, "bin", "pretrain_gpt")
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+
+
+@pytest.fixture(scope="module")
+def default_data():
+    subprocess.run(["bash", os.path.join(ROOT, "tools", "prepare_default_data.sh"), BUILD_DIR],
+                   check=True, capture_output=True)
+    data = os.path.join(ROOT, "data")
+    return ["--data-path", os.path.join(data, "python_docs_text_document"),
+            "--tokenizer-type", "GPT2BPETokenizer",
+            "--vocab-file", os.path.join(data, "tokenizer", "vocab.json"),
+            "--merge-file", os.path.join(data, "tokenizer", "merges.txt")]
+
+
+def tiny(tmp_path, iters):
+    return ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4",
+            "--seq-length", "64", "--micro-batch-size", "4", "--global-batch-size", "16",
+            "--train-iters", str(iters), "--lr", "3e-3", "--min-lr", "3e-4", "--lr-warmup-iters", "2",
+            "--lr-decay-style", "cosine", "--attention-dropout", "0", "--hidden-dropout", "0",
+            "--log-interval", "5", "--eval-interval", str(iters), "--eval-iters", "2",
+            "--data-cache-path", str(tmp_path / "cache"), "--metrics-file", str(tmp_path / "metrics.jsonl")]
+
+
+def test_loss_decreases_on_the_default_corpus(tmp_path, default_data):
+    run = subprocess.run(MPIRUN + ["-np", "2", PRETRAIN] + tiny(tmp_path, 40) + default_data,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    records = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    train = [r for r in records if r["type"] == "train"]
+    assert [r["iteration"] for r in train] == [5, 10, 15, 20, 25, 30, 35, 40]
+    assert train[-1]["lm loss"] < train[0]["lm loss"] - 1.0, train
+    assert {r["type"] for r in records} >= {"valid", "test"}
+    # The last rank prints Megatron's iteration line with the same loss.
+    assert f"lm loss: {train[-1]['lm loss']:.6E}" in run.stdout
+    assert "iteration       40/      40 | consumed samples:          640 |" in run.stdout
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--global-batch-size", "6"], "--global-batch-size (6) is not divisible by --micro-batch-size (4) x data-parallel size (2) = 8"),
+    (["--tensor-model-parallel-size", "3"], "world size (2) is not divisible by --tensor-model-parallel-size (3)"),
+    (["--lr-decay-style", "spiral"], "--lr-decay-style"),
+])
+def test_bad_flags_are_one_clear_line(tmp_path, default_data, flags, message):
+    run = subprocess.run(MPIRUN + ["-np", "2", PRETRAIN] + tiny(tmp_path, 5) + default_data + flags,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    lines = [l for l in run.stderr.splitlines() if l.startswith("pretrain_gpt:")]
+    assert len(lines) == 1, run.stderr
+    assert message in lines[0]
+
+
+def test_missing_data_names_the_file(tmp_path):
+    run = subprocess.run([PRETRAIN] + tiny(tmp_path, 5) + [
+        "--data-path", str(tmp_path / "nowhere"), "--tokenizer-type", "NullTokenizer", "--vocab-size", "100"],
+        capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    assert "nowhere" in run.stderr and "pretrain_gpt:" in run.stderr, run.stderr
