@@ -30,16 +30,34 @@ MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, Optimiz
   for (const auto& p : params_) {
     TORCH_CHECK(at::isFloatingType(p.param.scalar_type()), "[optimizer] parameter ", p.name,
                 " has dtype ", p.param.scalar_type(), "; expected a floating-point type");
-    if (p.param.scalar_type() == at::kFloat) {
-      main_params_.push_back(p.param);
-    } else {
-      has_copies_ = true;
-      main_params_.push_back(p.param.detach().to(at::kFloat).set_requires_grad(true));
-    }
   }
   std::vector<at::Tensor> decay, no_decay;
-  for (size_t i = 0; i < params_.size(); ++i)
-    (no_weight_decay(params_[i]) ? no_decay : decay).push_back(main_params_[i]);
+  if (config_.use_distributed_optimizer && dp_ && dp_->size() > 1) {
+    // The inner optimizer sees one flat shard per weight-decay group.
+    for (bool wd : {true, false}) {
+      std::vector<at::Tensor> group;
+      std::vector<bool> duplicate;
+      for (const auto& p : params_) {
+        if (no_weight_decay(p) == wd) continue;
+        group.push_back(p.param);
+        duplicate.push_back(p.is_tensor_parallel_duplicate);
+      }
+      if (group.empty()) continue;
+      shards_.emplace_back(group, duplicate, dp_);
+      (wd ? decay : no_decay).push_back(shards_.back().shard());
+    }
+  } else {
+    for (const auto& p : params_) {
+      if (p.param.scalar_type() == at::kFloat) {
+        main_params_.push_back(p.param);
+      } else {
+        has_copies_ = true;
+        main_params_.push_back(p.param.detach().to(at::kFloat).set_requires_grad(true));
+      }
+    }
+    for (size_t i = 0; i < params_.size(); ++i)
+      (no_weight_decay(params_[i]) ? no_decay : decay).push_back(main_params_[i]);
+  }
 
   if (config_.optimizer == "adam") {
     auto options = [&](double wd) {
@@ -100,27 +118,46 @@ std::vector<at::Tensor> MegatronOptimizer::main_grads() {
 
 double MegatronOptimizer::grad_norm(const std::vector<at::Tensor>& grads) const {
   auto sum_sq = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(grads.front().device()));
-  for (size_t i = 0; i < grads.size(); ++i) {
-    if (params_[i].is_tensor_parallel_duplicate) continue;
-    sum_sq += grads[i].to(at::kDouble).pow(2).sum();
+  if (is_distributed()) {
+    for (const auto& shard : shards_) sum_sq += shard.grad_sum_of_squares();
+    dp_->all_reduce(sum_sq);  // every shard of the model once
+  } else {
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (params_[i].is_tensor_parallel_duplicate) continue;
+      sum_sq += grads[i].to(at::kDouble).pow(2).sum();
+    }
   }
   if (mp_ && mp_->size() > 1) mp_->all_reduce(sum_sq);
   return std::sqrt(sum_sq.item<double>());
 }
 
+bool MegatronOptimizer::found_inf_after_unscale(const std::vector<at::Tensor>& grads) {
+  const double inv = 1.0 / scaler_->scale();
+  auto found = at::zeros({1}, at::TensorOptions().device(grads.front().device()));
+  for (auto& g : grads) {
+    g.mul_(inv);
+    found.add_(at::logical_not(at::isfinite(g)).any().to(at::kFloat));
+  }
+  // Sharded gradients differ between DP ranks; whole ones are equal there after the average.
+  if (is_distributed()) dp_->all_reduce(found, comm::ReduceOp::kMax);
+  if (mp_ && mp_->size() > 1) mp_->all_reduce(found, comm::ReduceOp::kMax);
+  return found.item<float>() > 0;
+}
+
 StepResult MegatronOptimizer::step() {
-  auto grads = main_grads();
-  if (dp_) distributed::allreduce_gradients(grads, *dp_);
+  std::vector<at::Tensor> grads;
+  if (is_distributed()) {
+    for (auto& shard : shards_) {
+      shard.reduce_scatter_grads();
+      grads.push_back(shard.shard().grad());
+    }
+  } else {
+    grads = main_grads();
+    if (dp_) distributed::allreduce_gradients(grads, *dp_);
+  }
 
   if (scaler_) {
-    const double inv = 1.0 / scaler_->scale();
-    auto found = at::zeros({1}, at::TensorOptions().device(grads.front().device()));
-    for (auto& g : grads) {
-      g.mul_(inv);
-      found.add_(at::logical_not(at::isfinite(g)).any().to(at::kFloat));
-    }
-    if (mp_ && mp_->size() > 1) mp_->all_reduce(found, comm::ReduceOp::kMax);
-    const bool found_inf = found.item<float>() > 0;
+    const bool found_inf = found_inf_after_unscale(grads);
     scaler_->update(found_inf);
     if (found_inf) return {false, std::numeric_limits<double>::quiet_NaN()};
   }
@@ -134,7 +171,9 @@ StepResult MegatronOptimizer::step() {
     }
   }
   inner_->step();
-  if (has_copies_) {
+  if (is_distributed()) {
+    for (auto& shard : shards_) shard.all_gather_params();
+  } else if (has_copies_) {
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < params_.size(); ++i) {
       if (params_[i].param.scalar_type() != at::kFloat) params_[i].param.copy_(main_params_[i]);

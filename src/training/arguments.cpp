@@ -167,7 +167,6 @@ void Arguments::validate(int64_t world) {
             ") x --pipeline-model-parallel-size (", pipeline_model_parallel_size, ")");
   ARG_CHECK(pipeline_model_parallel_size == 1, "--pipeline-model-parallel-size ",
             pipeline_model_parallel_size, ": pipeline schedules are not available in this version; use 1");
-  ARG_CHECK(!use_distributed_optimizer, "--use-distributed-optimizer is not available in this version");
   data_parallel_size = world / (tensor_model_parallel_size * pipeline_model_parallel_size);
   ARG_CHECK(num_attention_heads % tensor_model_parallel_size == 0, "--num-attention-heads (",
             num_attention_heads, ") is not divisible by --tensor-model-parallel-size (",

@@ -339,6 +339,7 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   oc.adam_eps = args.adam_eps;
   oc.sgd_momentum = args.sgd_momentum;
   oc.clip_grad = args.clip_grad;
+  oc.use_distributed_optimizer = args.use_distributed_optimizer;
   if (args.fp16) {
     optimizer::GradScalerConfig sc;
     sc.initial_scale = args.loss_scale.value_or(args.initial_loss_scale);

@@ -1,5 +1,6 @@
 // pretrain() with pretrain_gpt's own callbacks, under mpirun on 4 ranks: every layout of
-// tensor x data parallelism reproduces the single-rank loss curve, the loss goes down, and a NaN
+// tensor x data parallelism (with and without sequence parallelism and the distributed
+// optimizer) reproduces the single-rank loss curve, the loss goes down, and a NaN
 // loss stops training with the iteration named. Every rank asserts.
 #define PRETRAIN_GPT_NO_MAIN
 #include "../../examples/pretrain_gpt.cpp"
@@ -38,7 +39,8 @@ training::Arguments tiny_args() {
 }
 
 // Runs pretrain on the first tp * dp ranks of the world; the others return an empty result.
-training::TrainingResult run_layout(training::Arguments a, int tp, int dp, bool sequence_parallel = false) {
+training::TrainingResult run_layout(training::Arguments a, int tp, int dp, bool sequence_parallel = false,
+                                    bool distributed_optimizer = false) {
   auto world = megatron::testing::world();
   std::vector<int> ranks(tp * dp);
   for (int r = 0; r < tp * dp; ++r) ranks[r] = r;
@@ -46,6 +48,7 @@ training::TrainingResult run_layout(training::Arguments a, int tp, int dp, bool 
   if (!sub) return {};
   a.tensor_model_parallel_size = tp;
   a.sequence_parallel = sequence_parallel;
+  a.use_distributed_optimizer = distributed_optimizer;
   a.validate(tp * dp);
   tokenizer::TokenizerOptions t;
   t.tokenizer_type = "NullTokenizer";
@@ -59,14 +62,17 @@ TEST(Pretrain, EveryTensorAndDataParallelLayoutGivesTheSameLosses) {
   auto reference = run_layout(tiny_args(), 1, 1);
   struct Layout {
     int tp, dp;
-    bool sequence_parallel;
+    bool sequence_parallel, distributed_optimizer;
   };
-  const std::vector<Layout> layouts = {{1, 2, false}, {2, 1, false}, {1, 4, false},
-                                       {2, 2, false}, {4, 1, false}, {2, 2, true}, {4, 1, true}};
-  for (auto [tp, dp, sp] : layouts) {
-    auto run = run_layout(tiny_args(), tp, dp, sp);
+  const std::vector<Layout> layouts = {
+      {1, 2, false, false}, {2, 1, false, false}, {1, 4, false, false}, {2, 2, false, false},
+      {4, 1, false, false}, {2, 2, true, false},  {4, 1, true, false},  {1, 2, false, true},
+      {1, 4, false, true},  {2, 2, true, true}};
+  for (auto [tp, dp, sp, dist] : layouts) {
+    auto run = run_layout(tiny_args(), tp, dp, sp, dist);
     if (megatron::testing::world()->rank() >= tp * dp) continue;
-    SCOPED_TRACE("tp " + std::to_string(tp) + " dp " + std::to_string(dp) + (sp ? " sequence parallel" : ""));
+    SCOPED_TRACE("tp " + std::to_string(tp) + " dp " + std::to_string(dp) + (sp ? " sequence parallel" : "") +
+                 (dist ? " distributed optimizer" : ""));
     ASSERT_EQ(run.iterations.size(), 12u);
     if (megatron::testing::world()->rank() == 0) ASSERT_EQ(reference.iterations.size(), 12u);
     if (megatron::testing::world()->rank() != 0) continue;  // rank 0 holds the single-rank reference

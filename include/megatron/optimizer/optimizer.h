@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "megatron/comm/process_group.h"
+#include "megatron/optimizer/distrib_optimizer.h"
 #include "megatron/optimizer/grad_scaler.h"
 
 namespace torch::optim {
@@ -29,6 +30,9 @@ struct OptimizerConfig {
   double clip_grad = 1.0;  // 0: no clipping
   // fp16 only: loss scaling (fixed when config.dynamic is false).
   std::optional<GradScalerConfig> grad_scaler;
+  // ZeRO-1: fp32 main parameters and optimizer state sharded over the data-parallel ranks
+  // (optimizer/distrib_optimizer.h); no effect with one data-parallel rank.
+  bool use_distributed_optimizer = false;
 };
 
 struct OptimizerParam {
@@ -60,19 +64,23 @@ class MegatronOptimizer {
   double lr() const { return lr_; }
 
   const std::vector<OptimizerParam>& params() const { return params_; }
-  // fp32 main parameters, in params() order (the model parameters themselves for fp32 models).
+  // fp32 main parameters, in params() order (the model parameters themselves for fp32 models);
+  // empty with the distributed optimizer, whose main parameters are shards.
   const std::vector<at::Tensor>& main_params() const { return main_params_; }
+  bool is_distributed() const { return !shards_.empty(); }
   torch::optim::Optimizer& inner() { return *inner_; }
   GradScaler* grad_scaler() { return scaler_ ? &*scaler_ : nullptr; }
 
  private:
   std::vector<at::Tensor> main_grads();
   double grad_norm(const std::vector<at::Tensor>& grads) const;
+  bool found_inf_after_unscale(const std::vector<at::Tensor>& grads);
 
   std::vector<OptimizerParam> params_;
   OptimizerConfig config_;
   std::shared_ptr<comm::ProcessGroup> dp_, mp_;
   std::vector<at::Tensor> main_params_;
+  std::vector<ParamShards> shards_;  // distributed optimizer: one per weight-decay group
   bool has_copies_ = false;  // main params are fp32 copies of lower-precision model params
   std::unique_ptr<torch::optim::Optimizer> inner_;
   std::optional<GradScaler> scaler_;
