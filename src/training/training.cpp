@@ -19,6 +19,7 @@
 #include "megatron/optimizer/param_scheduler.h"
 #include "megatron/tensor_parallel/random.h"
 #include "megatron/training/metrics_writer.h"
+#include "megatron/training/timers.h"
 
 #ifdef MEGATRON_WITH_CUDA
 #include <c10/cuda/CUDAFunctions.h>
@@ -139,6 +140,7 @@ struct Trainer {
   std::unique_ptr<datasets::DataIterator> train_it, valid_it, test_it;
   const ForwardStepFunc& forward_step;
   MetricsWriter metrics_writer;
+  Timers timers;
   TrainingResult result;
   int64_t padded_vocab_size = 0;
   int64_t consumed_train_samples = 0;
@@ -154,6 +156,7 @@ struct Trainer {
     MetricsAccumulator metrics;
     const double scale = optim->loss_scale() / static_cast<double>(args.num_microbatches);
     bool finite = true;
+    timers.start("forward-backward");
     for (int64_t mb = 0; mb < args.num_microbatches; ++mb) {
       auto [output, loss_func] = forward_step(*train_it, *model);
       auto [loss, reported] = loss_func(output);
@@ -161,6 +164,8 @@ struct Trainer {
       (loss * scale).backward();
       metrics.add(reported);
     }
+    timers.stop("forward-backward");
+    timers.start("optimizer");
     record.metrics = metrics.average(ps.get_data_parallel_group());
     // A non-finite loss on any rank counts everywhere, so that all ranks take the same branch.
     auto bad = at::full({1}, finite ? 0.0 : 1.0, at::kDouble);
@@ -176,6 +181,7 @@ struct Trainer {
       record.skipped = !step.update_successful;
       record.grad_norm = step.grad_norm;
     }
+    timers.stop("optimizer");
     consumed_train_samples += *args.global_batch_size;
     optim->set_lr(scheduler->step(*args.global_batch_size));
     return record;
@@ -255,6 +261,7 @@ struct Trainer {
     line << " number of skipped iterations: " << format("%3.0f", static_cast<double>(skipped))
          << " | number of nan iterations: " << format("%3.0f", static_cast<double>(nan)) << " |";
     log_rank_last(LogLevel::kInfo, line.str());
+    log_rank_last(LogLevel::kInfo, timers.report(ps.get_world_group(), static_cast<double>(window.size())));
     if (ps.get_rank() == ps.get_world_size() - 1) {
       IterationRecord logged = last;  // with the interval's averages, as printed
       for (auto& [k, v] : logged.metrics) v = sums.count(k) ? sums[k] / std::max<int64_t>(1, advanced) : v;
@@ -371,7 +378,7 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
 
   Trainer trainer{args, ps, ctx, model, std::move(optim), scheduler, nullptr, nullptr, nullptr,
                   forward_step, MetricsWriter(ps.get_rank() == ps.get_world_size() - 1 ? args.metrics_file : ""),
-                  {}, padded_vocab, 0};
+                  {}, {}, padded_vocab, 0};
   trainer.train_it = build_iterator(args, ps, ds.train, ds.eod_token);
   trainer.valid_it = build_iterator(args, ps, ds.valid, ds.eod_token);
   trainer.test_it = build_iterator(args, ps, ds.test, ds.eod_token);

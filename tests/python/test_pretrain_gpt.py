@@ -45,6 +45,9 @@ def test_loss_decreases_on_the_default_corpus(tmp_path, default_data):
     # The last rank prints Megatron's iteration line with the same loss.
     assert f"lm loss: {train[-1]['lm loss']:.6E}" in run.stdout
     assert "iteration       40/      40 | consumed samples:          640 |" in run.stdout
+    # Megatron-LM's timer report follows each iteration line.
+    assert "(min, max) time across ranks (ms):" in run.stdout
+    assert "forward-backward ......" in run.stdout and "optimizer ......" in run.stdout
 
 
 @pytest.mark.parametrize("flags,message", [
