@@ -4,7 +4,9 @@ function(megatron_use_library_pch target)
   # Reusing the library's precompiled header needs the library's -fPIC, not the default -fPIE.
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
   target_compile_options(${target} PRIVATE -fPIC)
-  target_precompile_headers(${target} REUSE_FROM megatron)
+  if(MEGATRON_PRECOMPILE_HEADERS)
+    target_precompile_headers(${target} REUSE_FROM megatron)
+  endif()
 endfunction()
 
 function(megatron_add_program name)
