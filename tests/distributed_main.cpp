@@ -1,5 +1,6 @@
 // main() of the distributed test binaries: starts MPI, runs every test on every rank, lets only
 // rank 0 print progress (other ranks print failures), and exits non-zero if any rank failed.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>

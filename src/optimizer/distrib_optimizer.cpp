@@ -1,6 +1,7 @@
 #include "megatron/optimizer/distrib_optimizer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 
 namespace megatron::optimizer {

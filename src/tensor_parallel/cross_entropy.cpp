@@ -1,5 +1,6 @@
 #include "megatron/tensor_parallel/cross_entropy.h"
 
+#include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 namespace megatron::tensor_parallel {
