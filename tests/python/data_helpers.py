@@ -64,3 +64,16 @@ def read_mmidx(prefix):
     assert len(raw) == off + 12 * s + 8 * d
     tokens = np.fromfile(prefix + ".bin", dtype=dtype)
     return dtype, lengths, pointers, doc_idx, tokens
+
+
+def gpt2_bytes_to_unicode():
+    """GPT-2's byte -> printable character table, written out from its published definition."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}

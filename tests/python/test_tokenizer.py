@@ -8,7 +8,7 @@ import unicodedata
 import numpy as np
 import pytest
 
-from data_helpers import read_mmidx, run
+from data_helpers import gpt2_bytes_to_unicode, read_mmidx, run
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -122,15 +122,7 @@ def test_invalid_utf8_roundtrips(tmp_path, vocab):
     _, _, _, _, tokens = read_mmidx(prefix + "_text_document")
     vocab_json = json.load(open(vocab[0]))
     inv = {v: k for k, v in vocab_json.items()}
-    # Undo GPT-2's byte-to-unicode mapping by hand.
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    byte_of = {chr(c): b for b, c in zip(bs, cs)}
+    # Undo GPT-2's byte-to-unicode mapping.
+    byte_of = {c: b for b, c in gpt2_bytes_to_unicode().items()}
     decoded = bytes(byte_of[ch] for t in tokens.tolist() for ch in inv[t])
     assert decoded == b"ok \xff\xfe bad \xc3( end \xed\xa0\x80"

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from data_helpers import run
+from data_helpers import gpt2_bytes_to_unicode, run
 
 TEXTS = ["the cat sat on the mat", "the theme of these theses", "aaaa aaa aa a",
          "don't stop 123 1234 12", "naïve café 日本 日本語", "  spaced   out  ", "x\ny\n\nz"] * 3
@@ -12,15 +12,7 @@ TEXTS = ["the cat sat on the mat", "the theme of these theses", "aaaa aaa aa a",
 
 def naive_merges(texts, vocab_size, min_frequency):
     """GPT-2 byte-to-unicode spelling, most frequent pair first, ties to smaller (left, right) id."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    to_uni = {b: chr(c) for b, c in zip(bs, cs)}
+    to_uni = gpt2_bytes_to_unicode()
     alphabet = sorted(to_uni.values())
     tokens = list(alphabet)
     ids = {t: i for i, t in enumerate(tokens)}
