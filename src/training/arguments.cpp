@@ -44,6 +44,8 @@ void bind(CLI::App& app, Arguments& a) {
   app.add_flag("--disable-bias-linear", a.disable_bias_linear, "no biases in linear layers")->group(g);
   app.add_flag("--untie-embeddings-and-output-weights", a.untie_embeddings_and_output_weights,
                "separate output layer weight")->group(g);
+  app.add_option("--init-method-std", a.init_method_std, "std of the normal weight initialisation")
+      ->capture_default_str()->group(g);
   app.add_option("--make-vocab-size-divisible-by", a.make_vocab_size_divisible_by,
                  "pad the vocabulary to a multiple of this x TP")->capture_default_str()->group(g);
 

@@ -61,6 +61,21 @@ TEST(Arguments, TomlConfigWithFlagsOverriding) {
   std::remove(path.c_str());
 }
 
+TEST(Arguments, ShippedConfigsParse) {
+  // The tiny one is the main job's (2 ranks), the 124M one is sized for 8.
+  for (auto [name, world] : {std::pair{"gpt2-tiny.toml", 2}, std::pair{"gpt2-124m.toml", 8}}) {
+    const std::string path = std::string(MEGATRON_SOURCE_DIR) + "/configs/" + name;
+    auto a = *parse_arguments({"--config", path, "--mock-data", "--vocab-size", "50257"}, world);
+    EXPECT_GT(a.num_layers, 0) << name;
+    EXPECT_EQ(a.config_file, path);
+  }
+  auto big = *parse_arguments({"--config", std::string(MEGATRON_SOURCE_DIR) + "/configs/gpt2-124m.toml",
+                               "--mock-data", "--vocab-size", "50257"}, 8);
+  EXPECT_EQ(big.hidden_size, 768);
+  EXPECT_EQ(big.num_microbatches, 8);  // 512 / (8 x 8)
+  EXPECT_TRUE(big.bf16);
+}
+
 TEST(Arguments, InconsistentCombinationsAreOneClearLine) {
   EXPECT_NE(error_of(with(base(), {"--global-batch-size", "10"}), 2)
                 .find("--global-batch-size (10) is not divisible by --micro-batch-size (2) x "
