@@ -183,7 +183,8 @@ struct Trainer {
     }
     timers.stop("optimizer");
     consumed_train_samples += *args.global_batch_size;
-    optim->set_lr(scheduler->step(*args.global_batch_size));
+    // As in Megatron-LM, a skipped update does not advance the learning-rate schedule.
+    if (!record.skipped) optim->set_lr(scheduler->step(*args.global_batch_size));
     return record;
   }
 
