@@ -7,6 +7,7 @@
 
 #include "megatron/tensor_parallel/random.h"
 #include "megatron/transformer/norm.h"
+#include "output_projection.h"
 
 namespace megatron::transformer {
 
@@ -79,14 +80,7 @@ void SelfAttentionImpl::reset() {
                             .tp_group(config.tp_group())));
   linear_proj = register_module(
       "linear_proj",
-      tp::RowParallelLinear(tp::RowParallelLinearOptions(config.num_attention_heads() * hn,
-                                                         config.hidden_size())
-                                .bias(config.add_bias_linear())
-                                .input_is_parallel(true)
-                                .sequence_parallel(config.sequence_parallel())
-                                .init_method_std(config.output_layer_init_std())
-                                .perform_initialization(config.perform_initialization())
-                                .tp_group(config.tp_group())));
+      tp::RowParallelLinear(detail::output_projection_options(config, config.num_attention_heads() * hn)));
 }
 
 at::Tensor SelfAttentionImpl::core_attention(const at::Tensor& q, const at::Tensor& k,

@@ -4,6 +4,7 @@
 #include <torch/nn/module.h>
 
 #include "megatron/tensor_parallel/random.h"
+#include "output_projection.h"
 
 namespace megatron::transformer {
 
@@ -26,13 +27,7 @@ void MLPImpl::reset() {
                                                  .perform_initialization(config.perform_initialization())
                                                  .tp_group(config.tp_group())));
   linear_fc2 = register_module(
-      "linear_fc2", tp::RowParallelLinear(tp::RowParallelLinearOptions(ffn, config.hidden_size())
-                                              .bias(config.add_bias_linear())
-                                              .input_is_parallel(true)
-                                              .sequence_parallel(config.sequence_parallel())
-                                              .init_method_std(config.output_layer_init_std())
-                                              .perform_initialization(config.perform_initialization())
-                                              .tp_group(config.tp_group())));
+      "linear_fc2", tp::RowParallelLinear(detail::output_projection_options(config, ffn)));
 }
 
 namespace {
