@@ -32,6 +32,7 @@ std::shared_ptr<torch::nn::Module> model_builder(const TrainingContext& ctx, boo
       .pre_process(pre_process)
       .post_process(post_process)
       .pipeline_model_parallel_rank(ctx.parallel_state.get_pipeline_model_parallel_rank())
+      .virtual_pipeline_model_parallel_rank(ctx.virtual_pipeline_model_parallel_rank.value_or(0))
       .share_embeddings_and_output_weights(!args.untie_embeddings_and_output_weights)
       .position_embedding_type(args.position_embedding_type == "rope"
                                    ? models::gpt::PositionEmbeddingType::kRope

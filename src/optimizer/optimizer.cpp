@@ -40,7 +40,7 @@ MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, Optimiz
       for (const auto& p : params_) {
         if (no_weight_decay(p) == wd) continue;
         group.push_back(p.param);
-        duplicate.push_back(p.is_tensor_parallel_duplicate);
+        duplicate.push_back(p.counted_elsewhere_in_grad_norm);
       }
       if (group.empty()) continue;
       shards_.emplace_back(group, duplicate, dp_);
@@ -123,7 +123,7 @@ double MegatronOptimizer::grad_norm(const std::vector<at::Tensor>& grads) const 
     dp_->all_reduce(sum_sq);  // every shard of the model once
   } else {
     for (size_t i = 0; i < grads.size(); ++i) {
-      if (params_[i].is_tensor_parallel_duplicate) continue;
+      if (params_[i].counted_elsewhere_in_grad_norm) continue;
       sum_sq += grads[i].to(at::kDouble).pow(2).sum();
     }
   }

@@ -25,44 +25,75 @@ void P2PCommunicator::check(const at::Tensor& t, const char* what) const {
               ": expected dtype ", config_.dtype, ", got ", t.scalar_type());
 }
 
-at::Tensor P2PCommunicator::exchange(const at::Tensor& send, int send_to, int recv_from) {
+std::pair<at::Tensor, at::Tensor> P2PCommunicator::communicate(const at::Tensor& send_next,
+                                                               const at::Tensor& send_prev, bool recv_prev,
+                                                               bool recv_next) {
+  const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
   std::vector<comm::P2POp> ops;
-  at::Tensor received;
-  if (send_to >= 0) ops.push_back({comm::P2POp::kSend, send.contiguous(), send_to});
-  if (recv_from >= 0) {
-    received = empty();
-    ops.push_back({comm::P2POp::kRecv, received, recv_from});
+  at::Tensor from_prev, from_next;
+  if (send_next.defined()) ops.push_back({comm::P2POp::kSend, send_next.contiguous(), next});
+  if (recv_prev) {
+    from_prev = empty();
+    ops.push_back({comm::P2POp::kRecv, from_prev, prev});
+  }
+  if (send_prev.defined()) ops.push_back({comm::P2POp::kSend, send_prev.contiguous(), prev});
+  if (recv_next) {
+    from_next = empty();
+    ops.push_back({comm::P2POp::kRecv, from_next, next});
   }
   if (!ops.empty()) pp_.batch_isend_irecv(ops)->wait();
-  return received;
+  return {from_prev, from_next};
 }
 
-at::Tensor P2PCommunicator::recv_forward() { return exchange({}, -1, is_first_stage() ? -1 : rank_ - 1); }
+at::Tensor P2PCommunicator::recv_forward() {
+  if (is_first_stage()) return {};
+  return communicate({}, {}, true, false).first;
+}
 
 void P2PCommunicator::send_forward(const at::Tensor& output_tensor) {
   if (is_last_stage()) return;
   check(output_tensor, "send_forward");
-  exchange(output_tensor, rank_ + 1, -1);
+  communicate(output_tensor, {}, false, false);
 }
 
-at::Tensor P2PCommunicator::recv_backward() { return exchange({}, -1, is_last_stage() ? -1 : rank_ + 1); }
+at::Tensor P2PCommunicator::recv_backward() {
+  if (is_last_stage()) return {};
+  return communicate({}, {}, false, true).second;
+}
 
 void P2PCommunicator::send_backward(const at::Tensor& input_tensor_grad) {
   if (is_first_stage()) return;
   check(input_tensor_grad, "send_backward");
-  exchange(input_tensor_grad, rank_ - 1, -1);
+  communicate({}, input_tensor_grad, false, false);
 }
 
 at::Tensor P2PCommunicator::send_forward_recv_backward(const at::Tensor& output_tensor) {
   if (is_last_stage()) return {};
   check(output_tensor, "send_forward_recv_backward");
-  return exchange(output_tensor, rank_ + 1, rank_ + 1);
+  return communicate(output_tensor, {}, false, true).second;
 }
 
 at::Tensor P2PCommunicator::send_backward_recv_forward(const at::Tensor& input_tensor_grad) {
   if (is_first_stage()) return {};
   check(input_tensor_grad, "send_backward_recv_forward");
-  return exchange(input_tensor_grad, rank_ - 1, rank_ - 1);
+  return communicate({}, input_tensor_grad, true, false).first;
+}
+
+at::Tensor P2PCommunicator::send_forward_recv_forward(const at::Tensor& output_tensor, bool recv_prev) {
+  if (output_tensor.defined()) check(output_tensor, "send_forward_recv_forward");
+  return communicate(output_tensor, {}, recv_prev, false).first;
+}
+
+at::Tensor P2PCommunicator::send_backward_recv_backward(const at::Tensor& input_tensor_grad, bool recv_next) {
+  if (input_tensor_grad.defined()) check(input_tensor_grad, "send_backward_recv_backward");
+  return communicate({}, input_tensor_grad, false, recv_next).second;
+}
+
+std::pair<at::Tensor, at::Tensor> P2PCommunicator::send_forward_backward_recv_forward_backward(
+    const at::Tensor& output_tensor, const at::Tensor& input_tensor_grad, bool recv_prev, bool recv_next) {
+  if (output_tensor.defined()) check(output_tensor, "send_forward_backward_recv_forward_backward");
+  if (input_tensor_grad.defined()) check(input_tensor_grad, "send_forward_backward_recv_forward_backward");
+  return communicate(output_tensor, input_tensor_grad, recv_prev, recv_next);
 }
 
 }  // namespace megatron::pipeline_parallel

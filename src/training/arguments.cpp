@@ -113,6 +113,10 @@ void bind(CLI::App& app, Arguments& a) {
       ->capture_default_str()->group(g);
   app.add_option("--pipeline-model-parallel-size", a.pipeline_model_parallel_size, "pipeline stages")
       ->capture_default_str()->group(g);
+  add_optional(app, "--num-layers-per-virtual-pipeline-stage", a.num_layers_per_virtual_pipeline_stage,
+               "layers per model chunk: the interleaved 1F1B schedule")->group(g);
+  add_optional(app, "--num-virtual-stages-per-pipeline-rank", a.num_virtual_stages_per_pipeline_rank,
+               "model chunks per pipeline stage: the interleaved 1F1B schedule")->group(g);
   app.add_flag("--sequence-parallel", a.sequence_parallel, "split norms and dropout along the sequence over TP")->group(g);
   app.add_flag("--use-distributed-optimizer", a.use_distributed_optimizer,
                "shard optimizer state over data-parallel ranks (ZeRO-1)")->group(g);
@@ -167,8 +171,29 @@ void Arguments::validate(int64_t world) {
   ARG_CHECK(world % (tensor_model_parallel_size * pipeline_model_parallel_size) == 0, "world size (",
             world, ") is not divisible by --tensor-model-parallel-size (", tensor_model_parallel_size,
             ") x --pipeline-model-parallel-size (", pipeline_model_parallel_size, ")");
-  ARG_CHECK(pipeline_model_parallel_size == 1, "--pipeline-model-parallel-size ",
-            pipeline_model_parallel_size, ": pipeline schedules are not available in this version; use 1");
+  const int64_t pp = pipeline_model_parallel_size;
+  ARG_CHECK(num_layers % pp == 0, "--num-layers (", num_layers, ") is not divisible by --pipeline-model-parallel-size (",
+            pp, ")");
+  ARG_CHECK(!(num_layers_per_virtual_pipeline_stage && num_virtual_stages_per_pipeline_rank),
+            "give only one of --num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank");
+  virtual_pipeline_model_parallel_size.reset();
+  if (num_layers_per_virtual_pipeline_stage) {
+    const int64_t per_chunk = *num_layers_per_virtual_pipeline_stage;
+    ARG_CHECK(per_chunk > 0 && (num_layers / pp) % per_chunk == 0, "--num-layers-per-virtual-pipeline-stage (",
+              per_chunk, ") does not divide the ", num_layers / pp, " layers of each pipeline stage (--num-layers ",
+              num_layers, " / --pipeline-model-parallel-size ", pp, ")");
+    virtual_pipeline_model_parallel_size = num_layers / pp / per_chunk;
+  } else if (num_virtual_stages_per_pipeline_rank) {
+    const int64_t chunks = *num_virtual_stages_per_pipeline_rank;
+    ARG_CHECK(chunks > 0 && (num_layers / pp) % chunks == 0, "--num-virtual-stages-per-pipeline-rank (", chunks,
+              ") does not divide the ", num_layers / pp, " layers of each pipeline stage (--num-layers ", num_layers,
+              " / --pipeline-model-parallel-size ", pp, ")");
+    virtual_pipeline_model_parallel_size = chunks;
+  }
+  if (virtual_pipeline_model_parallel_size) {
+    ARG_CHECK(pp > 1, "the interleaved schedule (--num-layers-per-virtual-pipeline-stage) needs "
+              "--pipeline-model-parallel-size > 1 (got ", pp, ")");
+  }
   data_parallel_size = world / (tensor_model_parallel_size * pipeline_model_parallel_size);
   ARG_CHECK(num_attention_heads % tensor_model_parallel_size == 0, "--num-attention-heads (",
             num_attention_heads, ") is not divisible by --tensor-model-parallel-size (",
@@ -189,6 +214,10 @@ void Arguments::validate(int64_t world) {
             micro_batch_size, ") x data-parallel size (", data_parallel_size, ") = ",
             micro_batch_size * data_parallel_size);
   num_microbatches = *global_batch_size / (micro_batch_size * data_parallel_size);
+  // The interleaved schedule walks micro-batches in groups of one per stage.
+  ARG_CHECK(!virtual_pipeline_model_parallel_size || num_microbatches % pp == 0, "the interleaved schedule needs "
+            "the number of micro-batches (", num_microbatches, " = --global-batch-size / (--micro-batch-size x "
+            "data-parallel size)) to be a multiple of --pipeline-model-parallel-size (", pp, ")");
   ARG_CHECK(train_iters.has_value() != train_samples.has_value(),
             "give exactly one of --train-iters and --train-samples");
   if (train_samples) {

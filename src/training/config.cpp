@@ -19,6 +19,7 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
       .init_method_std(a.init_method_std)
       .tensor_model_parallel_size(a.tensor_model_parallel_size)
       .pipeline_model_parallel_size(a.pipeline_model_parallel_size)
+      .virtual_pipeline_model_parallel_size(a.virtual_pipeline_model_parallel_size)
       .tp_group(ctx.parallel_state.tensor_model_parallel_group_ptr())
       .sequence_parallel(a.sequence_parallel)
       .rng_tracker(ctx.rng_tracker);

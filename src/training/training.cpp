@@ -47,19 +47,27 @@ c10::Device choose_device(const Arguments& args, int local_rank) {
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
 }
 
-// Parameters as the optimizer sees them: replicated parameters are marked on TP ranks > 0 so
-// that the gradient norm counts them once.
-std::vector<optimizer::OptimizerParam> optimizer_params(torch::nn::Module& model, int tp_rank) {
+// Parameters as the optimizer sees them, over every model chunk of this stage. Copies that
+// another rank counts in the gradient norm are marked: replicated parameters on TP ranks > 0,
+// and the last stage's copy of the tied word embedding.
+std::vector<optimizer::OptimizerParam> optimizer_params(const std::vector<std::shared_ptr<torch::nn::Module>>& model,
+                                                        int tp_rank) {
   std::vector<optimizer::OptimizerParam> params;
-  if (auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(&model)) {
-    for (const auto& p : gpt->sharded_parameters()) {
-      if (!p.param.requires_grad()) continue;
-      params.push_back({p.name, p.param, tp_rank > 0 && !p.init.layout.is_sharded()});
+  for (size_t chunk = 0; chunk < model.size(); ++chunk) {
+    const std::string prefix = model.size() > 1 ? "model" + std::to_string(chunk) + "." : "";
+    if (auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(model[chunk].get())) {
+      const bool tied_copy = gpt->options.share_embeddings_and_output_weights() && !gpt->options.pre_process();
+      for (const auto& p : gpt->sharded_parameters()) {
+        if (!p.param.requires_grad()) continue;
+        const bool elsewhere = (tp_rank > 0 && !p.init.layout.is_sharded()) ||
+                               (tied_copy && p.name == "output_layer.weight");
+        params.push_back({prefix + p.name, p.param, elsewhere});
+      }
+      continue;
     }
-    return params;
-  }
-  for (const auto& item : model.named_parameters()) {
-    if (item.value().requires_grad()) params.push_back({item.key(), item.value(), false});
+    for (const auto& item : model[chunk]->named_parameters()) {
+      if (item.value().requires_grad()) params.push_back({prefix + item.key(), item.value(), false});
+    }
   }
   return params;
 }
@@ -130,45 +138,80 @@ class MetricsAccumulator {
   int64_t count_ = 0;
 };
 
+// The data iterators of one split: one per model chunk, each walking the same samples, since
+// every chunk's forward_step draws its own micro-batch (as Megatron-LM's interleaved schedule).
+using Iterators = std::vector<std::unique_ptr<datasets::DataIterator>>;
+
+std::vector<datasets::DataIterator*> raw(const Iterators& its) {
+  std::vector<datasets::DataIterator*> out;
+  for (const auto& it : its) out.push_back(it.get());
+  return out;
+}
+
 struct Trainer {
+  Trainer(const Arguments& args_, ParallelState ps_, TrainingContext ctx_)
+      : args(args_), ps(std::move(ps_)), ctx(std::move(ctx_)) {}
+
   const Arguments& args;
   ParallelState ps;
   TrainingContext ctx;
-  std::shared_ptr<torch::nn::Module> model;
+  std::vector<std::shared_ptr<torch::nn::Module>> model;  // one per virtual pipeline stage
   std::unique_ptr<optimizer::MegatronOptimizer> optim;
   std::optional<optimizer::OptimizerParamScheduler> scheduler;
-  std::unique_ptr<datasets::DataIterator> train_it, valid_it, test_it;
-  const ForwardStepFunc& forward_step;
+  Iterators train_it, valid_it, test_it;
+  ForwardStepFunc forward_step;
+  pipeline_parallel::ForwardBackwardFunc forward_backward_func;
   MetricsWriter metrics_writer;
   Timers timers;
   TrainingResult result;
   int64_t padded_vocab_size = 0;
   int64_t consumed_train_samples = 0;
 
-  // One iteration: forward/backward over every micro-batch, then the optimizer step.
+  std::vector<torch::nn::Module*> chunks() const {
+    std::vector<torch::nn::Module*> out;
+    for (const auto& m : model) out.push_back(m.get());
+    return out;
+  }
+
+  void set_train(bool on) {
+    for (auto& m : model) m->train(on);
+  }
+
+  pipeline_parallel::ScheduleOptions schedule_options(bool forward_only) const {
+    pipeline_parallel::ScheduleOptions o;
+    o.num_microbatches = args.num_microbatches;
+    o.seq_length = args.seq_length;
+    o.micro_batch_size = args.micro_batch_size;
+    o.hidden_size = args.hidden_size;
+    o.sequence_parallel = args.sequence_parallel;
+    o.tensor_model_parallel_size = args.tensor_model_parallel_size;
+    o.pipeline_dtype = args.bf16 ? at::kBFloat16 : (args.fp16 ? at::kHalf : at::kFloat);
+    o.device = ctx.device;
+    o.forward_only = forward_only;
+    return o;
+  }
+
+  // One iteration: forward/backward over every micro-batch through the pipeline schedule, then
+  // the optimizer step.
   IterationRecord train_step(int64_t iteration) {
     IterationRecord record;
     record.iteration = iteration;
     record.learning_rate = optim->lr();
     record.loss_scale = optim->loss_scale();
-    model->train();
+    set_train(true);
     optim->zero_grad();
-    MetricsAccumulator metrics;
-    const double scale = optim->loss_scale() / static_cast<double>(args.num_microbatches);
-    bool finite = true;
     timers.start("forward-backward");
-    for (int64_t mb = 0; mb < args.num_microbatches; ++mb) {
-      auto [output, loss_func] = forward_step(*train_it, *model);
-      auto [loss, reported] = loss_func(output);
-      finite = finite && std::isfinite(loss.detach().to(at::kDouble).item<double>());
-      (loss * scale).backward();
-      metrics.add(reported);
-    }
+    auto options = schedule_options(false);
+    const double loss_scale = optim->loss_scale();
+    if (loss_scale != 1.0) options.grad_scale_func = [loss_scale](const at::Tensor& loss) { return loss * loss_scale; };
+    auto fb = forward_backward_func(forward_step, raw(train_it), chunks(), options);
     timers.stop("forward-backward");
     timers.start("optimizer");
+    MetricsAccumulator metrics;
+    for (const auto& reported : fb.losses_reduced) metrics.add(reported);
     record.metrics = metrics.average(ps.get_data_parallel_group());
     // A non-finite loss on any rank counts everywhere, so that all ranks take the same branch.
-    auto bad = at::full({1}, finite ? 0.0 : 1.0, at::kDouble);
+    auto bad = at::full({1}, fb.loss_finite ? 0.0 : 1.0, at::kDouble);
     ps.get_world_group().all_reduce(bad, comm::ReduceOp::kMax);
     if (bad.item<double>() > 0) {
       TORCH_CHECK(args.skip_nan_iterations, "[training] the loss is NaN or Inf at iteration ", iteration,
@@ -189,26 +232,31 @@ struct Trainer {
   }
 
   // Gradients a layer cannot complete alone (Megatron-LM's finalize_model_grads): with sequence
-  // parallelism the replicated norm and bias gradients are partial sums on each TP rank.
+  // parallelism the replicated norm and bias gradients are partial sums on each TP rank, and the
+  // tied word embedding's gradient is split between the first and the last pipeline stage.
   void finalize_model_grads() {
-    if (auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(model.get())) gpt->allreduce_sequence_parallel_grads();
+    for (auto& m : model) {
+      auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(m.get());
+      if (!gpt) continue;
+      gpt->allreduce_sequence_parallel_grads();
+      if (ps.get_pipeline_model_parallel_world_size() > 1 && (gpt->options.pre_process() || gpt->options.post_process()))
+        gpt->allreduce_word_embedding_grads(ps.get_embedding_group());
+    }
   }
 
-  std::map<std::string, double> evaluate(datasets::DataIterator& it) {
-    model->eval();
+  std::map<std::string, double> evaluate(const Iterators& its) {
+    set_train(false);
     at::NoGradGuard no_grad;
     MetricsAccumulator metrics;
     for (int64_t i = 0; i < args.eval_iters; ++i) {
-      for (int64_t mb = 0; mb < args.num_microbatches; ++mb) {
-        auto [output, loss_func] = forward_step(it, *model);
-        metrics.add(loss_func(output).second);
-      }
+      auto fb = forward_backward_func(forward_step, raw(its), chunks(), schedule_options(true));
+      for (const auto& reported : fb.losses_reduced) metrics.add(reported);
     }
-    model->train();
+    set_train(true);
     return metrics.average(ps.get_data_parallel_group());
   }
 
-  void evaluate_and_print_results(int64_t iteration, datasets::DataIterator& it, const std::string& split) {
+  void evaluate_and_print_results(int64_t iteration, const Iterators& it, const std::string& split) {
     auto values = evaluate(it);
     std::string text = " validation loss at iteration " + std::to_string(iteration) +
                        (split == "test" ? " on test set" : "") + " | ";
@@ -282,8 +330,8 @@ struct Trainer {
         training_log(iteration, window);
         window.clear();
       }
-      if (valid_it && args.eval_iters > 0 && iteration % args.eval_interval == 0)
-        evaluate_and_print_results(iteration, *valid_it, "valid");
+      if (!valid_it.empty() && args.eval_iters > 0 && iteration % args.eval_interval == 0)
+        evaluate_and_print_results(iteration, valid_it, "valid");
     }
   }
 };
@@ -316,8 +364,10 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   }
   TORCH_CHECK(world->size() == args.world_size, "[training] the arguments were validated for world size ",
               args.world_size, " but the job has ", world->size(), " ranks");
-  auto ps = ParallelState::initialize_model_parallel(world, static_cast<int>(args.tensor_model_parallel_size),
-                                                     static_cast<int>(args.pipeline_model_parallel_size));
+  const auto vpp = args.virtual_pipeline_model_parallel_size;
+  auto ps = ParallelState::initialize_model_parallel(
+      world, static_cast<int>(args.tensor_model_parallel_size), static_cast<int>(args.pipeline_model_parallel_size),
+      vpp ? std::optional<int>(static_cast<int>(*vpp)) : std::nullopt);
   log_rank_0(LogLevel::kInfo, "> initialized tensor model parallel with size " +
                                   std::to_string(ps.get_tensor_model_parallel_world_size()));
   log_rank_0(LogLevel::kInfo, "> initialized pipeline model parallel with size " +
@@ -328,15 +378,25 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   // Megatron-LM's _set_random_seed: one seed per pipeline stage, TP-region states per TP rank.
   const uint64_t seed = args.seed + 100 * ps.get_pipeline_model_parallel_rank();
   auto rng_tracker = tensor_parallel::model_parallel_manual_seed(seed, ps.get_tensor_model_parallel_rank(), device);
-  TrainingContext ctx{args, ps, rng_tracker, device};
+  TrainingContext ctx{args, ps, rng_tracker, device, std::nullopt};
 
-  auto model = model_builder(ctx, ps.is_pipeline_first_stage(), ps.is_pipeline_last_stage());
-  TORCH_CHECK(model, "[training] model_builder returned no model");
-  if (args.bf16) model->to(at::kBFloat16);
-  if (args.fp16) model->to(at::kHalf);
-  model->to(device);
+  // One model chunk per virtual stage, each told which it is.
+  std::vector<std::shared_ptr<torch::nn::Module>> model;
+  for (int chunk = 0; chunk < (vpp ? static_cast<int>(*vpp) : 1); ++chunk) {
+    TrainingContext chunk_ctx = ctx;
+    std::optional<int> virtual_rank;
+    if (vpp) virtual_rank = chunk;
+    chunk_ctx.virtual_pipeline_model_parallel_rank = virtual_rank;
+    auto m = model_builder(chunk_ctx, ps.is_pipeline_first_stage(virtual_rank), ps.is_pipeline_last_stage(virtual_rank));
+    TORCH_CHECK(m, "[training] model_builder returned no model");
+    if (args.bf16) m->to(at::kBFloat16);
+    if (args.fp16) m->to(at::kHalf);
+    m->to(device);
+    model.push_back(std::move(m));
+  }
   int64_t padded_vocab = args.vocab_size.value_or(0);
-  if (auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(model.get())) padded_vocab = gpt->padded_vocab_size;
+  for (const auto& m : model)
+    if (auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(m.get())) padded_vocab = gpt->padded_vocab_size;
 
   optimizer::OptimizerConfig oc;
   oc.optimizer = args.optimizer;
@@ -357,11 +417,13 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
     sc.hysteresis = args.hysteresis;
     oc.grad_scaler = sc;
   }
-  auto params = optimizer_params(*model, ps.get_tensor_model_parallel_rank());
+  auto params = optimizer_params(model, ps.get_tensor_model_parallel_rank());
   int64_t local_params = 0;
   for (const auto& p : params) local_params += p.param.numel();
-  log_rank_0(LogLevel::kInfo, " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): " +
-                                  std::to_string(local_params));
+  if (ps.get_data_parallel_rank() == 0)
+    log(LogLevel::kInfo, " > number of parameters on (tensor, pipeline) model parallel rank (" +
+                             std::to_string(ps.get_tensor_model_parallel_rank()) + ", " +
+                             std::to_string(ps.get_pipeline_model_parallel_rank()) + "): " + std::to_string(local_params));
   auto optim = std::make_unique<optimizer::MegatronOptimizer>(
       std::move(params), oc, ps.get_world_group().size() > 1 ? ps.data_parallel_group_ptr() : nullptr,
       ps.model_parallel_group_ptr());
@@ -377,19 +439,27 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   Datasets ds = dataset_builder(ctx, num_samples);
   TORCH_CHECK(ds.train, "[training] dataset_builder returned no training dataset");
 
-  Trainer trainer{args, ps, ctx, model, std::move(optim), scheduler, nullptr, nullptr, nullptr,
-                  forward_step, MetricsWriter(ps.get_rank() == ps.get_world_size() - 1 ? args.metrics_file : ""),
-                  {}, {}, padded_vocab, 0};
-  trainer.train_it = build_iterator(args, ps, ds.train, ds.eod_token);
-  trainer.valid_it = build_iterator(args, ps, ds.valid, ds.eod_token);
-  trainer.test_it = build_iterator(args, ps, ds.test, ds.eod_token);
+  Trainer trainer(args, ps, ctx);
+  trainer.model = model;
+  trainer.optim = std::move(optim);
+  trainer.scheduler = scheduler;
+  trainer.forward_step = forward_step;
+  trainer.metrics_writer = MetricsWriter(ps.get_rank() == ps.get_world_size() - 1 ? args.metrics_file : "");
+  trainer.padded_vocab_size = padded_vocab;
+  // The schedule refers to the trainer's own copy of the parallel state.
+  trainer.forward_backward_func = pipeline_parallel::get_forward_backward_func(trainer.ps);
+  for (size_t chunk = 0; chunk < model.size(); ++chunk) {
+    trainer.train_it.push_back(build_iterator(args, ps, ds.train, ds.eod_token));
+    if (ds.valid) trainer.valid_it.push_back(build_iterator(args, ps, ds.valid, ds.eod_token));
+    if (ds.test) trainer.test_it.push_back(build_iterator(args, ps, ds.test, ds.eod_token));
+  }
 
   log_rank_0(LogLevel::kInfo, "training ...");
   trainer.train();
-  if (trainer.valid_it && args.eval_iters > 0 && *args.train_iters % args.eval_interval != 0)
-    trainer.evaluate_and_print_results(*args.train_iters, *trainer.valid_it, "valid");
-  if (trainer.test_it && args.eval_iters > 0)
-    trainer.evaluate_and_print_results(*args.train_iters, *trainer.test_it, "test");
+  if (!trainer.valid_it.empty() && args.eval_iters > 0 && *args.train_iters % args.eval_interval != 0)
+    trainer.evaluate_and_print_results(*args.train_iters, trainer.valid_it, "valid");
+  if (!trainer.test_it.empty() && args.eval_iters > 0)
+    trainer.evaluate_and_print_results(*args.train_iters, trainer.test_it, "test");
   trainer.result.consumed_train_samples = trainer.consumed_train_samples;
   return trainer.result;
 }

@@ -33,6 +33,11 @@ TransformerConfig TransformerConfig::finalize() const {
   TORCH_CHECK(c.pipeline_model_parallel_size_ >= 1,
               "[transformer_config] pipeline_model_parallel_size must be >= 1, got ",
               c.pipeline_model_parallel_size_);
+  const int64_t vpp = c.virtual_pipeline_model_parallel_size_.value_or(1);
+  TORCH_CHECK(vpp >= 1, "[transformer_config] virtual_pipeline_model_parallel_size must be >= 1, got ", vpp);
+  TORCH_CHECK(c.num_layers_ % (c.pipeline_model_parallel_size_ * vpp) == 0, "[transformer_config] num_layers (",
+              c.num_layers_, ") must be divisible by pipeline_model_parallel_size (", c.pipeline_model_parallel_size_,
+              ") x virtual_pipeline_model_parallel_size (", vpp, ")");
   TORCH_CHECK(c.num_attention_heads_ % tp == 0, "[transformer_config] num_attention_heads (",
               c.num_attention_heads_, ") must be divisible by tensor_model_parallel_size (", tp, ")");
   if (!c.kv_channels_) {

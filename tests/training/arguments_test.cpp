@@ -115,6 +115,53 @@ TEST(Arguments, InconsistentCombinationsAreOneClearLine) {
   EXPECT_NE(error_of(with(base(), {"--no-such-flag"})).find("--no-such-flag"), std::string::npos);
 }
 
+// base() with another --num-layers.
+std::vector<std::string> layers(int n) {
+  auto args = base();
+  args[1] = std::to_string(n);
+  return args;
+}
+
+TEST(Arguments, PipelineSplits) {
+  // 8 layers over 2 stages of 2 chunks of 2 layers.
+  auto a = *parse_arguments(with(layers(8), {"--pipeline-model-parallel-size", "2",
+                                          "--num-layers-per-virtual-pipeline-stage", "2", "--global-batch-size", "8"}),
+                            4);
+  EXPECT_EQ(a.data_parallel_size, 2);
+  EXPECT_EQ(a.num_microbatches, 2);
+  EXPECT_EQ(a.virtual_pipeline_model_parallel_size, 2);
+  auto b = *parse_arguments(with(layers(8), {"--pipeline-model-parallel-size", "2",
+                                          "--num-virtual-stages-per-pipeline-rank", "4", "--global-batch-size", "4"}),
+                            2);
+  EXPECT_EQ(b.virtual_pipeline_model_parallel_size, 4);
+  EXPECT_FALSE(parse_arguments(with(base(), {"--pipeline-model-parallel-size", "2"}), 2)
+                   ->virtual_pipeline_model_parallel_size.has_value());
+
+  EXPECT_NE(error_of(with(layers(4), {"--pipeline-model-parallel-size", "3"}), 3)
+                .find("--num-layers (4) is not divisible by --pipeline-model-parallel-size (3)"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(layers(8), {"--pipeline-model-parallel-size", "2",
+                                   "--num-layers-per-virtual-pipeline-stage", "3"}),
+                     2)
+                .find("--num-layers-per-virtual-pipeline-stage (3) does not divide the 4 layers of each pipeline stage"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--num-layers-per-virtual-pipeline-stage", "1"}))
+                .find("needs --pipeline-model-parallel-size > 1"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(layers(4), {"--pipeline-model-parallel-size", "2",
+                                   "--num-layers-per-virtual-pipeline-stage", "1", "--global-batch-size", "6"}),
+                     2)
+                .find("the number of micro-batches (3 = --global-batch-size / (--micro-batch-size x data-parallel "
+                      "size)) to be a multiple of --pipeline-model-parallel-size (2)"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(layers(4), {"--pipeline-model-parallel-size", "2",
+                                   "--num-layers-per-virtual-pipeline-stage", "1",
+                                   "--num-virtual-stages-per-pipeline-rank", "2"}),
+                     2)
+                .find("give only one of"),
+            std::string::npos);
+}
+
 TEST(Arguments, HelpListsMegatronGroups) {
   auto help = arguments_help();
   for (const char* flag : {"--tensor-model-parallel-size", "--global-batch-size", "--lr-decay-style",

@@ -9,34 +9,11 @@
 
 #include "distributed_test.h"
 #include "megatron/tokenizer/null_tokenizer.h"
+#include "tiny_gpt_args.h"
 
 namespace {
 
-training::Arguments tiny_args() {
-  training::Arguments a;
-  a.num_layers = 2;
-  a.hidden_size = 32;
-  a.num_attention_heads = 4;
-  a.seq_length = 16;
-  a.micro_batch_size = 2;
-  a.global_batch_size = 8;
-  a.train_iters = 12;
-  a.lr = 2e-3;
-  a.min_lr = 2e-4;
-  a.lr_warmup_iters = 2;
-  a.lr_decay_style = "cosine";
-  a.mock_data = true;
-  a.vocab_size = 256;
-  a.make_vocab_size_divisible_by = 32;  // the padded vocabulary (256) is then the same at TP 1, 2, 4
-  a.attention_dropout = 0;  // dropout draws differ between layouts by design
-  a.hidden_dropout = 0;
-  a.log_interval = 4;
-  a.eval_interval = 6;
-  a.eval_iters = 1;
-  a.num_workers = 0;
-  a.device = "cpu";
-  return a;
-}
+training::Arguments tiny_args() { return megatron::testing::tiny_gpt_args(); }
 
 // Runs pretrain on the first tp * dp ranks of the world; the others return an empty result.
 training::TrainingResult run_layout(training::Arguments a, int tp, int dp, bool sequence_parallel = false,

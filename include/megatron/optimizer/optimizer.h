@@ -38,8 +38,9 @@ struct OptimizerConfig {
 struct OptimizerParam {
   std::string name;
   at::Tensor param;
-  // Replicated on every TP rank: only TP rank 0 counts it in the gradient norm.
-  bool is_tensor_parallel_duplicate = false;
+  // A copy of a parameter that another rank counts in the gradient norm: replicated on TP
+  // ranks > 0, or the last pipeline stage's copy of the tied word embedding.
+  bool counted_elsewhere_in_grad_norm = false;
 };
 
 struct StepResult {

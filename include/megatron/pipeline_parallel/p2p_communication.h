@@ -6,6 +6,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <utility>
 #include <vector>
 
 #include "megatron/parallel_state.h"
@@ -32,14 +33,27 @@ class P2PCommunicator {
   at::Tensor send_forward_recv_backward(const at::Tensor& output_tensor);
   at::Tensor send_backward_recv_forward(const at::Tensor& input_tensor_grad);
 
+  // The interleaved schedule's exchanges. Here the stages form a ring (the last stage's
+  // next is the first), since model chunk v+1 of the first stage follows chunk v of the last;
+  // the flags say what to receive, an undefined tensor means nothing to send.
+  at::Tensor send_forward_recv_forward(const at::Tensor& output_tensor, bool recv_prev);
+  at::Tensor send_backward_recv_backward(const at::Tensor& input_tensor_grad, bool recv_next);
+  // Returns (from the previous stage, from the next stage).
+  std::pair<at::Tensor, at::Tensor> send_forward_backward_recv_forward_backward(
+      const at::Tensor& output_tensor, const at::Tensor& input_tensor_grad, bool recv_prev, bool recv_next);
+
   bool is_first_stage() const { return rank_ == 0; }
   bool is_last_stage() const { return rank_ == size_ - 1; }
 
  private:
   at::Tensor empty() const;
   void check(const at::Tensor& t, const char* what) const;
-  // Sends `send` to `send_to` and receives from `recv_from` (group ranks; -1: none) in one batch.
-  at::Tensor exchange(const at::Tensor& send, int send_to, int recv_from);
+  // One batch: activations to the next stage / from the previous one first, then gradients to
+  // the previous stage / from the next one. Both ends post in this order, so even with two
+  // stages (where next and previous are the same peer) each receive matches its send.
+  // Returns (from the previous stage, from the next stage).
+  std::pair<at::Tensor, at::Tensor> communicate(const at::Tensor& send_next, const at::Tensor& send_prev,
+                                                bool recv_prev, bool recv_next);
 
   comm::ProcessGroup& pp_;
   P2PConfig config_;

@@ -41,6 +41,10 @@ struct Arguments {
   // --- parallelism
   int64_t tensor_model_parallel_size = 1;
   int64_t pipeline_model_parallel_size = 1;
+  // Interleaved 1F1B: layers per model chunk (or chunks per stage); sets
+  // virtual_pipeline_model_parallel_size.
+  std::optional<int64_t> num_layers_per_virtual_pipeline_stage;
+  std::optional<int64_t> num_virtual_stages_per_pipeline_rank;
   bool sequence_parallel = false;
   bool use_distributed_optimizer = false;
   double distributed_timeout_minutes = 10;
@@ -109,6 +113,7 @@ struct Arguments {
   int64_t world_size = 1;
   int64_t data_parallel_size = 1;
   int64_t num_microbatches = 1;
+  std::optional<int64_t> virtual_pipeline_model_parallel_size;  // model chunks per stage
   std::string config_file;
 
   // Checks every combination against world_size and fills derived values; each problem throws

@@ -14,7 +14,7 @@ struct EvaluationRecord;
 class MetricsWriter {
  public:
   // Empty path: writes nothing. Otherwise creates (truncates) the file, with a clear error.
-  explicit MetricsWriter(const std::string& path);
+  explicit MetricsWriter(const std::string& path = "");
   void write_iteration(const IterationRecord& record, int64_t consumed_samples, double elapsed_ms,
                        double tokens_per_second, double tflops_per_gpu);
   void write_evaluation(const EvaluationRecord& record);

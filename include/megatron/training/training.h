@@ -9,6 +9,7 @@
 #include <array>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "megatron/datasets/data_iterator.h"
 #include "megatron/datasets/megatron_dataset.h"
 #include "megatron/parallel_state.h"
+#include "megatron/pipeline_parallel/schedules.h"
 #include "megatron/training/arguments.h"
 
 namespace torch::nn {
@@ -34,15 +36,17 @@ struct TrainingContext {
   const ParallelState& parallel_state;
   std::shared_ptr<tensor_parallel::RngTracker> rng_tracker;  // TP-region dropout states
   c10::Device device;
+  // With the interleaved schedule, model_builder is called once per model chunk of this stage;
+  // this says which (pre_process / post_process already take it into account).
+  std::optional<int> virtual_pipeline_model_parallel_rank;
 };
 
 // loss_func(output) -> (loss to back-propagate: mean over this micro-batch's tokens,
 //                       metrics to report, e.g. {"lm loss": loss}); pretrain averages the
-// metrics over micro-batches and data-parallel ranks.
-using LossFunc = std::function<std::pair<at::Tensor, std::map<std::string, at::Tensor>>(
-    const at::Tensor& output)>;
-using ForwardStepFunc = std::function<std::pair<at::Tensor, LossFunc>(
-    datasets::DataIterator& data_iterator, torch::nn::Module& model)>;
+// metrics over micro-batches and data-parallel ranks. forward_step(data_iterator, model) runs
+// one micro-batch through one model chunk; loss_func is called on the last pipeline stage only.
+using LossFunc = pipeline_parallel::LossFunc;
+using ForwardStepFunc = pipeline_parallel::ForwardStepFunc;
 using ModelBuilder = std::function<std::shared_ptr<torch::nn::Module>(
     const TrainingContext& ctx, bool pre_process, bool post_process)>;
 struct Datasets {

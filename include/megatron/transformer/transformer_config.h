@@ -61,6 +61,8 @@ struct TransformerConfig {
   // --- parallelism
   TORCH_ARG(int64_t, tensor_model_parallel_size) = 1;
   TORCH_ARG(int64_t, pipeline_model_parallel_size) = 1;
+  // Model chunks per pipeline stage for the interleaved schedule (nullopt: one chunk).
+  TORCH_ARG(std::optional<int64_t>, virtual_pipeline_model_parallel_size) = std::nullopt;
   // The TP group (nullptr: no tensor parallelism); its size must equal tensor_model_parallel_size.
   TORCH_ARG(std::shared_ptr<comm::ProcessGroup>, tp_group) = nullptr;
   TORCH_ARG(bool, sequence_parallel) = false;

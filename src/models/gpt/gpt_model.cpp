@@ -21,14 +21,18 @@ int64_t vocab_size_with_padding(int64_t vocab_size, int64_t divisible_by, int64_
 
 GPTModelOptions gpt_model_options_for_rank(const ParallelState& ps,
                                            transformer::TransformerConfig config,
-                                           int64_t vocab_size, int64_t max_sequence_length) {
+                                           int64_t vocab_size, int64_t max_sequence_length,
+                                           std::optional<int> virtual_rank) {
+  const auto vpp = ps.get_virtual_pipeline_model_parallel_world_size();
   config.tensor_model_parallel_size(ps.get_tensor_model_parallel_world_size())
       .tp_group(ps.tensor_model_parallel_group_ptr())
-      .pipeline_model_parallel_size(ps.get_pipeline_model_parallel_world_size());
+      .pipeline_model_parallel_size(ps.get_pipeline_model_parallel_world_size())
+      .virtual_pipeline_model_parallel_size(vpp ? std::optional<int64_t>(*vpp) : std::nullopt);
   return GPTModelOptions(std::move(config), vocab_size, max_sequence_length)
-      .pre_process(ps.is_pipeline_first_stage())
-      .post_process(ps.is_pipeline_last_stage())
-      .pipeline_model_parallel_rank(ps.get_pipeline_model_parallel_rank());
+      .pre_process(ps.is_pipeline_first_stage(virtual_rank))
+      .post_process(ps.is_pipeline_last_stage(virtual_rank))
+      .pipeline_model_parallel_rank(ps.get_pipeline_model_parallel_rank())
+      .virtual_pipeline_model_parallel_rank(virtual_rank.value_or(0));
 }
 
 GPTModelImpl::GPTModelImpl(GPTModelOptions options_)
@@ -39,12 +43,15 @@ GPTModelImpl::GPTModelImpl(GPTModelOptions options_)
 void GPTModelImpl::reset() {
   const int64_t pp = config.pipeline_model_parallel_size();
   const int64_t pp_rank = options.pipeline_model_parallel_rank();
+  const int64_t vpp = config.virtual_pipeline_model_parallel_size().value_or(1);
+  const int64_t vp_rank = options.virtual_pipeline_model_parallel_rank();
   TORCH_CHECK(pp_rank >= 0 && pp_rank < pp, "[gpt_model] pipeline_model_parallel_rank (", pp_rank,
               ") must be in [0, pipeline_model_parallel_size (", pp, "))");
-  TORCH_CHECK(config.num_layers() % pp == 0, "[gpt_model] num_layers (", config.num_layers(),
-              ") must be divisible by pipeline_model_parallel_size (", pp, ")");
-  num_local_layers = config.num_layers() / pp;
-  layer_offset = pp_rank * num_local_layers;
+  TORCH_CHECK(vp_rank >= 0 && vp_rank < vpp, "[gpt_model] virtual_pipeline_model_parallel_rank (", vp_rank,
+              ") must be in [0, virtual_pipeline_model_parallel_size (", vpp, "))");
+  // The config has checked that num_layers divides into pp x vpp chunks.
+  num_local_layers = config.num_layers() / (pp * vpp);
+  layer_offset = vp_rank * (config.num_layers() / vpp) + pp_rank * num_local_layers;
   padded_vocab_size = vocab_size_with_padding(options.vocab_size(),
                                               options.make_vocab_size_divisible_by(),
                                               config.tensor_model_parallel_size());

@@ -12,11 +12,13 @@
 #include <torch/nn/pimpl.h>
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "megatron/models/common/embeddings.h"
 #include "megatron/parallel_state.h"
 #include "megatron/tensor_parallel/layers.h"
+#include "megatron/transformer/module.h"
 #include "megatron/transformer/transformer_block.h"
 #include "megatron/transformer/transformer_config.h"
 
@@ -35,8 +37,11 @@ struct GPTModelOptions {
   TORCH_ARG(int64_t, make_vocab_size_divisible_by) = 128;
   TORCH_ARG(bool, pre_process) = true;   // this stage holds the embedding
   TORCH_ARG(bool, post_process) = true;  // this stage holds the final norm and output layer
-  // Which pipeline stage this is (layers are split evenly; numbering in names is stage-local).
+  // Which pipeline stage this is and, with the interleaved schedule, which of its model chunks
+  // (layers are split evenly as in Megatron-LM: chunk v of stage p holds global layers
+  // v*L/vpp + p*L/(pp*vpp) onwards; numbering in names is chunk-local).
   TORCH_ARG(int64_t, pipeline_model_parallel_rank) = 0;
+  TORCH_ARG(int64_t, virtual_pipeline_model_parallel_rank) = 0;
   TORCH_ARG(bool, share_embeddings_and_output_weights) = true;
   TORCH_ARG(PositionEmbeddingType, position_embedding_type) = PositionEmbeddingType::kLearnedAbsolute;
   TORCH_ARG(double, rotary_percent) = 1.0;
@@ -53,11 +58,13 @@ struct GPTModelOptions {
 int64_t vocab_size_with_padding(int64_t vocab_size, int64_t make_vocab_size_divisible_by,
                                 int64_t tensor_model_parallel_size);
 
-// Options for this rank's pipeline stage: the config's TP size, TP group and PP size, and
-// pre_process / post_process / pipeline_model_parallel_rank, all from `ps`.
+// Options for this rank's pipeline stage (and model chunk `virtual_rank` of it): the config's
+// TP size, TP group, PP and virtual PP sizes, and pre_process / post_process / the stage ranks,
+// all from `ps`.
 GPTModelOptions gpt_model_options_for_rank(const ParallelState& ps,
                                            transformer::TransformerConfig config,
-                                           int64_t vocab_size, int64_t max_sequence_length);
+                                           int64_t vocab_size, int64_t max_sequence_length,
+                                           std::optional<int> virtual_rank = std::nullopt);
 
 // One parameter of this rank with how its full tensor is sharded and initialised.
 struct ShardedParameter {
@@ -67,7 +74,7 @@ struct ShardedParameter {
   tensor_parallel::ParamInit init;
 };
 
-class GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl> {
+class GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl>, public transformer::MegatronModule {
  public:
   explicit GPTModelImpl(GPTModelOptions options);
   void reset() override;
@@ -79,7 +86,7 @@ class GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl> {
   // the hidden states [s, b, h] to send to the next stage.
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
                      const at::Tensor& attention_mask = {}, const at::Tensor& labels = {});
-  void set_input_tensor(const at::Tensor& input) { decoder->set_input_tensor(input); }
+  void set_input_tensor(const at::Tensor& input) override { decoder->set_input_tensor(input); }
 
   // The word-embedding weight on the first stage, the output weight elsewhere (Megatron's
   // shared_embedding_or_output_weight); its gradient is summed over the embedding group.

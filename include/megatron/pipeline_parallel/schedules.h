@@ -1,0 +1,86 @@
+// Forward/backward schedules over micro-batches (Megatron-LM's pipeline_parallel/schedules.py):
+// no pipelining (gradient accumulation), 1F1B (warm-up, steady state, cool-down) and interleaved
+// 1F1B over several model chunks per stage. get_forward_backward_func() picks one from the
+// parallel state. The loss is computed on the last stage only and reported from it.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "megatron/datasets/data_iterator.h"
+#include "megatron/parallel_state.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace megatron::pipeline_parallel {
+
+// loss_func(output) -> (loss to back-propagate: mean over this micro-batch's tokens, metrics to
+// report, e.g. {"lm loss": loss}).
+using LossFunc = std::function<std::pair<at::Tensor, std::map<std::string, at::Tensor>>(
+    const at::Tensor& output)>;
+// forward_step(data_iterator, model) -> (output, loss_func): one micro-batch through one model
+// chunk. On stages after the first the chunk's input comes from set_input_tensor; loss_func is
+// called on the last stage only.
+using ForwardStepFunc = std::function<std::pair<at::Tensor, LossFunc>(
+    datasets::DataIterator& data_iterator, torch::nn::Module& model)>;
+
+struct ScheduleOptions {
+  int64_t num_microbatches = 1;
+  // Shape of the activations between stages: [seq_length (/ TP with sequence parallelism),
+  // micro_batch_size, hidden_size], in pipeline_dtype.
+  int64_t seq_length = 0;
+  int64_t micro_batch_size = 0;
+  int64_t hidden_size = 0;
+  bool sequence_parallel = false;
+  int64_t tensor_model_parallel_size = 1;
+  at::ScalarType pipeline_dtype = at::kFloat;
+  c10::Device device = c10::Device(c10::kCPU);
+  bool forward_only = false;  // evaluation: no backward, nothing kept
+  // Applied to the loss before backward (the fp16 loss scale); identity when empty.
+  std::function<at::Tensor(const at::Tensor&)> grad_scale_func;
+  // Frees an activation's storage once it has been sent on (its graph stays for backward).
+  bool deallocate_pipeline_outputs = true;
+};
+
+struct ForwardBackwardResult {
+  // One entry per micro-batch, from loss_func; on the last stage only.
+  std::vector<std::map<std::string, at::Tensor>> losses_reduced;
+  bool loss_finite = true;  // every loss computed here was finite
+  // The most micro-batches whose forward had run and whose backward had not, at once: what
+  // bounds activation memory (the number of stages for 1F1B, whatever num_microbatches is).
+  int64_t peak_inflight_microbatches = 0;
+  double compute_ms = 0;  // inside forward and backward steps; the rest of the time is waiting
+  double total_ms = 0;
+};
+
+// One data iterator and one model chunk per virtual stage (a single one without interleaving).
+using ForwardBackwardFunc = std::function<ForwardBackwardResult(
+    const ForwardStepFunc& forward_step_func, const std::vector<datasets::DataIterator*>& data_iterators,
+    const std::vector<torch::nn::Module*>& model, const ScheduleOptions& options)>;
+
+// No pipelining for one stage, 1F1B for several, interleaved 1F1B with virtual stages. The
+// returned function refers to `parallel_state`, which must outlive it.
+ForwardBackwardFunc get_forward_backward_func(const ParallelState& parallel_state);
+
+ForwardBackwardResult forward_backward_no_pipelining(const ParallelState& ps, const ForwardStepFunc& forward_step_func,
+                                                     const std::vector<datasets::DataIterator*>& data_iterators,
+                                                     const std::vector<torch::nn::Module*>& model,
+                                                     const ScheduleOptions& options);
+ForwardBackwardResult forward_backward_pipelining_without_interleaving(
+    const ParallelState& ps, const ForwardStepFunc& forward_step_func,
+    const std::vector<datasets::DataIterator*>& data_iterators, const std::vector<torch::nn::Module*>& model,
+    const ScheduleOptions& options);
+ForwardBackwardResult forward_backward_pipelining_with_interleaving(
+    const ParallelState& ps, const ForwardStepFunc& forward_step_func,
+    const std::vector<datasets::DataIterator*>& data_iterators, const std::vector<torch::nn::Module*>& model,
+    const ScheduleOptions& options);
+
+}  // namespace megatron::pipeline_parallel

@@ -1,0 +1,17 @@
+// MegatronModule (megatron/core/transformer/module.py): what a pipeline schedule needs from a
+// model chunk besides forward, namely taking its input activations from the previous stage.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace megatron::transformer {
+
+class MegatronModule {
+ public:
+  virtual ~MegatronModule() = default;
+  // The activations received from the previous pipeline stage, used by the next forward()
+  // instead of an embedding (undefined on the first stage).
+  virtual void set_input_tensor(const at::Tensor& input) = 0;
+};
+
+}  // namespace megatron::transformer
