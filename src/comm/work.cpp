@@ -52,7 +52,7 @@ void PollingWork::wait(std::chrono::milliseconds timeout) {
     if (now < spin_until) {
       std::this_thread::yield();
     } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
 }

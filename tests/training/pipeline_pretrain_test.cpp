@@ -1,7 +1,8 @@
 // pretrain() with pipeline parallelism under mpirun on 8 ranks: 1F1B at 2 and 4 stages, the
 // interleaved schedule with 2 model chunks per stage, and TP2 x PP2 x DP2 reproduce the
-// single-rank loss curve and gradient norms (fp32, 1e-5 relative) over 12 iterations; the tied
-// word embedding is bit-identical on the first and last stage after training. Every rank asserts.
+// single-rank loss curve and gradient norms (fp32, 1e-5 relative) over 12 iterations, bf16 and fp16
+// runs within half-precision tolerance with the same skipped iterations; the tied word embedding
+// is bit-identical on the first and last stage after training. Every rank asserts.
 #define PRETRAIN_GPT_NO_MAIN
 #include "../../examples/pretrain_gpt.cpp"
 
@@ -189,6 +190,47 @@ TEST(PipelinePretrain, UntiedEmbeddingsAndRecompute) {
   for (int i = 0; i < kIterations; ++i) {
     const double want = values[i].item<double>();
     EXPECT_NEAR(run.result.iterations[i].metrics.at("lm loss"), want, 1e-5 * want) << "iteration " << i + 1;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// bf16 and fp16 (with its loss scale and skipped overflow iterations) through 1F1B and the
+// interleaved schedule with the distributed optimizer: the same skips as the single-rank run and
+// losses within half-precision tolerance.
+TEST(PipelinePretrain, MixedPrecision) {
+  MEGATRON_REQUIRE_WORLD_SIZE(8);
+  for (const std::string precision : {"bf16", "fp16"}) {
+    SCOPED_TRACE(precision);
+    auto base = tiny_args(8);
+    base.bf16 = precision == "bf16";
+    base.fp16 = precision == "fp16";  // the default initial scale 2^32 overflows at first
+    LayoutRun ref = run_layout(base, {1, 1, 1, std::nullopt});
+    auto values = at::zeros({2 * kIterations}, at::kDouble);
+    if (ref.member) {
+      for (int i = 0; i < kIterations; ++i) {
+        const auto& it = ref.result.iterations[i];
+        values[2 * i] = it.skipped ? 1.0 : 0.0;
+        values[2 * i + 1] = it.skipped ? 0.0 : it.metrics.at("lm loss");
+      }
+    }
+    megatron::testing::world()->broadcast(values, 0);
+    if (base.fp16) EXPECT_GT(values.slice(0, 0, 2 * kIterations, 2).sum().item<double>(), 0) << "no overflow skipped";
+    for (const Layout& l : {Layout{1, 4, 2, std::nullopt}, Layout{1, 2, 2, 1, false, true}}) {
+      SCOPED_TRACE(l.name());
+      LayoutRun run = run_layout(base, l);
+      if (!run.member) continue;
+      ASSERT_EQ(run.result.iterations.size(), static_cast<size_t>(kIterations));
+      for (int i = 0; i < kIterations; ++i) {
+        const auto& it = run.result.iterations[i];
+        EXPECT_EQ(it.skipped, values[2 * i].item<double>() > 0) << "iteration " << i + 1;
+        if (it.skipped || !run.ps->is_pipeline_last_stage()) continue;
+        const double want = values[2 * i + 1].item<double>();
+        EXPECT_NEAR(it.metrics.at("lm loss"), want, 1e-2 * want) << "iteration " << i + 1;
+      }
+    }
   }
 }
 

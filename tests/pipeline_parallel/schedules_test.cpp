@@ -1,0 +1,144 @@
+// The schedules on their own, at 4 ranks (4 stages, or 2 stages x 2 data-parallel): a stage
+// keeps at most (stages - its rank) micro-batches in flight under 1F1B whatever the number of
+// micro-batches, so its peak host memory does not grow with them; evaluation keeps none; the
+// interleaved schedule's bound does not grow either; bad calls are clear errors. Every rank
+// asserts.
+#define PRETRAIN_GPT_NO_MAIN
+#include "../../examples/pretrain_gpt.cpp"
+
+#include <gtest/gtest.h>
+#include <torch/nn/module.h>
+
+#include "distributed_test.h"
+#include "error_of.h"
+#include "megatron/memory.h"
+#include "megatron/pipeline_parallel/schedules.h"
+
+namespace {
+
+namespace pp = megatron::pipeline_parallel;
+using megatron::models::gpt::GPTModel;
+
+constexpr int64_t kSeq = 64, kMicroBatch = 4, kHidden = 64, kVocab = 128;
+
+struct Stage {
+  ParallelState ps;
+  std::vector<GPTModel> chunks;
+  std::vector<std::unique_ptr<datasets::DataIterator>> iterators;
+
+  std::vector<torch::nn::Module*> model() const {
+    std::vector<torch::nn::Module*> out;
+    for (const auto& c : chunks) out.push_back(c.ptr().get());
+    return out;
+  }
+  std::vector<datasets::DataIterator*> data() const {
+    std::vector<datasets::DataIterator*> out;
+    for (const auto& it : iterators) out.push_back(it.get());
+    return out;
+  }
+};
+
+Stage build_stage(int pipeline_size, std::optional<int> virtual_size, int64_t num_layers) {
+  Stage s{ParallelState::initialize_model_parallel(megatron::testing::world(), 1, pipeline_size, virtual_size), {}, {}};
+  transformer::TransformerConfig config(num_layers, kHidden, 4);
+  config.hidden_dropout(0).attention_dropout(0);
+  datasets::GPTDatasetConfig data;
+  data.sequence_length = kSeq;
+  auto mock = datasets::build_mock_gpt_datasets(kVocab, kVocab - 1, {100000, 0, 0}, data);
+  for (int v = 0; v < virtual_size.value_or(1); ++v) {
+    std::optional<int> vr = virtual_size ? std::optional<int>(v) : std::nullopt;
+    s.chunks.emplace_back(models::gpt::gpt_model_options_for_rank(s.ps, config, kVocab, kSeq, vr));
+    auto sampler = std::make_unique<datasets::MegatronPretrainingSampler>(
+        mock[0]->size(), 0, kMicroBatch, s.ps.get_data_parallel_rank(), s.ps.get_data_parallel_world_size());
+    datasets::BatchOptions options;
+    options.sequence_length = kSeq;
+    s.iterators.push_back(std::make_unique<datasets::DataIterator>(mock[0], std::move(sampler), options, 0));
+  }
+  return s;
+}
+
+pp::ScheduleOptions options(int64_t num_microbatches, bool forward_only = false) {
+  pp::ScheduleOptions o;
+  o.num_microbatches = num_microbatches;
+  o.seq_length = kSeq;
+  o.micro_batch_size = kMicroBatch;
+  o.hidden_size = kHidden;
+  o.forward_only = forward_only;
+  return o;
+}
+
+struct Peak {
+  int64_t inflight, bytes;
+};
+
+// One schedule run after a first one has allocated the gradients: the most micro-batches in
+// flight and the most host memory allocated above what was live before it.
+Peak measure(Stage& s, int64_t num_microbatches) {
+  auto run = pp::get_forward_backward_func(s.ps);
+  run(forward_step, s.data(), s.model(), options(s.ps.get_pipeline_model_parallel_world_size()));
+  megatron::HostMemoryTracker tracker;
+  auto result = run(forward_step, s.data(), s.model(), options(num_microbatches));
+  return {result.peak_inflight_microbatches, tracker.peak_bytes()};
+}
+
+TEST(Schedules, OneFOneBKeepsAtMostStagesMinusRankMicroBatches) {
+  MEGATRON_REQUIRE_WORLD_SIZE(4);
+  Stage s = build_stage(4, std::nullopt, 4);
+  const int64_t rank = s.ps.get_pipeline_model_parallel_rank();
+  std::map<int64_t, Peak> peaks;
+  for (int64_t m : {1, 4, 8, 16}) {
+    peaks[m] = measure(s, m);
+    EXPECT_EQ(peaks[m].inflight, std::min<int64_t>(4 - rank, m)) << m << " micro-batches";
+  }
+  // What one micro-batch keeps on this stage: a 16-micro-batch run holds no more than the
+  // 4-micro-batch one, though it would hold four times as much if forwards ran ahead.
+  const int64_t one = peaks[1].bytes, four = peaks[4].bytes, sixteen = peaks[16].bytes;
+  EXPECT_GT(one, 0);
+  EXPECT_LE(sixteen, four + four / 10) << "peak bytes: 1 mb " << one << ", 4 mb " << four << ", 16 mb " << sixteen;
+  if (rank < 3) EXPECT_GT(four, one + one / 2) << "peak bytes: 1 mb " << one << ", 4 mb " << four;
+}
+
+TEST(Schedules, EvaluationKeepsNothing) {
+  MEGATRON_REQUIRE_WORLD_SIZE(4);
+  Stage s = build_stage(4, std::nullopt, 4);
+  at::NoGradGuard no_grad;
+  auto result = pp::get_forward_backward_func(s.ps)(forward_step, s.data(), s.model(), options(6, true));
+  EXPECT_EQ(result.peak_inflight_microbatches, 0);
+  EXPECT_EQ(result.losses_reduced.size(), s.ps.is_pipeline_last_stage() ? 6u : 0u);
+  for (const auto& m : result.losses_reduced) EXPECT_GT(m.at("lm loss").item<double>(), 0);
+}
+
+TEST(Schedules, InterleavedBoundDoesNotGrowWithMicroBatches) {
+  MEGATRON_REQUIRE_WORLD_SIZE(4);
+  Stage s = build_stage(4, 2, 8);
+  const int64_t rank = s.ps.get_pipeline_model_parallel_rank();
+  // Megatron-LM's warm-up: 2 (stages - rank - 1) + (chunks - 1) stages forwards, then 1F1B.
+  const int64_t bound = 2 * (4 - rank - 1) + 4 + 1;
+  std::map<int64_t, Peak> peaks;
+  for (int64_t m : {8, 16}) {
+    peaks[m] = measure(s, m);
+    EXPECT_EQ(peaks[m].inflight, bound) << m << " micro-batches";
+  }
+  EXPECT_LE(peaks[16].bytes, peaks[8].bytes + peaks[8].bytes / 10);
+}
+
+TEST(Schedules, BadCallsAreClearErrors) {
+  MEGATRON_REQUIRE_WORLD_SIZE(4);
+  Stage s = build_stage(4, 2, 8);
+  auto run = pp::get_forward_backward_func(s.ps);
+  EXPECT_NE(megatron::testing::error_of([&] { run(forward_step, s.data(), s.model(), options(6)); })
+                .find("needs num_microbatches (6) to be a multiple of the pipeline-parallel size (4)"),
+            std::string::npos);
+  auto one_iterator = s.data();
+  one_iterator.pop_back();
+  EXPECT_NE(megatron::testing::error_of([&] { run(forward_step, one_iterator, s.model(), options(4)); })
+                .find("expected one data iterator per model chunk, got 1 iterators for 2 chunks"),
+            std::string::npos);
+  auto o = options(4);
+  o.hidden_size = 0;
+  EXPECT_NE(megatron::testing::error_of([&] { run(forward_step, s.data(), s.model(), o); })
+                .find("pipelining needs seq_length, micro_batch_size and hidden_size"),
+            std::string::npos);
+}
+
+}  // namespace
