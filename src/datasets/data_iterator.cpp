@@ -135,6 +135,11 @@ DataIterator::Item DataIterator::produce() {
   if (!indices) return item;
   if (check_every_ > 0 && produced_++ % check_every_ == 0) dataset_->check_unchanged();
   item.batch = build_batch(*dataset_, *indices, options_);
+  if (options_.pin_memory) {
+    auto& b = *item.batch;
+    for (at::Tensor* t : {&b.tokens, &b.labels, &b.loss_mask, &b.attention_mask, &b.position_ids})
+      if (t->defined()) *t = t->contiguous().pin_memory();
+  }
   return item;
 }
 

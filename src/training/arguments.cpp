@@ -100,6 +100,7 @@ void bind(CLI::App& app, Arguments& a) {
   g = "mixed precision";
   app.add_flag("--bf16", a.bf16, "bfloat16 model, fp32 master weights")->group(g);
   app.add_flag("--fp16", a.fp16, "float16 model, fp32 master weights, loss scaling")->group(g);
+  app.add_flag("--tf32", a.tf32, "TF32 tensor cores for fp32 matmuls and convolutions on CUDA")->group(g);
   add_optional(app, "--loss-scale", a.loss_scale, "fixed loss scale (default: dynamic with --fp16)")->group(g);
   app.add_option("--initial-loss-scale", a.initial_loss_scale, "first dynamic loss scale")->capture_default_str()->group(g);
   app.add_option("--min-loss-scale", a.min_loss_scale, "dynamic loss scale floor")->capture_default_str()->group(g);

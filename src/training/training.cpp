@@ -44,6 +44,9 @@ c10::Device choose_device(const Arguments& args, int local_rank) {
 #ifdef MEGATRON_WITH_CUDA
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(local_rank));
 #endif
+  // TF32 tensor cores for fp32 matmuls and convolutions only when asked (--tf32).
+  at::globalContext().setAllowTF32CuBLAS(args.tf32);
+  at::globalContext().setAllowTF32CuDNN(args.tf32);
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
 }
 
@@ -97,7 +100,7 @@ optimizer::OptimizerParamScheduler build_scheduler(const Arguments& args) {
 
 std::unique_ptr<datasets::DataIterator> build_iterator(const Arguments& args, const ParallelState& ps,
                                                        std::shared_ptr<const datasets::MegatronDataset> ds,
-                                                       int64_t eod_token) {
+                                                       int64_t eod_token, bool pin_memory) {
   if (!ds) return nullptr;
   // Every rank of a TP group has the same DP rank, so it draws the same samples itself.
   auto sampler = std::make_unique<datasets::MegatronPretrainingSampler>(
@@ -110,6 +113,7 @@ std::unique_ptr<datasets::DataIterator> build_iterator(const Arguments& args, co
   options.reset_attention_mask = args.reset_attention_mask;
   options.eod_mask_loss = args.eod_mask_loss;
   options.create_attention_mask = args.reset_attention_mask;  // else the causal mask is implied
+  options.pin_memory = pin_memory;
   return std::make_unique<datasets::DataIterator>(std::move(ds), std::move(sampler), options,
                                                   static_cast<int>(args.num_workers));
 }
@@ -449,9 +453,9 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   // The schedule refers to the trainer's own copy of the parallel state.
   trainer.forward_backward_func = pipeline_parallel::get_forward_backward_func(trainer.ps);
   for (size_t chunk = 0; chunk < model.size(); ++chunk) {
-    trainer.train_it.push_back(build_iterator(args, ps, ds.train, ds.eod_token));
-    if (ds.valid) trainer.valid_it.push_back(build_iterator(args, ps, ds.valid, ds.eod_token));
-    if (ds.test) trainer.test_it.push_back(build_iterator(args, ps, ds.test, ds.eod_token));
+    trainer.train_it.push_back(build_iterator(args, ps, ds.train, ds.eod_token, device.is_cuda()));
+    if (ds.valid) trainer.valid_it.push_back(build_iterator(args, ps, ds.valid, ds.eod_token, device.is_cuda()));
+    if (ds.test) trainer.test_it.push_back(build_iterator(args, ps, ds.test, ds.eod_token, device.is_cuda()));
   }
 
   log_rank_0(LogLevel::kInfo, "training ...");

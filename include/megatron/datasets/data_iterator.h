@@ -39,6 +39,9 @@ struct BatchOptions {
   // Samples carry seq_length + 1 tokens (labels are the inputs shifted); else labels roll over
   // and the last label is padding.
   bool add_extra_token_to_sequence = true;
+  // Page-locked batches (CUDA runs), so that the copy to the GPU can be asynchronous; built on
+  // the prefetch thread when there is one.
+  bool pin_memory = false;
 };
 
 // The samples `indices` of `dataset` as one batch.

@@ -108,6 +108,7 @@ struct Arguments {
 
   // --- device
   std::string device;  // cpu | cuda; default cuda when a GPU is visible
+  bool tf32 = false;   // TF32 for fp32 matmuls on CUDA
 
   // --- set by validate()
   int64_t world_size = 1;

@@ -1,0 +1,37 @@
+# spdlog (with fmt), CLI11 and, for the tests, GoogleTest. Normally Debian's packages. On a
+# machine without system packages (a GPU box with only the torch wheel, CMake and Ninja),
+# MEGATRON_DEPS_DIR names a folder where scripts/pack_gpu_deps.sh copied the same headers and
+# GoogleTest's sources; spdlog and fmt are then used header-only.
+set(MEGATRON_DEPS_DIR "" CACHE PATH "Bundled spdlog/fmt/CLI11/GoogleTest (scripts/pack_gpu_deps.sh); empty: system packages")
+
+if(MEGATRON_DEPS_DIR)
+  foreach(_dep spdlog/include/spdlog fmt/include/fmt CLI11/include/CLI googletest/CMakeLists.txt)
+    if(NOT EXISTS "${MEGATRON_DEPS_DIR}/${_dep}")
+      message(FATAL_ERROR "[megatron] MEGATRON_DEPS_DIR=${MEGATRON_DEPS_DIR} has no ${_dep}; "
+                          "run scripts/pack_gpu_deps.sh on a machine with the Debian packages")
+    endif()
+  endforeach()
+  # Separate include folders, so that only the logging unit (which never sees torch's own fmt)
+  # gets fmt 9.
+  add_library(megatron_spdlog INTERFACE)
+  target_include_directories(megatron_spdlog SYSTEM INTERFACE "${MEGATRON_DEPS_DIR}/spdlog/include"
+                                                              "${MEGATRON_DEPS_DIR}/fmt/include")
+  target_compile_definitions(megatron_spdlog INTERFACE SPDLOG_HEADER_ONLY SPDLOG_FMT_EXTERNAL FMT_HEADER_ONLY)
+  add_library(spdlog::spdlog ALIAS megatron_spdlog)
+  add_library(megatron_cli11 INTERFACE)
+  target_include_directories(megatron_cli11 SYSTEM INTERFACE "${MEGATRON_DEPS_DIR}/CLI11/include")
+  add_library(CLI11::CLI11 ALIAS megatron_cli11)
+else()
+  find_package(spdlog CONFIG REQUIRED)
+  find_package(CLI11 CONFIG REQUIRED)
+endif()
+
+# GoogleTest, for tests/: called from there so that a build without tests never needs it.
+macro(megatron_find_gtest)
+  if(MEGATRON_DEPS_DIR)
+    set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
+    add_subdirectory("${MEGATRON_DEPS_DIR}/googletest" "${PROJECT_BINARY_DIR}/googletest" EXCLUDE_FROM_ALL)
+  else()
+    find_package(GTest CONFIG REQUIRED)
+  endif()
+endmacro()

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Training throughput of pretrain_gpt next to a plain PyTorch-Python loop of the same model
+(tests/python/gpt_reference.py with torch's fused kernels), eager and torch.compile, in the same
+run on the same device: ms/iteration, tokens/s, TFLOP/s and MFU, and the ratios.
+
+Same shapes, AdamW, gradient clipping, micro-batch accumulation, no dropout; bf16 on CUDA
+(pretrain_gpt: bf16 model with fp32 main weights; PyTorch: autocast over fp32 weights, as nanoGPT),
+fp32 on CPU. FLOPs per token follow PaLM (appendix B): 6 N + 12 L H Q T, with N the parameters
+without the position embedding; MFU divides by --peak-tflops (989 for an H100/H200 in bf16,
+dense). Rounds alternate; the best of each side counts.
+
+    .venv/bin/python tools/bench/gpt_train_bench.py --model gpt2-124m          # on a GPU
+    .venv/bin/python tools/bench/gpt_train_bench.py --config configs/gpt2-tiny.toml --device cpu
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+from gpt_reference import GPT, Config  # noqa: E402
+
+MODELS = {
+    "gpt2-124m": ROOT / "configs" / "gpt2-124m.toml",
+    "gpt-1.3b": ROOT / "configs" / "gpt-1.3b.toml",
+}
+PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0}  # bf16 dense
+
+
+def flops_per_token(c: dict, vocab: int) -> float:
+    h, layers, s = c["hidden-size"], c["num-layers"], c["seq-length"]
+    n = vocab * h + layers * (12 * h * h + 13 * h) + 2 * h  # embedding (tied), blocks, final norm
+    return 6 * n + 12 * layers * h * s
+
+
+def cpp_ms_per_iteration(binary: Path, c: dict, a: argparse.Namespace) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        metrics = Path(tmp) / "metrics.jsonl"
+        cmd = [str(binary), "--num-layers", str(c["num-layers"]), "--hidden-size", str(c["hidden-size"]),
+               "--num-attention-heads", str(c["num-attention-heads"]), "--seq-length", str(c["seq-length"]),
+               "--max-position-embeddings", str(c["seq-length"]), "--micro-batch-size", str(a.micro_batch_size),
+               "--global-batch-size", str(a.global_batch_size), "--train-iters", str(a.iters),
+               "--lr", str(c.get("lr", 6e-4)), "--lr-warmup-iters", "1", "--weight-decay", str(c.get("weight-decay", 0.1)),
+               "--clip-grad", str(c.get("clip-grad", 1.0)), "--attention-dropout", "0", "--hidden-dropout", "0",
+               "--mock-data", "--vocab-size", str(a.vocab), "--log-interval", str(max(1, a.iters // 2)),
+               "--eval-iters", "0", "--device", a.device, "--metrics-file", str(metrics)]
+        if a.dtype == "bf16":
+            cmd.append("--bf16")
+        if a.tf32:
+            cmd.append("--tf32")
+        env = dict(os.environ, LOCAL_RANK="0")
+        run = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if run.returncode != 0:
+            sys.exit(f"gpt_train_bench: pretrain_gpt failed:\n{run.stderr[-3000:]}")
+        records = [json.loads(line) for line in metrics.read_text().splitlines()]
+        return records[-1]["elapsed_ms"]  # the second half: past start-up
+
+
+def python_ms_per_iteration(c: dict, a: argparse.Namespace, compiled: bool) -> float:
+    torch.manual_seed(0)
+    h = c["hidden-size"]
+    cfg = Config(vocab_size=a.vocab, hidden_size=h, num_layers=c["num-layers"], num_heads=c["num-attention-heads"],
+                 num_kv_heads=c["num-attention-heads"], ffn_hidden_size=4 * h, max_seq_len=c["seq-length"], fused=True)
+    device = torch.device(a.device)
+    model = GPT(cfg).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=c.get("lr", 6e-4), weight_decay=c.get("weight-decay", 0.1),
+                            fused=device.type == "cuda")
+    step_model = torch.compile(model) if compiled else model
+    mbs, gbs, s = a.micro_batch_size, a.global_batch_size, c["seq-length"]
+    micro = gbs // mbs
+    data = torch.randint(0, a.vocab, (micro, mbs, s + 1), device=device)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.dtype == "bf16")
+    times = []
+    for _ in range(a.iters):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=False)
+        for m in range(micro):
+            with autocast:
+                loss = step_model(data[m, :, :-1], data[m, :, 1:]).float().mean() / micro
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), c.get("clip-grad", 1.0))
+        opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    half = times[len(times) // 2:]
+    return 1000 * sum(half) / len(half)
+
+
+def largest_micro_batch(c: dict, a: argparse.Namespace) -> int:
+    """The largest power of two up to 64 with which one eager PyTorch step fits in memory."""
+    for mbs in (64, 32, 16, 8, 4, 2, 1):
+        trial = argparse.Namespace(**{**vars(a), "micro_batch_size": mbs, "global_batch_size": mbs, "iters": 1})
+        try:
+            python_ms_per_iteration(c, trial, compiled=False)
+            return mbs
+        except torch.OutOfMemoryError:
+            torch.cuda.empty_cache()
+    sys.exit("gpt_train_bench: not even a micro-batch of 1 fits")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=sorted(MODELS), default="gpt2-124m")
+    ap.add_argument("--config", help="a pretrain_gpt TOML config instead of --model")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dtype", choices=["bf16", "fp32"], help="default: bf16 on CUDA, fp32 on CPU")
+    ap.add_argument("--micro-batch-size", type=int, help="default: the config's on CPU, the largest that fits on CUDA")
+    ap.add_argument("--global-batch-size", type=int, help="default: the micro-batch size")
+    ap.add_argument("--vocab", type=int, default=50304, help="vocabulary (a multiple of 128: no padding)")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                    help="also time torch.compile (default: on CUDA)")
+    ap.add_argument("--tf32", action="store_true", help="TF32 for fp32 matmuls on both sides")
+    ap.add_argument("--peak-tflops", type=float, help="for MFU (default: from the GPU's name)")
+    ap.add_argument("--binary", default=str(Path(os.environ.get("MEGATRON_BUILD_DIR", ROOT / "build")) / "bin" / "pretrain_gpt"))
+    a = ap.parse_args()
+    config = Path(a.config) if a.config else MODELS[a.model]
+    c = tomllib.loads(config.read_text())
+    cuda = a.device.startswith("cuda")
+    a.dtype = a.dtype or ("bf16" if cuda else "fp32")
+    if a.compile is None:
+        a.compile = cuda
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
+    if a.micro_batch_size is None:
+        a.micro_batch_size = largest_micro_batch(c, a) if cuda else c["micro-batch-size"]
+    a.global_batch_size = a.global_batch_size or a.micro_batch_size
+    peak = a.peak_tflops
+    if peak is None and cuda:
+        name = torch.cuda.get_device_name()
+        peak = next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
+
+    sides = {"pretrain_gpt": [], "PyTorch eager": []}
+    if a.compile:
+        sides["PyTorch compile"] = []
+    for _ in range(a.rounds):
+        sides["pretrain_gpt"].append(cpp_ms_per_iteration(Path(a.binary), c, a))
+        sides["PyTorch eager"].append(python_ms_per_iteration(c, a, compiled=False))
+        if a.compile:
+            sides["PyTorch compile"].append(python_ms_per_iteration(c, a, compiled=True))
+
+    tokens = a.global_batch_size * c["seq-length"]
+    fpt = flops_per_token(c, a.vocab)
+    device_name = torch.cuda.get_device_name() if cuda else f"CPU, {torch.get_num_threads()} threads"
+    print(f"# {config.name}: {c['num-layers']} layers, hidden {c['hidden-size']}, seq {c['seq-length']}, "
+          f"micro-batch {a.micro_batch_size}, global batch {a.global_batch_size}, vocab {a.vocab}, {a.dtype}"
+          f"{', tf32' if a.tf32 else ''}; {device_name}; {fpt / 1e9:.2f} GFLOP/token (PaLM)"
+          + (f"; MFU against {peak:.0f} TFLOP/s" if peak else ""))
+    print(f"{'':18} {'ms/iter':>9} {'tokens/s':>11} {'TFLOP/s':>8} {'MFU':>6} {'pretrain_gpt / this':>20}")
+    ours = tokens / min(sides["pretrain_gpt"]) * 1000
+    for name, times in sides.items():
+        best = min(times)
+        tok_s = tokens / best * 1000
+        tflops = tok_s * fpt / 1e12
+        mfu = f"{100 * tflops / peak:5.1f}%" if peak else "     -"
+        print(f"{name:18} {best:9.1f} {tok_s:11.0f} {tflops:8.2f} {mfu:>6} {ours / tok_s:20.3f}")
+
+
+if __name__ == "__main__":
+    main()
