@@ -21,6 +21,7 @@ APT_PACKAGES=(
   openmpi-bin libopenmpi-dev
   libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev
+  zlib1g-dev
 )
 
 missing_packages() {
@@ -42,8 +43,9 @@ if [[ "${MEGATRON_SKIP_APT:-0}" != 1 ]] && command -v dpkg-query >/dev/null; the
 fi
 
 # --- Python venv with LibTorch ---------------------------------------------
-# Python packages besides torch: the tests' independent references (numpy, HF tokenizers).
-PY_PACKAGES=(numpy pytest tokenizers matplotlib)
+# Python packages besides torch: the tests' independent references (numpy, HF tokenizers,
+# transformers and safetensors for the Hugging Face export).
+PY_PACKAGES=(numpy pytest tokenizers matplotlib transformers safetensors)
 
 venv_ready() {
   [[ -x "$VENV/bin/python" ]] &&

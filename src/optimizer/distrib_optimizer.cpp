@@ -61,4 +61,18 @@ void ParamShards::all_gather_params() {
   }
 }
 
+at::Tensor ParamShards::gather(const at::Tensor& local) const {
+  TORCH_CHECK(local.numel() == shard_numel_, "[distrib_optimizer] gather expects a shard of ", shard_numel_,
+              " elements, got ", local.numel());
+  at::Tensor full = at::empty({shard_numel_ * dp_->size()}, local.options().requires_grad(false));
+  dp_->all_gather(full, local.detach().contiguous());
+  return full;
+}
+
+at::Tensor ParamShards::local_piece(const at::Tensor& flat) const {
+  TORCH_CHECK(flat.numel() == numel_, "[distrib_optimizer] the group holds ", numel_, " elements, the state ",
+              flat.numel());
+  return flatten({flat}, shard_numel_ * dp_->size()).narrow(0, dp_->rank() * shard_numel_, shard_numel_).clone();
+}
+
 }  // namespace megatron::optimizer

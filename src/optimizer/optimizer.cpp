@@ -7,11 +7,52 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "megatron/distributed/grad_sync.h"
 
 namespace megatron::optimizer {
 namespace {
+
+// The inner optimizer's state of one tensor as named tensors (empty before its first step).
+std::map<std::string, at::Tensor> inner_state(torch::optim::Optimizer& inner, const at::Tensor& t) {
+  auto it = inner.state().find(t.unsafeGetTensorImpl());
+  if (it == inner.state().end()) return {};
+  if (auto* adam = dynamic_cast<torch::optim::AdamWParamState*>(it->second.get())) {
+    return {{"exp_avg", adam->exp_avg()},
+            {"exp_avg_sq", adam->exp_avg_sq()},
+            {"step", at::scalar_tensor(adam->step(), at::kLong)}};
+  }
+  auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(it->second.get());
+  TORCH_INTERNAL_ASSERT(sgd, "unknown inner optimizer state");
+  if (!sgd->momentum_buffer().defined()) return {};
+  return {{"momentum_buffer", sgd->momentum_buffer()}};
+}
+
+// Installs inner-optimizer state for tensor t from named tensors (as inner_state returns them).
+void set_inner_state(torch::optim::Optimizer& inner, const at::Tensor& t, const std::map<std::string, at::Tensor>& s,
+                     const std::string& what) {
+  auto get = [&](const char* key) {
+    auto it = s.find(key);
+    TORCH_CHECK(it != s.end(), "[optimizer] the saved state of ", what, " has no '", key, "'");
+    TORCH_CHECK(it->second.numel() == t.numel(), "[optimizer] the saved '", key, "' of ", what, " has ",
+                it->second.numel(), " elements, the parameter ", t.numel());
+    return it->second.to(t.options().requires_grad(false)).reshape(t.sizes()).clone();
+  };
+  if (dynamic_cast<torch::optim::AdamW*>(&inner)) {
+    auto state = std::make_unique<torch::optim::AdamWParamState>();
+    auto step = s.find("step");
+    TORCH_CHECK(step != s.end(), "[optimizer] the saved state of ", what, " has no 'step' (not AdamW state?)");
+    state->step(step->second.item<int64_t>());
+    state->exp_avg(get("exp_avg"));
+    state->exp_avg_sq(get("exp_avg_sq"));
+    inner.state()[t.unsafeGetTensorImpl()] = std::move(state);
+  } else {
+    auto state = std::make_unique<torch::optim::SGDParamState>();
+    state->momentum_buffer(get("momentum_buffer"));
+    inner.state()[t.unsafeGetTensorImpl()] = std::move(state);
+  }
+}
 
 bool no_weight_decay(const OptimizerParam& p) {
   const auto& n = p.name;
@@ -37,13 +78,17 @@ MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, Optimiz
     for (bool wd : {true, false}) {
       std::vector<at::Tensor> group;
       std::vector<bool> duplicate;
-      for (const auto& p : params_) {
+      std::vector<size_t> members;
+      for (size_t i = 0; i < params_.size(); ++i) {
+        const auto& p = params_[i];
         if (no_weight_decay(p) == wd) continue;
         group.push_back(p.param);
         duplicate.push_back(p.counted_elsewhere_in_grad_norm);
+        members.push_back(i);
       }
       if (group.empty()) continue;
       shards_.emplace_back(group, duplicate, dp_);
+      shard_members_.push_back(std::move(members));
       (wd ? decay : no_decay).push_back(shards_.back().shard());
     }
   } else {
@@ -142,6 +187,99 @@ bool MegatronOptimizer::found_inf_after_unscale(const std::vector<at::Tensor>& g
   if (is_distributed()) dp_->all_reduce(found, comm::ReduceOp::kMax);
   if (mp_ && mp_->size() > 1) mp_->all_reduce(found, comm::ReduceOp::kMax);
   return found.item<float>() > 0;
+}
+
+std::map<std::string, MegatronOptimizer::ParamState> MegatronOptimizer::param_state() {
+  std::map<std::string, ParamState> out;
+  if (!is_distributed()) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      ParamState& s = out[params_[i].name];
+      s = inner_state(*inner_, main_params_[i]);
+      if (has_copies_ && params_[i].param.scalar_type() != at::kFloat) s["main_param"] = main_params_[i].detach();
+    }
+    return out;
+  }
+  for (size_t g = 0; g < shards_.size(); ++g) {
+    auto& shard = shards_[g];
+    const auto& members = shard_members_[g];
+    for (size_t i : members) out[params_[i].name];
+    // Every kind of state gathered into one flat buffer; each parameter gets a view of its part.
+    auto spread = [&](const std::string& key, const at::Tensor& flat) {
+      int64_t offset = 0;
+      for (size_t i : members) {
+        const auto& p = params_[i].param;
+        out[params_[i].name][key] = flat.narrow(0, offset, p.numel()).view(p.sizes());
+        offset += p.numel();
+      }
+    };
+    spread("main_param", shard.gather(shard.shard().detach()));
+    // Every DP rank steps its shard together, so all have state or none has.
+    for (const auto& [key, value] : inner_state(*inner_, shard.shard())) {
+      if (key == "step") {
+        for (size_t i : members) out[params_[i].name]["step"] = value.clone();
+      } else {
+        spread(key, shard.gather(value));
+      }
+    }
+  }
+  return out;
+}
+
+void MegatronOptimizer::load_param_state(const std::map<std::string, ParamState>& state) {
+  auto find = [&](const std::string& name) -> const ParamState& {
+    auto it = state.find(name);
+    TORCH_CHECK(it != state.end(), "[optimizer] the saved optimizer state has no parameter ", name);
+    return it->second;
+  };
+  at::NoGradGuard no_grad;
+  if (!is_distributed()) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const auto& s = find(params_[i].name);
+      if (auto main = s.find("main_param"); main != s.end() && has_copies_) {
+        TORCH_CHECK(main->second.numel() == main_params_[i].numel(), "[optimizer] the saved main parameter of ",
+                    params_[i].name, " has ", main->second.numel(), " elements, this rank's ", main_params_[i].numel());
+        main_params_[i].copy_(main->second.reshape(main_params_[i].sizes()));
+      } else if (has_copies_ && params_[i].param.scalar_type() != at::kFloat) {
+        main_params_[i].copy_(params_[i].param);  // a checkpoint without fp32 copies
+      }
+      inner_->state().erase(main_params_[i].unsafeGetTensorImpl());
+      if (s.count("exp_avg") || s.count("momentum_buffer"))
+        set_inner_state(*inner_, main_params_[i], s, params_[i].name);
+    }
+    return;
+  }
+  for (size_t g = 0; g < shards_.size(); ++g) {
+    auto& shard = shards_[g];
+    const auto& members = shard_members_[g];
+    // The group's flat buffer of one kind of state; main parameters default to the model's.
+    auto flat = [&](const std::string& key) {
+      std::vector<at::Tensor> parts;
+      for (size_t i : members) {
+        const auto& s = find(params_[i].name);
+        auto it = s.find(key);
+        const auto& p = params_[i].param;
+        if (it == s.end() && key == "main_param") {
+          parts.push_back(p.detach().reshape({-1}).to(at::kFloat).cpu());
+          continue;
+        }
+        TORCH_CHECK(it != s.end(), "[optimizer] the saved state of ", params_[i].name, " has no '", key, "'");
+        TORCH_CHECK(it->second.numel() == p.numel(), "[optimizer] the saved '", key, "' of ", params_[i].name,
+                    " has ", it->second.numel(), " elements, this rank's parameter ", p.numel());
+        parts.push_back(it->second.reshape({-1}).to(at::kFloat).cpu());
+      }
+      return shard.local_piece(at::cat(parts)).to(shard.shard().device());
+    };
+    shard.shard().copy_(flat("main_param"));
+    inner_->state().erase(shard.shard().unsafeGetTensorImpl());
+    const auto& first = find(params_[members.front()].name);
+    if (!first.count("exp_avg") && !first.count("momentum_buffer")) continue;
+    std::map<std::string, at::Tensor> s;
+    for (const auto& [key, value] : first) {
+      if (key == "step") s[key] = value;
+      else if (key != "main_param") s[key] = flat(key);
+    }
+    set_inner_state(*inner_, shard.shard(), s, "the distributed optimizer's shard");
+  }
 }
 
 StepResult MegatronOptimizer::step() {

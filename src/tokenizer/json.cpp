@@ -211,4 +211,13 @@ JsonValue parse_json(std::string_view text) {
   return Parser(text).parse_document();
 }
 
+std::string json_quote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 }  // namespace megatron::tokenizer

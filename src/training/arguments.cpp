@@ -41,6 +41,7 @@ void bind(CLI::App& app, Arguments& a) {
       ->capture_default_str()->check(CLI::IsMember({"LayerNorm", "RMSNorm"}))->group(g);
   app.add_option("--norm-epsilon", a.norm_epsilon, "normalisation epsilon")->capture_default_str()->group(g);
   app.add_flag("--swiglu", a.swiglu, "SwiGLU MLP instead of GELU")->group(g);
+  app.add_flag("--openai-gelu", a.openai_gelu, "tanh-approximated GELU, as OpenAI's GPT-2")->group(g);
   app.add_flag("--disable-bias-linear", a.disable_bias_linear, "no biases in linear layers")->group(g);
   app.add_flag("--untie-embeddings-and-output-weights", a.untie_embeddings_and_output_weights,
                "separate output layer weight")->group(g);
@@ -144,6 +145,29 @@ void bind(CLI::App& app, Arguments& a) {
   app.add_option("--metrics-file", a.metrics_file, "JSONL file of logged metrics")->group(g);
   app.add_flag("--skip-nan-iterations", a.skip_nan_iterations,
                "skip the update of an iteration whose loss is NaN/Inf instead of stopping")->group(g);
+
+  g = "checkpointing";
+  app.add_option("--save", a.save, "directory to save checkpoints to")->group(g);
+  add_optional(app, "--save-interval", a.save_interval,
+               "iterations between checkpoints (one is also saved when training ends)")->group(g);
+  app.add_flag("--no-save-optim", a.no_save_optim, "leave the optimizer state out of saved checkpoints")->group(g);
+  app.add_flag("--no-save-rng", a.no_save_rng, "leave the RNG states out of saved checkpoints")->group(g);
+  app.add_option("--load", a.load, "directory to resume from (latest_checkpointed_iteration.txt names the iteration)")
+      ->group(g);
+  app.add_flag("--no-load-optim", a.no_load_optim,
+               "do not load the optimizer state and learning-rate schedule")->group(g);
+  app.add_flag("--no-load-rng", a.no_load_rng, "do not load the RNG states")->group(g);
+  app.add_flag("--finetune", a.finetune,
+               "load the model weights only; iteration and consumed samples start at 0")->group(g);
+  add_optional(app, "--ckpt-step", a.ckpt_step, "load this iteration instead of the tracker's")->group(g);
+  app.add_flag("--load-fallback", a.load_fallback,
+               "if the checkpoint to load is missing, truncated or corrupt, load the newest older complete one")
+      ->group(g);
+  app.add_option("--keep-last-checkpoints", a.keep_last_checkpoints,
+                 "keep only the newest N checkpoints in --save, deleting older ones after each save (0: keep all)")
+      ->capture_default_str()->group(g);
+  app.add_flag("--exit-signal-handler", a.exit_signal_handler,
+               "on SIGTERM, finish the current iteration, save a checkpoint to --save and stop")->group(g);
 
   g = "validation";
   app.add_option("--eval-interval", a.eval_interval, "iterations between evaluations")->capture_default_str()->group(g);
@@ -262,6 +286,15 @@ void Arguments::validate(int64_t world) {
             "--log-interval and --eval-interval must be positive, --eval-iters not negative");
   ARG_CHECK(num_workers >= 0, "--num-workers must not be negative");
   ARG_CHECK(distributed_timeout_minutes > 0, "--distributed-timeout-minutes must be positive");
+  ARG_CHECK(!save_interval || *save_interval > 0, "--save-interval must be positive (got ", save_interval.value_or(0),
+            ")");
+  ARG_CHECK(!save_interval || !save.empty(), "--save-interval needs --save");
+  ARG_CHECK(!exit_signal_handler || !save.empty(), "--exit-signal-handler needs --save (where to save on SIGTERM)");
+  ARG_CHECK(keep_last_checkpoints >= 0, "--keep-last-checkpoints must not be negative (got ", keep_last_checkpoints,
+            ")");
+  ARG_CHECK(load.empty() == false || !(finetune || ckpt_step || load_fallback),
+            finetune ? "--finetune" : (ckpt_step ? "--ckpt-step" : "--load-fallback"), " needs --load");
+  ARG_CHECK(!(ckpt_step && load_fallback), "--ckpt-step and --load-fallback exclude each other");
 }
 
 std::optional<Arguments> parse_arguments(const std::vector<std::string>& args, int64_t world_size,

@@ -13,7 +13,8 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
       .layernorm_epsilon(a.norm_epsilon)
       .add_bias_linear(!a.disable_bias_linear)
       .gated_linear_unit(a.swiglu)
-      .activation(a.swiglu ? transformer::Activation::kSilu : transformer::Activation::kGelu)
+      .activation(a.swiglu ? transformer::Activation::kSilu
+                           : (a.openai_gelu ? transformer::Activation::kGeluTanh : transformer::Activation::kGelu))
       .hidden_dropout(a.hidden_dropout)
       .attention_dropout(a.attention_dropout)
       .init_method_std(a.init_method_std)

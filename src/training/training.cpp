@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -18,6 +19,7 @@
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/optimizer/param_scheduler.h"
 #include "megatron/tensor_parallel/random.h"
+#include "megatron/training/checkpointing.h"
 #include "megatron/training/metrics_writer.h"
 #include "megatron/training/timers.h"
 
@@ -29,6 +31,29 @@ namespace megatron::training {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// --exit-signal-handler: SIGTERM only raises this flag; the loop saves and stops after the
+// iteration in progress (a process-wide signal can only reach process-wide state).
+volatile std::sig_atomic_t g_exit_signal_received = 0;
+extern "C" void on_exit_signal(int) { g_exit_signal_received = 1; }
+
+class ExitSignalHandler {
+ public:
+  explicit ExitSignalHandler(bool enabled) : enabled_(enabled) {
+    if (!enabled_) return;
+    g_exit_signal_received = 0;
+    previous_ = std::signal(SIGTERM, on_exit_signal);
+  }
+  ~ExitSignalHandler() {
+    if (enabled_) std::signal(SIGTERM, previous_);
+  }
+  ExitSignalHandler(const ExitSignalHandler&) = delete;
+  ExitSignalHandler& operator=(const ExitSignalHandler&) = delete;
+
+ private:
+  bool enabled_;
+  void (*previous_)(int) = SIG_DFL;
+};
 
 std::string format(const char* fmt, double value) {
   char buffer[64];
@@ -100,11 +125,12 @@ optimizer::OptimizerParamScheduler build_scheduler(const Arguments& args) {
 
 std::unique_ptr<datasets::DataIterator> build_iterator(const Arguments& args, const ParallelState& ps,
                                                        std::shared_ptr<const datasets::MegatronDataset> ds,
-                                                       int64_t eod_token, bool pin_memory) {
+                                                       int64_t eod_token, int64_t consumed_samples, bool pin_memory) {
   if (!ds) return nullptr;
-  // Every rank of a TP group has the same DP rank, so it draws the same samples itself.
+  // Every rank of a TP group has the same DP rank, so it draws the same samples itself; a resumed
+  // run starts after the samples its checkpoint consumed.
   auto sampler = std::make_unique<datasets::MegatronPretrainingSampler>(
-      ds->size(), 0, args.micro_batch_size, ps.get_data_parallel_rank(),
+      ds->size(), consumed_samples, args.micro_batch_size, ps.get_data_parallel_rank(),
       ps.get_data_parallel_world_size());
   datasets::BatchOptions options;
   options.eod_token = eod_token;
@@ -168,8 +194,11 @@ struct Trainer {
   MetricsWriter metrics_writer;
   Timers timers;
   TrainingResult result;
-  int64_t padded_vocab_size = 0;
+  int64_t padded_vocab_size = 0, vocab_size = 0;
   int64_t consumed_train_samples = 0;
+  int64_t consumed_valid_samples = 0;
+  int64_t start_iteration = 0;  // a loaded checkpoint's
+  std::optional<int64_t> last_saved_iteration;  // or loaded: nothing new to save then
 
   std::vector<torch::nn::Module*> chunks() const {
     std::vector<torch::nn::Module*> out;
@@ -248,6 +277,35 @@ struct Trainer {
     }
   }
 
+  TrainingState checkpoint_state(int64_t iteration) {
+    TrainingState s;
+    s.model = &model;
+    s.optimizer = optim.get();
+    s.scheduler = &*scheduler;
+    s.rng_tracker = ctx.rng_tracker;
+    s.device = ctx.device;
+    s.iteration = iteration;
+    s.consumed_train_samples = consumed_train_samples;
+    s.consumed_valid_samples = consumed_valid_samples;
+    s.vocab_size = vocab_size;
+    s.padded_vocab_size = padded_vocab_size;
+    return s;
+  }
+
+  void save(int64_t iteration) {
+    if (last_saved_iteration == iteration) return;
+    save_checkpoint(args, ps, checkpoint_state(iteration));
+    result.saved_iterations.push_back(iteration);
+    last_saved_iteration = iteration;
+  }
+
+  // Whether SIGTERM reached any rank: all stop after the same iteration.
+  bool exit_signal_received() {
+    auto flag = at::full({1}, g_exit_signal_received ? 1.0 : 0.0, at::kDouble);
+    ps.get_world_group().all_reduce(flag, comm::ReduceOp::kMax);
+    return flag.item<double>() > 0;
+  }
+
   std::map<std::string, double> evaluate(const Iterators& its) {
     set_train(false);
     at::NoGradGuard no_grad;
@@ -262,6 +320,9 @@ struct Trainer {
 
   void evaluate_and_print_results(int64_t iteration, const Iterators& it, const std::string& split) {
     auto values = evaluate(it);
+    // As Megatron-LM, a checkpoint records how far validation has read, so a resumed run
+    // validates on the same samples as an uninterrupted one.
+    if (split == "valid") consumed_valid_samples += args.eval_iters * *args.global_batch_size;
     std::string text = " validation loss at iteration " + std::to_string(iteration) +
                        (split == "test" ? " on test set" : "") + " | ";
     for (const auto& [key, value] : values) {
@@ -324,7 +385,9 @@ struct Trainer {
 
   void train() {
     std::vector<IterationRecord> window;
-    for (int64_t iteration = 1; iteration <= *args.train_iters; ++iteration) {
+    ExitSignalHandler signal_handler(args.exit_signal_handler);
+    result.iteration = start_iteration;
+    for (int64_t iteration = start_iteration + 1; iteration <= *args.train_iters; ++iteration) {
       auto start = Clock::now();
       IterationRecord record = train_step(iteration);
       record.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -336,7 +399,18 @@ struct Trainer {
       }
       if (!valid_it.empty() && args.eval_iters > 0 && iteration % args.eval_interval == 0)
         evaluate_and_print_results(iteration, valid_it, "valid");
+      result.iteration = iteration;
+      if (!args.save.empty() && args.save_interval && iteration % *args.save_interval == 0) save(iteration);
+      fault_point("train:sigterm_after_iteration_" + std::to_string(iteration), ps.get_rank(), SIGTERM);
+      if (args.exit_signal_handler && exit_signal_received()) {
+        if (!window.empty()) training_log(iteration, window);
+        save(iteration);
+        log_rank_0(LogLevel::kInfo, "exiting program after receiving SIGTERM.");
+        result.exited_on_signal = true;
+        return;
+      }
     }
+    if (!args.save.empty() && result.iteration > start_iteration) save(result.iteration);
   }
 };
 
@@ -398,9 +472,13 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
     m->to(device);
     model.push_back(std::move(m));
   }
-  int64_t padded_vocab = args.vocab_size.value_or(0);
-  for (const auto& m : model)
-    if (auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(m.get())) padded_vocab = gpt->padded_vocab_size;
+  int64_t padded_vocab = args.vocab_size.value_or(0), true_vocab = args.vocab_size.value_or(0);
+  for (const auto& m : model) {
+    if (auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(m.get())) {
+      padded_vocab = gpt->padded_vocab_size;
+      true_vocab = gpt->options.vocab_size();
+    }
+  }
 
   optimizer::OptimizerConfig oc;
   oc.optimizer = args.optimizer;
@@ -450,16 +528,33 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   trainer.forward_step = forward_step;
   trainer.metrics_writer = MetricsWriter(ps.get_rank() == ps.get_world_size() - 1 ? args.metrics_file : "");
   trainer.padded_vocab_size = padded_vocab;
+  trainer.vocab_size = true_vocab;
   // The schedule refers to the trainer's own copy of the parallel state.
   trainer.forward_backward_func = pipeline_parallel::get_forward_backward_func(trainer.ps);
+  // Loaded last, after everything that might draw from the default generators, so that the
+  // restored RNG states are the ones the next iteration sees.
+  if (!args.load.empty()) {
+    auto state = trainer.checkpoint_state(0);
+    if (load_checkpoint(args, ps, state)) {
+      trainer.start_iteration = state.iteration;
+      trainer.consumed_train_samples = state.consumed_train_samples;
+      trainer.consumed_valid_samples = state.consumed_valid_samples;
+      trainer.optim->set_lr(trainer.scheduler->lr());
+      trainer.result.loaded_iteration = state.iteration;
+      trainer.last_saved_iteration = state.iteration;
+    }
+  }
   for (size_t chunk = 0; chunk < model.size(); ++chunk) {
-    trainer.train_it.push_back(build_iterator(args, ps, ds.train, ds.eod_token, device.is_cuda()));
-    if (ds.valid) trainer.valid_it.push_back(build_iterator(args, ps, ds.valid, ds.eod_token, device.is_cuda()));
-    if (ds.test) trainer.test_it.push_back(build_iterator(args, ps, ds.test, ds.eod_token, device.is_cuda()));
+    trainer.train_it.push_back(build_iterator(args, ps, ds.train, ds.eod_token, trainer.consumed_train_samples, device.is_cuda()));
+    if (ds.valid)
+      trainer.valid_it.push_back(build_iterator(args, ps, ds.valid, ds.eod_token, trainer.consumed_valid_samples, device.is_cuda()));
+    if (ds.test) trainer.test_it.push_back(build_iterator(args, ps, ds.test, ds.eod_token, 0, device.is_cuda()));
   }
 
   log_rank_0(LogLevel::kInfo, "training ...");
   trainer.train();
+  trainer.result.consumed_train_samples = trainer.consumed_train_samples;
+  if (trainer.result.exited_on_signal) return trainer.result;
   if (!trainer.valid_it.empty() && args.eval_iters > 0 && *args.train_iters % args.eval_interval != 0)
     trainer.evaluate_and_print_results(*args.train_iters, trainer.valid_it, "valid");
   if (!trainer.test_it.empty() && args.eval_iters > 0)

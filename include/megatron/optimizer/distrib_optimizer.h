@@ -28,6 +28,14 @@ class ParamShards {
   // Gathers every rank's updated shard and writes it into the model parameters.
   void all_gather_params();
 
+  // For checkpoints. The model parameters of the group, in order.
+  const std::vector<at::Tensor>& params() const { return params_; }
+  // Every rank's shard-shaped tensor (like shard()) concatenated in rank order: a flat buffer of
+  // the group's elements plus padding (collective over the data-parallel group).
+  at::Tensor gather(const at::Tensor& local) const;
+  // This rank's piece of the group's flat buffer (`flat` holds the group's elements, unpadded).
+  at::Tensor local_piece(const at::Tensor& flat) const;
+
  private:
   std::vector<at::Tensor> params_;
   std::shared_ptr<comm::ProcessGroup> dp_;

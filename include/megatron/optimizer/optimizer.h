@@ -6,6 +6,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,6 +73,18 @@ class MegatronOptimizer {
   torch::optim::Optimizer& inner() { return *inner_; }
   GradScaler* grad_scaler() { return scaler_ ? &*scaler_ : nullptr; }
 
+  // Optimizer state by parameter name (params() names), for checkpoints. Per parameter: the
+  // inner optimizer's state once it exists ("exp_avg", "exp_avg_sq", "step" for AdamW,
+  // "momentum_buffer" for SGD) and "main_param" where the fp32 main parameter is not the model
+  // parameter itself (bf16/fp16 models, the distributed optimizer); tensors shaped like the
+  // parameter. The distributed optimizer all-gathers its shards over the data-parallel group
+  // (collective), one kind of state at a time.
+  using ParamState = std::map<std::string, at::Tensor>;
+  std::map<std::string, ParamState> param_state();
+  // Restores param_state() output, from any data-parallel size. Every parameter must be there
+  // with the shape of this rank's parameter; errors name the parameter.
+  void load_param_state(const std::map<std::string, ParamState>& state);
+
  private:
   std::vector<at::Tensor> main_grads();
   double grad_norm(const std::vector<at::Tensor>& grads) const;
@@ -82,6 +95,7 @@ class MegatronOptimizer {
   std::shared_ptr<comm::ProcessGroup> dp_, mp_;
   std::vector<at::Tensor> main_params_;
   std::vector<ParamShards> shards_;  // distributed optimizer: one per weight-decay group
+  std::vector<std::vector<size_t>> shard_members_;  // params_ indices of each shard group
   bool has_copies_ = false;  // main params are fp32 copies of lower-precision model params
   std::unique_ptr<torch::optim::Optimizer> inner_;
   std::optional<GradScaler> scaler_;

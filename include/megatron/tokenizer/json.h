@@ -38,4 +38,8 @@ class JsonError : public std::runtime_error {
 // Parses one JSON value filling the whole text (surrounding whitespace allowed).
 JsonValue parse_json(std::string_view text);
 
+// s as a JSON string literal: quoted, with '"' and '\\' escaped (s is UTF-8 without control
+// characters, as names and keys are).
+std::string json_quote(std::string_view s);
+
 }  // namespace megatron::tokenizer

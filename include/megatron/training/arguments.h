@@ -28,6 +28,7 @@ struct Arguments {
   std::string normalization = "LayerNorm";  // | RMSNorm
   double norm_epsilon = 1e-5;
   bool swiglu = false;
+  bool openai_gelu = false;  // tanh-approximated GELU, as GPT-2 (Hugging Face's gelu_new)
   bool disable_bias_linear = false;
   bool untie_embeddings_and_output_weights = false;
   double attention_dropout = 0.1;
@@ -105,6 +106,20 @@ struct Arguments {
   int64_t eval_iters = 100;
   std::string metrics_file;  // JSONL, one line per logged iteration and evaluation
   bool skip_nan_iterations = false;  // default: a NaN/Inf loss stops training
+
+  // --- checkpointing (docs/checkpoints.md)
+  std::string save;                    // directory to save checkpoints to
+  std::optional<int64_t> save_interval;  // iterations between checkpoints (also saved at the end)
+  bool no_save_optim = false;
+  bool no_save_rng = false;
+  std::string load;                    // directory to resume from (its tracker file names the iteration)
+  bool no_load_optim = false;          // also skips the learning-rate schedule, as Megatron-LM
+  bool no_load_rng = false;
+  bool finetune = false;               // model weights only; iteration and samples start at 0
+  std::optional<int64_t> ckpt_step;    // load this iteration instead of the tracker's
+  bool load_fallback = false;          // an unreadable checkpoint: load the newest older complete one
+  int64_t keep_last_checkpoints = 0;   // 0: keep all
+  bool exit_signal_handler = false;    // SIGTERM: save a checkpoint after the current iteration, stop
 
   // --- device
   std::string device;  // cpu | cuda; default cuda when a GPU is visible

@@ -73,13 +73,18 @@ struct EvaluationRecord {
 };
 
 struct TrainingResult {
-  std::vector<IterationRecord> iterations;
+  std::vector<IterationRecord> iterations;  // those this run trained (after a loaded checkpoint)
   std::vector<EvaluationRecord> evaluations;
   int64_t consumed_train_samples = 0;
+  int64_t iteration = 0;                    // the last one trained (or loaded)
+  std::optional<int64_t> loaded_iteration;  // --load: the checkpoint's iteration
+  std::vector<int64_t> saved_iterations;    // --save: checkpoints written
+  bool exited_on_signal = false;            // --exit-signal-handler saw SIGTERM
 };
 
 // Runs the whole job on `world` (nullptr: init_distributed from the launcher environment).
-// Throws c10::Error for bad settings and for a NaN/Inf loss (unless args.skip_nan_iterations).
+// Throws c10::Error for bad settings, for a NaN/Inf loss (unless args.skip_nan_iterations) and
+// for a checkpoint that cannot be saved or loaded (training/checkpointing.h).
 TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder,
                         const DatasetBuilder& dataset_builder, const ForwardStepFunc& forward_step,
                         std::shared_ptr<comm::ProcessGroup> world = nullptr);

@@ -2,18 +2,16 @@
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/export.h>
-#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
-#include <iterator>
 
 namespace megatron::models::common {
 
-void save_tensor_dict(const std::string& path, const std::map<std::string, at::Tensor>& tensors) {
-  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
-  for (const auto& [name, t] : tensors) dict.insert(name, t.detach().cpu().contiguous());
+void write_archive(const c10::IValue& value, const std::function<void(const void*, size_t)>& write) {
   std::vector<char> pickle_data;
   // Like torch::jit::pickle_save, but with tag_aggregates = false: no torch.jit type tags, which
   // torch.load(weights_only=True) refuses.
@@ -21,24 +19,48 @@ void save_tensor_dict(const std::string& path, const std::map<std::string, at::T
       [&](const char* buf, size_t size) { pickle_data.insert(pickle_data.end(), buf, buf + size); },
       /*tensor_table=*/nullptr, nullptr, nullptr, nullptr, /*tag_aggregates=*/false);
   pickler.protocol();
-  pickler.pushIValue(dict);
+  pickler.pushIValue(value);
   pickler.stop();
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) -> size_t {
+    write(data, size);
+    return size;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickle_data.data(), pickle_data.size(), pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+}
+
+c10::IValue read_archive(const std::string& path) {
+  TORCH_CHECK(std::filesystem::is_regular_file(path), "[serialization] ", path, " does not exist");
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"",
+                                             std::nullopt, std::nullopt, c10::Device(c10::kCPU), reader);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "[serialization] ", path, " is not a readable torch.save archive (truncated or corrupt?): ",
+                e.what_without_backtrace());
+  }
+}
+
+void save_tensor_dict(const std::string& path, const std::map<std::string, at::Tensor>& tensors) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& [name, t] : tensors) dict.insert(name, t.detach().cpu().contiguous());
   const std::string tmp = path + ".tmp";
   {
-    caffe2::serialize::PyTorchStreamWriter writer(tmp);
-    torch::jit::writeArchiveAndTensors("data", pickle_data.data(), pickle_data.size(),
-                                       pickler.tensorData(), writer);
-    writer.writeEndOfFile();
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    TORCH_CHECK(out, "[serialization] cannot create ", tmp);
+    write_archive(dict, [&](const void* data, size_t size) {
+      out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+      TORCH_CHECK(out, "[serialization] writing ", tmp, " failed (disk full?)");
+    });
+    out.close();
+    TORCH_CHECK(out, "[serialization] writing ", tmp, " failed (disk full?)");
   }
   TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[serialization] cannot rename ", tmp,
               " to ", path);
 }
 
 std::map<std::string, at::Tensor> load_tensor_dict(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  TORCH_CHECK(f, "[serialization] cannot read ", path);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  c10::IValue value = torch::jit::pickle_load(bytes);
+  c10::IValue value = read_archive(path);
   TORCH_CHECK(value.isGenericDict(), "[serialization] ", path, " does not hold a dict");
   std::map<std::string, at::Tensor> out;
   for (const auto& entry : value.toGenericDict()) {

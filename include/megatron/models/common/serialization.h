@@ -1,13 +1,26 @@
-// Tensor dictionaries in torch.save's zip format: Python reads them with torch.load (also with
-// weights_only=True) and they hold plain dicts of tensors, no TorchScript type tags.
+// torch.save's zip format from C++: Python reads these files with torch.load (also with
+// weights_only=True), since they hold plain dicts, lists, strings, numbers and tensors and no
+// TorchScript type tags.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
+#include <functional>
 #include <map>
 #include <string>
 
 namespace megatron::models::common {
+
+// Streams `value` as a torch.save archive to `write`, which is called with consecutive chunks
+// and must write all of each (or throw). Lists must be generic (c10::impl::GenericList of
+// AnyType): typed ones would be written with TorchScript helpers that torch.load refuses.
+// Tensors are copied to the CPU one at a time, so a CUDA model costs one tensor of host memory.
+void write_archive(const c10::IValue& value, const std::function<void(const void*, size_t)>& write);
+
+// Reads a torch.save archive (also one written by Python) straight from the file; tensors land
+// on the CPU. A missing, truncated or malformed file throws c10::Error naming it.
+c10::IValue read_archive(const std::string& path);
 
 // Writes to path + ".tmp", then renames, so a partly written file never has the final name.
 void save_tensor_dict(const std::string& path, const std::map<std::string, at::Tensor>& tensors);

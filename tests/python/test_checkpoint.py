@@ -1,0 +1,232 @@
+"""Checkpoints end to end with the pretrain_gpt and convert_checkpoint programs: Python's
+torch.load opens every file; a run killed (SIGKILL) at each step of a save leaves the previous
+checkpoint current and loadable, and resuming from it repeats the killed run's losses; SIGTERM
+with --exit-signal-handler saves and exits 0; a checkpoint resharded TP2 x PP2 -> TP1 x PP1 -> TP2 x
+PP2 resumes with the uninterrupted run's losses (fp32 tolerance); the Hugging Face export loads
+in transformers with our model's logits (<= 1e-4) and imports back unchanged."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("MEGATRON_BUILD_DIR", ROOT / "build"))
+PRETRAIN = str(BUILD / "bin" / "pretrain_gpt")
+CONVERT = str(BUILD / "bin" / "convert_checkpoint")
+DUMP = str(BUILD / "bin" / "gpt_parity_dump")
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+
+
+def tiny(iters: int, *extra: str) -> list[str]:
+    return ["--num-layers", "4", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
+            "--micro-batch-size", "2", "--global-batch-size", "8", "--train-iters", str(iters),
+            "--lr", "2e-3", "--min-lr", "2e-4", "--lr-warmup-iters", "1", "--lr-decay-iters", "12",
+            "--lr-decay-style", "cosine", "--mock-data", "--vocab-size", "250",
+            "--make-vocab-size-divisible-by", "8", "--device", "cpu", "--num-workers", "0",
+            "--log-interval", "1", "--eval-iters", "0", *extra]
+
+
+def run(cmd: list[str], np: int = 1, check: bool = True, env: dict | None = None, timeout: int = 300):
+    full = (MPIRUN + ["-np", str(np)] if np > 1 else []) + cmd
+    proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+    if check:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def losses(metrics: Path) -> dict[int, float]:
+    return {r["iteration"]: r["lm loss"] for r in map(json.loads, metrics.read_text().splitlines())
+            if r["type"] == "train"}
+
+
+def tracker(d: Path) -> str:
+    return (d / "latest_checkpointed_iteration.txt").read_text().strip()
+
+
+def test_torch_load_opens_every_file(tmp_path):
+    """TP1 x DP2 with the distributed optimizer: model_optim_rng.pt and distrib_optim.pt."""
+    run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "ck"), "--use-distributed-optimizer",
+                      "--hidden-dropout", "0.1")], np=2)
+    rank_dir = tmp_path / "ck" / "iter_0000002" / "mp_rank_00"
+    main = torch.load(rank_dir / "model_optim_rng.pt", weights_only=True)
+    assert main["iteration"] == 2 and main["checkpoint_version"] == 3.0
+    assert main["consumed_train_samples"] == 16 and main["consumed_valid_samples"] == 0
+    assert main["args"]["num_layers"] == 4 and main["args"]["padded_vocab_size"] == 256
+    assert main["model"]["embedding.word_embeddings.weight"].shape == (256, 32)
+    assert main["opt_param_scheduler"]["num_steps"] == 16
+    assert main["optimizer"]["distributed"] is True and main["optimizer"]["grad_scaler"] is None
+    assert set(main["rng_state"][0]) >= {"torch_rng_state", "rng_tracker_states"}
+    dist = torch.load(rank_dir / "distrib_optim.pt", weights_only=True)
+    state = dist["param_state"]["decoder.layers.0.mlp.linear_fc1.weight"]
+    assert state["exp_avg"].shape == (128, 32) and int(state["step"]) == 2
+    # The fp32 main parameter equals the model's after the step.
+    assert torch.equal(state["main_param"], main["model"]["decoder.layers.0.mlp.linear_fc1.weight"])
+    sums = (rank_dir / "checksums.txt").read_text().split()
+    assert sums[0] == "distrib_optim.pt" and int(sums[1]) == (rank_dir / "distrib_optim.pt").stat().st_size
+
+
+POINTS = ["save:mid_file", "save:before_rank_rename", "save:before_publish", "save:before_tracker",
+          "save:tracker_tmp"]
+
+
+@pytest.mark.parametrize("np_,point", [(1, p) for p in POINTS] + [(2, "save:mid_file@1"),
+                                                                   (2, "save:before_rank_rename@0")])
+def test_kill_during_save_keeps_the_previous_checkpoint(tmp_path, np_, point):
+    ck = tmp_path / "ck"
+    layout = ["--pipeline-model-parallel-size", "2"] if np_ == 2 else []
+    run([PRETRAIN, *tiny(2, "--save", str(ck), *layout)], np=np_)
+    assert tracker(ck) == "2"
+    # Resumes at 2, trains 3 and 4, and dies while saving 4.
+    killed = run([PRETRAIN, *tiny(4, "--load", str(ck), "--save", str(ck), *layout,
+                                  "--metrics-file", str(tmp_path / "killed.jsonl"))],
+                 np=np_, check=False, env={"MEGATRON_FAULT_INJECTION": point})
+    assert killed.returncode != 0
+    assert "[fault injection]" in killed.stderr, killed.stderr[-2000:]
+    assert tracker(ck) == "2"
+    first = "mp_rank_00_000" if np_ == 2 else "mp_rank_00"
+    torch.load(ck / "iter_0000002" / first / "model_optim_rng.pt", weights_only=True)
+    resumed = run([PRETRAIN, *tiny(4, "--load", str(ck), "--save", str(ck), *layout,
+                                   "--metrics-file", str(tmp_path / "resumed.jsonl"))], np=np_)
+    assert "successfully loaded checkpoint from" in resumed.stdout and "at iteration 2" in resumed.stdout
+    assert tracker(ck) == "4"
+    assert losses(tmp_path / "resumed.jsonl") == losses(tmp_path / "killed.jsonl")
+    assert not [p.name for p in ck.iterdir() if p.name.endswith((".tmp", ".deleting", ".old"))]
+
+
+def test_sigterm_saves_and_exits(tmp_path):
+    ck = tmp_path / "ck"
+    proc = subprocess.Popen([PRETRAIN, *tiny(100000, "--save", str(ck), "--exit-signal-handler")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:
+        if "iteration        2/" in line:
+            proc.send_signal(signal.SIGTERM)
+            break
+    out = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 0, out[-2000:]
+    assert "exiting program after receiving SIGTERM." in out
+    stopped_at = int(tracker(ck))
+    assert stopped_at >= 2
+    assert (ck / f"iter_{stopped_at:07d}" / "mp_rank_00" / "model_optim_rng.pt").is_file()
+
+
+def test_resharded_resume_continues_the_losses(tmp_path):
+    a, b, c = tmp_path / "tp2pp2", tmp_path / "tp1pp1", tmp_path / "back"
+    # No dropout: RNG states belong to ranks and are not resharded.
+    layout = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
+              "--hidden-dropout", "0", "--attention-dropout", "0"]
+    run([PRETRAIN, *tiny(6, *layout, "--save", str(a), "--save-interval", "3",
+                      "--metrics-file", str(tmp_path / "full.jsonl"))], np=4)
+    full = losses(tmp_path / "full.jsonl")
+    assert sorted(full) == [1, 2, 3, 4, 5, 6]
+
+    out = run([CONVERT, "--load", str(a), "--ckpt-step", "3", "--save", str(b)]).stdout
+    assert "TP 1, PP 1" in out and tracker(b) == "3"
+    run([PRETRAIN, *tiny(6, "--load", str(b), "--hidden-dropout", "0", "--attention-dropout", "0",
+                      "--metrics-file", str(tmp_path / "tp1.jsonl"))])
+    run([CONVERT, "--load", str(b), "--save", str(c), "--target-tensor-parallel-size", "2",
+         "--target-pipeline-model-parallel-size", "2"])
+    run([PRETRAIN, *tiny(6, *layout, "--load", str(c), "--metrics-file", str(tmp_path / "back.jsonl"))], np=4)
+    for name in ["tp1.jsonl", "back.jsonl"]:
+        resumed = losses(tmp_path / name)
+        assert sorted(resumed) == [4, 5, 6], name
+        for it, loss in resumed.items():
+            assert loss == pytest.approx(full[it], rel=1e-5), (name, it)
+
+
+def our_logits(state: dict, tmp_path: Path, **opts) -> dict:
+    """gpt_parity_dump (TP1) with the checkpoint's weights: input ids and logits."""
+    torch.save(state, tmp_path / "state.pt")
+    args = [DUMP, "--out", str(tmp_path / "dump.pt"), "--load", str(tmp_path / "state.pt")]
+    for k, v in opts.items():
+        args += ["--" + k.replace("_", "-"), str(v)]
+    run(args)
+    return torch.load(tmp_path / "dump.pt")
+
+
+HF_CASES = {
+    "gpt2": dict(flags=[], arch="GPT2LMHeadModel",
+                 dump=dict(norm="layernorm", mlp="gelu", bias=1, position="learned", tied=1)),
+    "gpt2_untied_openai_gelu": dict(flags=["--untie-embeddings-and-output-weights", "--openai-gelu"],
+                                    arch="GPT2LMHeadModel",
+                                    dump=dict(norm="layernorm", mlp="gelu_tanh", bias=1, position="learned",
+                                              tied=0)),
+    "llama": dict(flags=["--position-embedding-type", "rope", "--normalization", "RMSNorm", "--swiglu",
+                         "--disable-bias-linear", "--untie-embeddings-and-output-weights",
+                         "--group-query-attention", "--num-query-groups", "2", "--ffn-hidden-size", "48",
+                         "--rotary-base", "500"],
+                  arch="LlamaForCausalLM",
+                  dump=dict(norm="rmsnorm", mlp="swiglu", bias=0, position="rope", tied=0, groups=2, ffn=48,
+                            rotary_base=500)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HF_CASES))
+def test_hugging_face_export_gives_our_logits(tmp_path, case):
+    transformers = pytest.importorskip("transformers")
+    from safetensors import safe_open
+
+    spec = HF_CASES[case]
+    ck, hf, back = tmp_path / "ck", tmp_path / "hf", tmp_path / "back"
+    # Trained at TP 2 so that the export merges shards.
+    run([PRETRAIN, *tiny(2, "--tensor-model-parallel-size", "2", "--save", str(ck), *spec["flags"])], np=2)
+    run([CONVERT, "--load", str(ck), "--export-hf", str(hf)])
+    config = json.loads((hf / "config.json").read_text())
+    assert config["architectures"] == [spec["arch"]] and config["vocab_size"] == 250
+    with safe_open(str(hf / "model.safetensors"), framework="pt") as f:
+        assert f.metadata() == {"format": "pt"}
+        assert all(f.get_tensor(k).dtype == torch.float32 for k in f.keys())
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(hf), torch_dtype=torch.float32).eval()
+    # Our model at TP 1 from the same weights (the checkpoint resharded to TP 1).
+    run([CONVERT, "--load", str(ck), "--save", str(tmp_path / "tp1")])
+    state = torch.load(tmp_path / "tp1" / "iter_0000002" / "mp_rank_00" / "model_optim_rng.pt")["model"]
+    dump = our_logits(state, tmp_path, layers=4, hidden=32, heads=4, vocab=250, divisible_by=8, max_seq=16,
+                      seq=16, batch=2, **spec["dump"])
+    with torch.no_grad():
+        theirs = model(dump["input_ids"]).logits
+    ours = dump["logits"][..., :250]
+    assert theirs.shape == ours.shape
+    assert (theirs - ours).abs().max().item() <= 1e-4
+
+    # Import back: the same weights as a release checkpoint (padded rows are zero).
+    run([CONVERT, "--import-hf", str(hf), "--save", str(back), "--make-vocab-size-divisible-by", "8"])
+    assert tracker(back) == "release"
+    imported = torch.load(back / "release" / "mp_rank_00" / "model_optim_rng.pt", weights_only=True)
+    assert set(imported["model"]) == set(state)
+    for name, tensor in state.items():
+        got = imported["model"][name]
+        if name in ("embedding.word_embeddings.weight", "output_layer.weight"):
+            assert torch.equal(got[:250], tensor[:250]) and not got[250:].any(), name
+        else:
+            assert torch.equal(got, tensor), name
+
+
+def test_hugging_face_gpt2_loads_in_pretrain(tmp_path):
+    """An imported release checkpoint starts a fine-tuning run (iteration 0, weights loaded)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=4, n_embd=32, n_head=4, n_positions=16, vocab_size=250,
+                                     activation_function="gelu_new")
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "hf")
+    run([CONVERT, "--import-hf", str(tmp_path / "hf"), "--save", str(tmp_path / "ck"),
+         "--target-tensor-parallel-size", "2", "--make-vocab-size-divisible-by", "8"])
+    out = run([PRETRAIN, *tiny(1, "--tensor-model-parallel-size", "2", "--openai-gelu", "--load",
+                                str(tmp_path / "ck"))], np=2).stdout
+    assert "[ release ] at iteration 0" in out
+
+
+def test_corrupt_checkpoint_is_one_line_naming_the_file(tmp_path):
+    ck = tmp_path / "ck"
+    run([PRETRAIN, *tiny(1, "--save", str(ck))])
+    f = ck / "iter_0000001" / "mp_rank_00" / "model_optim_rng.pt"
+    os.truncate(f, f.stat().st_size // 3)
+    proc = run([PRETRAIN, *tiny(2, "--load", str(ck))], check=False)
+    assert proc.returncode != 0
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("pretrain_gpt:")]
+    assert len(lines) == 1 and str(f) in lines[0] and "truncated" in lines[0], proc.stderr[-2000:]
