@@ -801,6 +801,7 @@ SaveResult save_checkpoint(const Arguments& args, const ParallelState& ps, const
 }
 
 bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingState& state) {
+  const auto start = std::chrono::steady_clock::now();
   auto& world = ps.get_world_group();
   const auto tracker = read_tracker(args.load);
   std::vector<std::optional<int64_t>> candidates;
@@ -896,9 +897,12 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
       set_rng_state(entry.toGenericDict(), state, file);
     }
   }
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%.3f",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   log_rank_0(LogLevel::kInfo, "  successfully loaded checkpoint from " + args.load + " [ " +
                                   iteration_dir_name(iteration) + " ] at iteration " +
-                                  std::to_string(state.iteration));
+                                  std::to_string(state.iteration) + " [ " + seconds + " s ]");
   return true;
 }
 
