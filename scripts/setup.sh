@@ -21,7 +21,6 @@ APT_PACKAGES=(
   openmpi-bin libopenmpi-dev
   libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev
-  zlib1g-dev
 )
 
 missing_packages() {

@@ -6,7 +6,6 @@
 #include <c10/util/Exception.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
-#include <zlib.h>
 
 #include <fcntl.h>
 #include <ftw.h>
@@ -27,6 +26,7 @@
 #include <set>
 #include <sstream>
 
+#include "crc32.h"
 #include "megatron/comm/launcher_env.h"
 #include "megatron/logging.h"
 #include "megatron/models/common/serialization.h"
@@ -72,7 +72,7 @@ class FileWriter {
   }
   void write(const void* data, size_t size) {
     const char* p = static_cast<const char*>(data);
-    crc_ = crc32_z(crc_, reinterpret_cast<const Bytef*>(p), size);
+    crc_ = crc32_update(crc_, p, size);
     while (size > 0) {
       const ssize_t n = ::write(fd_, p, size);
       if (n < 0 && errno == EINTR) continue;
@@ -87,7 +87,7 @@ class FileWriter {
     const int rc = ::close(fd_);
     fd_ = -1;
     TORCH_CHECK(rc == 0, "[checkpointing] closing ", path_, " failed: ", errno_text());
-    return {path_, bytes_, static_cast<uint32_t>(crc_)};
+    return {path_, bytes_, crc_};
   }
   uint64_t bytes() const { return bytes_; }
 
@@ -95,7 +95,7 @@ class FileWriter {
   std::string path_;
   int fd_ = -1;
   uint64_t bytes_ = 0;
-  uLong crc_ = crc32_z(0, nullptr, 0);
+  uint32_t crc_ = 0;
 };
 
 void write_text_file(const std::string& path, const std::string& text) {
@@ -121,12 +121,12 @@ uint32_t file_crc32(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   TORCH_CHECK(in, "[checkpointing] cannot read ", path);
   std::vector<char> buffer(8 << 20);
-  uLong crc = crc32_z(0, nullptr, 0);
+  uint32_t crc = 0;
   while (in) {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(buffer.data()), static_cast<size_t>(in.gcount()));
+    crc = crc32_update(crc, buffer.data(), static_cast<size_t>(in.gcount()));
   }
-  return static_cast<uint32_t>(crc);
+  return crc;
 }
 
 // Runs fn; returns its error message ("" when it succeeded).
