@@ -1,0 +1,110 @@
+#include "megatron/training/gpt_callbacks.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/nn/module.h>
+
+#include "megatron/comm/process_group.h"
+#include "megatron/datasets/blended_dataset.h"
+#include "megatron/logging.h"
+#include "megatron/models/gpt/gpt_model.h"
+#include "megatron/training/config.h"
+
+namespace megatron::training {
+
+std::unique_ptr<tokenizer::Tokenizer> build_tokenizer(const Arguments& args) {
+  tokenizer::TokenizerOptions t;
+  t.tokenizer_type = args.tokenizer_type.empty() ? "NullTokenizer" : args.tokenizer_type;
+  t.vocab_file = args.vocab_file;
+  t.merge_file = args.merge_file;
+  t.vocab_size = args.vocab_size.value_or(0);
+  return tokenizer::build_tokenizer(t);
+}
+
+std::shared_ptr<torch::nn::Module> gpt_model_provider(const TrainingContext& ctx, bool pre_process,
+                                                      bool post_process, int64_t vocab_size) {
+  log_rank_0(LogLevel::kInfo, "building GPT model ...");
+  const auto& args = ctx.args;
+  models::gpt::GPTModelOptions options(core_transformer_config_from_args(ctx), vocab_size,
+                                       args.max_position_embeddings);
+  options.make_vocab_size_divisible_by(args.make_vocab_size_divisible_by)
+      .pre_process(pre_process)
+      .post_process(post_process)
+      .pipeline_model_parallel_rank(ctx.parallel_state.get_pipeline_model_parallel_rank())
+      .virtual_pipeline_model_parallel_rank(ctx.virtual_pipeline_model_parallel_rank.value_or(0))
+      .share_embeddings_and_output_weights(!args.untie_embeddings_and_output_weights)
+      .position_embedding_type(args.position_embedding_type == "rope"
+                                   ? models::gpt::PositionEmbeddingType::kRope
+                                   : models::gpt::PositionEmbeddingType::kLearnedAbsolute)
+      .rotary_percent(args.rotary_percent)
+      .rotary_base(args.rotary_base)
+      .seed(args.seed);
+  return models::gpt::GPTModel(options).ptr();
+}
+
+Datasets gpt_datasets_provider(const TrainingContext& ctx, const std::array<int64_t, 3>& num_samples,
+                               const tokenizer::Tokenizer& tokenizer) {
+  const auto& args = ctx.args;
+  datasets::GPTDatasetConfig config;
+  config.random_seed = static_cast<uint32_t>(args.seed);
+  config.sequence_length = args.seq_length;
+  config.split = args.split;
+  config.path_to_cache = args.data_cache_path;
+  const std::array<std::optional<int64_t>, 3> sizes = {num_samples[0], num_samples[1], num_samples[2]};
+  // Rank 0 builds the index caches, the others load them after it (a failure on rank 0 reaches
+  // every rank through the barrier).
+  auto& world = ctx.parallel_state.get_world_group();
+  auto ds = args.mock_data
+                ? datasets::build_mock_gpt_datasets(tokenizer.vocab_size(), tokenizer.eod(), sizes, config)
+                : datasets::build_gpt_datasets_on_ranks(datasets::parse_data_path(args.data_path), sizes,
+                                                        config, world.rank(), [&] { world.barrier(); });
+  return {ds[0], ds[1], ds[2], tokenizer.eod()};
+}
+
+datasets::GPTBatch get_batch(datasets::DataIterator& data_iterator, c10::Device device) {
+  auto batch = data_iterator.next();
+  TORCH_CHECK(batch, "[pretrain_gpt] the data iterator ran out of samples");
+  auto to = [&](at::Tensor& t) {
+    if (t.defined()) t = t.to(device, /*non_blocking=*/true);
+  };
+  to(batch->tokens);
+  to(batch->labels);
+  to(batch->loss_mask);
+  to(batch->attention_mask);
+  to(batch->position_ids);
+  return *batch;
+}
+
+std::pair<at::Tensor, std::map<std::string, at::Tensor>> gpt_loss_func(const at::Tensor& loss_mask,
+                                                                       const at::Tensor& output_tensor) {
+  auto losses = output_tensor.to(at::kFloat).reshape({-1});
+  auto mask = loss_mask.reshape({-1});
+  auto loss = (losses * mask).sum() / mask.sum();
+  return {loss, {{"lm loss", loss.detach()}}};
+}
+
+std::pair<at::Tensor, LossFunc> gpt_forward_step(datasets::DataIterator& data_iterator,
+                                                 torch::nn::Module& model) {
+  auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(&model);
+  TORCH_CHECK(gpt, "[pretrain_gpt] forward_step expects a GPTModel, found ", model.name());
+  auto device = gpt->parameters().front().device();
+  auto batch = get_batch(data_iterator, device);
+  auto output = gpt->forward(batch.tokens, batch.position_ids, batch.attention_mask, batch.labels);
+  auto loss_mask = batch.loss_mask;
+  return {output, [loss_mask](const at::Tensor& out) { return gpt_loss_func(loss_mask, out); }};
+}
+
+GPTCallbacks gpt_callbacks(std::shared_ptr<const tokenizer::Tokenizer> tokenizer) {
+  TORCH_CHECK(tokenizer, "[pretrain_gpt] gpt_callbacks needs a tokenizer, found none");
+  GPTCallbacks callbacks;
+  callbacks.model_builder = [tokenizer](const TrainingContext& ctx, bool pre_process, bool post_process) {
+    return gpt_model_provider(ctx, pre_process, post_process, tokenizer->vocab_size());
+  };
+  callbacks.dataset_builder = [tokenizer](const TrainingContext& ctx, const std::array<int64_t, 3>& num_samples) {
+    return gpt_datasets_provider(ctx, num_samples, *tokenizer);
+  };
+  callbacks.forward_step = gpt_forward_step;
+  return callbacks;
+}
+
+}  // namespace megatron::training
