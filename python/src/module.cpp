@@ -1,4 +1,5 @@
-// The megatron_cpp._C module: version, logging, and the areas' bindings.
+// The megatron_cpp._C module: version, logging, the library's errors as Python exceptions, and
+// the areas' bindings (one init_<area> per file).
 #include <c10/util/Exception.h>
 
 #include "bindings.h"
@@ -10,11 +11,19 @@ PYBIND11_MODULE(_C, m) {
   m.attr("__version__") = MEGATRON_CPP_VERSION;
   m.attr("torch_version") = MEGATRON_CPP_TORCH_VERSION;
 
-  // The library's checks arrive as RuntimeError with the same one-line message, as torch maps
-  // c10::Error (whichever of the two modules registers its translator last).
+  // The library's checks arrive with the same one-line message (no C++ backtrace), as the
+  // Python exception torch would raise for them. Registered after torch's, so tried first.
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const c10::IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
+    } catch (const c10::ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+    } catch (const c10::TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
+    } catch (const c10::NotImplementedError& e) {
+      PyErr_SetString(PyExc_NotImplementedError, e.what_without_backtrace());
     } catch (const c10::Error& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
     }
@@ -31,4 +40,11 @@ PYBIND11_MODULE(_C, m) {
 
   init_comm(m);
   init_parallel_state(m);
+  init_tensor_parallel(m);
+  init_transformer(m);
+  init_models(m);
+  init_tokenizer(m);
+  init_datasets(m);
+  init_arguments(m);
+  init_training(m);
 }

@@ -1,12 +1,18 @@
-// megatron_cpp.rank_layout: Megatron-LM's grouping of ranks for a TP x CP x DP x PP layout.
+// ParallelState (Megatron's parallel_state: groups and ranks of the TP x CP x DP x PP grid) and
+// rank_layout, the pure rank arithmetic behind it.
 #include "bindings.h"
 #include "megatron/parallel_state.h"
 
 void init_parallel_state(py::module_& m) {
+  using megatron::ParallelState;
+  using megatron::comm::ProcessGroup;
+  using Self = std::shared_ptr<ParallelState>;
+  using GroupPtr = std::shared_ptr<ProcessGroup>;
+
   m.def(
       "rank_layout",
       [](int world_size, int tp, int pp, int cp) {
-        auto l = megatron::ParallelState::rank_layout(world_size, tp, pp, cp);
+        auto l = ParallelState::rank_layout(world_size, tp, pp, cp);
         py::dict d;
         d["tensor_model_parallel"] = l.tensor_model_parallel;
         d["pipeline_model_parallel"] = l.pipeline_model_parallel;
@@ -20,4 +26,68 @@ void init_parallel_state(py::module_& m) {
       py::arg("world_size"), py::arg("tensor_model_parallel_size") = 1,
       py::arg("pipeline_model_parallel_size") = 1, py::arg("context_parallel_size") = 1,
       "The rank lists of every group of each kind (Megatron-LM's order: TP, CP, DP, PP).");
+
+  // Groups that ParallelState hands out by reference share its ownership here, so that a group
+  // outlives neither the state nor is freed under Python.
+  auto alias = [](const Self& self, ProcessGroup& g) { return GroupPtr(self, &g); };
+  py::class_<ParallelState, Self>(
+      m, "ParallelState",
+      "This rank's place in the TP x CP x DP x PP grid and its process groups, in Megatron-LM's "
+      "rank order (Megatron's parallel_state, as an object instead of module globals).")
+      .def_static(
+          "initialize_model_parallel",
+          [](GroupPtr world, int tp, int pp, std::optional<int> vpp, int cp) {
+            py::gil_scoped_release release;
+            return std::make_shared<ParallelState>(
+                ParallelState::initialize_model_parallel(std::move(world), tp, pp, vpp, cp));
+          },
+          py::arg("world"), py::arg("tensor_model_parallel_size") = 1,
+          py::arg("pipeline_model_parallel_size") = 1,
+          py::arg("virtual_pipeline_model_parallel_size") = py::none(),
+          py::arg("context_parallel_size") = 1,
+          "Splits the world group into groups; collective over world, same arguments on every rank.")
+      .def("get_world_group", [alias](const Self& s) { return alias(s, s->get_world_group()); })
+      .def("get_tensor_model_parallel_group", [](const Self& s) { return s->tensor_model_parallel_group_ptr(); })
+      .def("get_pipeline_model_parallel_group",
+           [alias](const Self& s) { return alias(s, s->get_pipeline_model_parallel_group()); })
+      .def("get_data_parallel_group", [](const Self& s) { return s->data_parallel_group_ptr(); })
+      .def("get_context_parallel_group", [alias](const Self& s) { return alias(s, s->get_context_parallel_group()); })
+      .def("get_model_parallel_group", [](const Self& s) { return s->model_parallel_group_ptr(); })
+      .def("get_embedding_group", &ParallelState::get_embedding_group,
+           "None on ranks outside the first and last pipeline stage.")
+      .def("get_position_embedding_group", &ParallelState::get_position_embedding_group,
+           "None on ranks outside the first pipeline stage.")
+      .def("get_world_size", &ParallelState::get_world_size)
+      .def("get_rank", &ParallelState::get_rank)
+      .def("get_tensor_model_parallel_world_size", &ParallelState::get_tensor_model_parallel_world_size)
+      .def("get_tensor_model_parallel_rank", &ParallelState::get_tensor_model_parallel_rank)
+      .def("get_pipeline_model_parallel_world_size", &ParallelState::get_pipeline_model_parallel_world_size)
+      .def("get_pipeline_model_parallel_rank", &ParallelState::get_pipeline_model_parallel_rank)
+      .def("get_data_parallel_world_size", &ParallelState::get_data_parallel_world_size)
+      .def("get_data_parallel_rank", &ParallelState::get_data_parallel_rank)
+      .def("get_context_parallel_world_size", &ParallelState::get_context_parallel_world_size)
+      .def("get_context_parallel_rank", &ParallelState::get_context_parallel_rank)
+      .def("get_virtual_pipeline_model_parallel_world_size",
+           &ParallelState::get_virtual_pipeline_model_parallel_world_size)
+      .def("get_tensor_model_parallel_src_rank", &ParallelState::get_tensor_model_parallel_src_rank)
+      .def("get_data_parallel_src_rank", &ParallelState::get_data_parallel_src_rank)
+      .def("get_pipeline_model_parallel_first_rank", &ParallelState::get_pipeline_model_parallel_first_rank)
+      .def("get_pipeline_model_parallel_last_rank", &ParallelState::get_pipeline_model_parallel_last_rank)
+      .def("get_pipeline_model_parallel_next_rank", &ParallelState::get_pipeline_model_parallel_next_rank)
+      .def("get_pipeline_model_parallel_prev_rank", &ParallelState::get_pipeline_model_parallel_prev_rank)
+      .def("is_pipeline_first_stage", &ParallelState::is_pipeline_first_stage,
+           py::arg("virtual_rank") = py::none())
+      .def("is_pipeline_last_stage", &ParallelState::is_pipeline_last_stage,
+           py::arg("virtual_rank") = py::none())
+      .def("is_rank_in_embedding_group", &ParallelState::is_rank_in_embedding_group)
+      .def("is_rank_in_position_embedding_group", &ParallelState::is_rank_in_position_embedding_group)
+      .def("__repr__", [](const ParallelState& s) {
+        return "ParallelState(rank=" + std::to_string(s.get_rank()) + ", tp=" +
+               std::to_string(s.get_tensor_model_parallel_rank()) + "/" +
+               std::to_string(s.get_tensor_model_parallel_world_size()) + ", pp=" +
+               std::to_string(s.get_pipeline_model_parallel_rank()) + "/" +
+               std::to_string(s.get_pipeline_model_parallel_world_size()) + ", dp=" +
+               std::to_string(s.get_data_parallel_rank()) + "/" +
+               std::to_string(s.get_data_parallel_world_size()) + ")";
+      });
 }

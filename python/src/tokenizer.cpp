@@ -1,0 +1,81 @@
+// Tokenizers (GPT-2 byte-level BPE, Megatron's NullTokenizer), Megatron-style construction from
+// the tokenizer flags, and the BPE trainer. Text may be str (UTF-8) or bytes.
+#include "bindings.h"
+#include "megatron/tokenizer/bpe_trainer.h"
+#include "megatron/tokenizer/gpt2_bpe.h"
+#include "megatron/tokenizer/null_tokenizer.h"
+#include "megatron/tokenizer/tokenizer.h"
+
+namespace {
+
+// str -> its UTF-8; bytes as they are (GPT-2 BPE keeps invalid UTF-8 byte for byte).
+std::string text_of(const py::handle& text) {
+  if (py::isinstance<py::bytes>(text)) return text.cast<std::string>();
+  if (py::isinstance<py::str>(text)) return text.cast<std::string>();
+  throw py::type_error("[tokenizer] text: expected str or bytes, found " +
+                       py::str(py::type::of(text)).cast<std::string>());
+}
+
+}  // namespace
+
+void init_tokenizer(py::module_& m) {
+  namespace tok = megatron::tokenizer;
+  using Release = py::call_guard<py::gil_scoped_release>;
+
+  py::class_<tok::Tokenizer, std::shared_ptr<tok::Tokenizer>>(
+      m, "Tokenizer", "Text <-> token ids (Megatron's MegatronTokenizer interface).")
+      .def("tokenize",
+           [](const tok::Tokenizer& t, const py::object& text) {
+             const std::string s = text_of(text);
+             py::gil_scoped_release release;
+             return t.tokenize(s);
+           },
+           py::arg("text"), "Token ids of str (UTF-8) or bytes.")
+      .def("detokenize",
+           [](const tok::Tokenizer& t, const std::vector<int32_t>& ids) {
+             const std::string bytes = t.detokenize(ids);
+             return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(bytes.data(), bytes.size(), "replace"));
+           },
+           py::arg("ids"), "The text of ids (invalid UTF-8 replaced by U+FFFD; see detokenize_bytes).")
+      .def("detokenize_bytes", [](const tok::Tokenizer& t, const std::vector<int32_t>& ids) { return py::bytes(t.detokenize(ids)); },
+           py::arg("ids"), "The exact bytes of ids.")
+      .def_property_readonly("vocab_size", &tok::Tokenizer::vocab_size)
+      .def_property_readonly("eod", &tok::Tokenizer::eod, "The end-of-document id.");
+
+  py::class_<tok::GPT2BPETokenizer, tok::Tokenizer, std::shared_ptr<tok::GPT2BPETokenizer>>(
+      m, "GPT2BPETokenizer", "GPT-2 byte-level BPE from vocab.json and merges.txt, encoding as HF tokenizers does.")
+      .def(py::init<const std::string&, const std::string&>(), py::arg("vocab_file"), py::arg("merge_file"), Release())
+      .def("token_to_id", &tok::GPT2BPETokenizer::token_to_id, py::arg("token"),
+           "Id of a vocabulary entry (in its byte-to-unicode spelling), or -1.");
+  py::class_<tok::NullTokenizer, tok::Tokenizer, std::shared_ptr<tok::NullTokenizer>>(
+      m, "NullTokenizer", "Megatron's NullTokenizer: text is space-separated ids; EOD is vocab_size - 1.")
+      .def(py::init<int64_t>(), py::arg("vocab_size"));
+
+  m.def(
+      "build_tokenizer",
+      [](const std::string& tokenizer_type, const std::string& vocab_file, const std::string& merge_file,
+         int64_t vocab_size) {
+        tok::TokenizerOptions o;
+        o.tokenizer_type = tokenizer_type;
+        o.vocab_file = vocab_file;
+        o.merge_file = merge_file;
+        o.vocab_size = vocab_size;
+        py::gil_scoped_release release;
+        return std::shared_ptr<tok::Tokenizer>(tok::build_tokenizer(o));
+      },
+      py::arg("tokenizer_type"), py::kw_only(), py::arg("vocab_file") = "", py::arg("merge_file") = "",
+      py::arg("vocab_size") = 0,
+      "A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer or NullTokenizer).");
+
+  py::class_<tok::BpeTrainer>(m, "BpeTrainer",
+                              "Trains a GPT-2 style byte-level BPE vocabulary (vocab.json + merges.txt).")
+      .def(py::init([](int64_t vocab_size, int64_t min_frequency) {
+             return tok::BpeTrainer(tok::BpeTrainerOptions{vocab_size, min_frequency});
+           }),
+           py::arg("vocab_size") = 8192, py::arg("min_frequency") = 2)
+      .def("add_text", [](tok::BpeTrainer& t, const py::object& text) { t.add_text(text_of(text)); },
+           py::arg("text"), "Counts the pre-tokenized words of one document.")
+      .def("train_and_save", &tok::BpeTrainer::train_and_save, py::arg("dir"), Release(),
+           "Learns the merges and writes {dir}/vocab.json and {dir}/merges.txt.")
+      .def_property_readonly("num_words", &tok::BpeTrainer::num_words);
+}

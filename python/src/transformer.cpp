@@ -1,0 +1,141 @@
+// TransformerConfig (Megatron's TransformerConfig): keyword construction, one property per field,
+// enum fields also from Megatron's strings ("RMSNorm", "silu", "full", ...).
+#include <c10/util/Exception.h>
+
+#include <functional>
+#include <map>
+
+#include "bindings.h"
+#include "megatron/tensor_parallel/random.h"
+#include "megatron/transformer/transformer_config.h"
+
+namespace {
+
+using megatron::transformer::Activation;
+using megatron::transformer::Normalization;
+using megatron::transformer::RecomputeGranularity;
+using megatron::transformer::RecomputeMethod;
+using megatron::transformer::TransformerConfig;
+
+template <typename E>
+E enum_from(py::handle value, const char* field, const std::vector<std::pair<std::string, E>>& names) {
+  if (!py::isinstance<py::str>(value)) return value.cast<E>();
+  const auto text = value.cast<std::string>();
+  std::string expected;
+  for (const auto& [name, e] : names) {
+    if (name == text) return e;
+    expected += (expected.empty() ? "'" : ", '") + name + "'";
+  }
+  TORCH_CHECK_VALUE(false, "[TransformerConfig] ", field, ": expected one of ", expected, ", found '", text, "'");
+}
+
+template <typename T>
+T field_from(py::handle value, const char*) {
+  return value.cast<T>();
+}
+template <>
+Normalization field_from<Normalization>(py::handle v, const char* f) {
+  return enum_from<Normalization>(v, f, {{"LayerNorm", Normalization::kLayerNorm}, {"RMSNorm", Normalization::kRMSNorm}});
+}
+template <>
+Activation field_from<Activation>(py::handle v, const char* f) {
+  return enum_from<Activation>(v, f, {{"gelu", Activation::kGelu}, {"gelu_tanh", Activation::kGeluTanh}, {"silu", Activation::kSilu}});
+}
+template <>
+RecomputeGranularity field_from<RecomputeGranularity>(py::handle v, const char* f) {
+  if (v.is_none()) return RecomputeGranularity::kNone;
+  return enum_from<RecomputeGranularity>(
+      v, f, {{"", RecomputeGranularity::kNone}, {"full", RecomputeGranularity::kFull}, {"selective", RecomputeGranularity::kSelective}});
+}
+template <>
+RecomputeMethod field_from<RecomputeMethod>(py::handle v, const char* f) {
+  return enum_from<RecomputeMethod>(v, f, {{"uniform", RecomputeMethod::kUniform}, {"block", RecomputeMethod::kBlock}});
+}
+
+using Setter = std::function<void(TransformerConfig&, py::handle)>;
+using Getter = std::function<py::object(const TransformerConfig&)>;
+
+}  // namespace
+
+void init_transformer(py::module_& m) {
+  py::enum_<Normalization>(m, "Normalization").value("LAYER_NORM", Normalization::kLayerNorm).value("RMS_NORM", Normalization::kRMSNorm);
+  py::enum_<Activation>(m, "Activation")
+      .value("GELU", Activation::kGelu)
+      .value("GELU_TANH", Activation::kGeluTanh)
+      .value("SILU", Activation::kSilu);
+  py::enum_<RecomputeGranularity>(m, "RecomputeGranularity")
+      .value("NONE", RecomputeGranularity::kNone)
+      .value("FULL", RecomputeGranularity::kFull)
+      .value("SELECTIVE", RecomputeGranularity::kSelective);
+  py::enum_<RecomputeMethod>(m, "RecomputeMethod").value("UNIFORM", RecomputeMethod::kUniform).value("BLOCK", RecomputeMethod::kBlock);
+
+  py::class_<TransformerConfig> cls(
+      m, "TransformerConfig",
+      "Architecture and parallelism of a transformer stack (Megatron's TransformerConfig). Build "
+      "with keywords, e.g. TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, "
+      "normalization='RMSNorm'); finalize() returns a checked copy with derived defaults filled.");
+
+  // Every field once: a property, a keyword of the constructor, and an entry of repr().
+  auto setters = std::make_shared<std::map<std::string, Setter>>();
+  auto getters = std::make_shared<std::vector<std::pair<std::string, Getter>>>();
+#define MEGATRON_CONFIG_FIELD(name)                                                              \
+  {                                                                                              \
+    using T = std::decay_t<decltype(std::declval<const TransformerConfig&>().name())>;           \
+    Getter get = [](const TransformerConfig& c) { return py::cast(c.name()); };                  \
+    Setter set = [](TransformerConfig& c, py::handle v) { c.name(field_from<T>(v, #name)); };     \
+    cls.def_property(                                                                            \
+        #name, [get](const TransformerConfig& c) { return get(c); },                             \
+        [set](TransformerConfig& c, py::object v) { set(c, v); });                               \
+    (*setters)[#name] = set;                                                                     \
+    getters->emplace_back(#name, get);                                                           \
+  }
+  MEGATRON_CONFIG_FIELD(num_layers)
+  MEGATRON_CONFIG_FIELD(hidden_size)
+  MEGATRON_CONFIG_FIELD(num_attention_heads)
+  MEGATRON_CONFIG_FIELD(num_query_groups)
+  MEGATRON_CONFIG_FIELD(ffn_hidden_size)
+  MEGATRON_CONFIG_FIELD(kv_channels)
+  MEGATRON_CONFIG_FIELD(normalization)
+  MEGATRON_CONFIG_FIELD(layernorm_epsilon)
+  MEGATRON_CONFIG_FIELD(add_bias_linear)
+  MEGATRON_CONFIG_FIELD(add_qkv_bias)
+  MEGATRON_CONFIG_FIELD(gated_linear_unit)
+  MEGATRON_CONFIG_FIELD(activation)
+  MEGATRON_CONFIG_FIELD(hidden_dropout)
+  MEGATRON_CONFIG_FIELD(attention_dropout)
+  MEGATRON_CONFIG_FIELD(init_method_std)
+  MEGATRON_CONFIG_FIELD(use_scaled_init_method)
+  MEGATRON_CONFIG_FIELD(perform_initialization)
+  MEGATRON_CONFIG_FIELD(tensor_model_parallel_size)
+  MEGATRON_CONFIG_FIELD(pipeline_model_parallel_size)
+  MEGATRON_CONFIG_FIELD(tp_group)
+  MEGATRON_CONFIG_FIELD(sequence_parallel)
+  MEGATRON_CONFIG_FIELD(rng_tracker)
+  MEGATRON_CONFIG_FIELD(recompute_granularity)
+  MEGATRON_CONFIG_FIELD(recompute_method)
+  MEGATRON_CONFIG_FIELD(recompute_num_layers)
+#undef MEGATRON_CONFIG_FIELD
+
+  cls.def(py::init([setters](const py::kwargs& kwargs) {
+            TransformerConfig c;
+            for (const auto& [key, value] : kwargs) {
+              const auto name = key.cast<std::string>();
+              auto it = setters->find(name);
+              TORCH_CHECK_TYPE(it != setters->end(), "[TransformerConfig] no field named '", name, "'");
+              it->second(c, value);
+            }
+            return c;
+          }),
+          "Keywords are the field names; the others keep Megatron's defaults.")
+      .def("finalize", &TransformerConfig::finalize,
+           "A copy with derived defaults filled in (num_query_groups, ffn_hidden_size, "
+           "kv_channels, add_qkv_bias); raises naming the field on inconsistent settings.")
+      .def("__repr__", [getters](const TransformerConfig& c) {
+        std::string text = "TransformerConfig(";
+        for (size_t i = 0; i < getters->size(); ++i) {
+          const auto& [name, get] = (*getters)[i];
+          text += (i ? ", " : "") + name + "=" + py::repr(get(c)).cast<std::string>();
+        }
+        return text + ")";
+      });
+}
