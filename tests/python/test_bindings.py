@@ -1,19 +1,17 @@
-"""The megatron_cpp module from the build tree: launcher parsing, the rank layout against
-Megatron-LM's documented 16-GPU example, and errors as Python exceptions."""
+"""The megatron_cpp module: launcher parsing, the rank layout against Megatron-LM's documented
+16-GPU example, arguments from lists and dicts, the library's errors as Python exceptions with
+their message, and a .pyi stub that names exactly what the module has."""
+import ast
 import os
-import sys
+import re
 
 import pytest
+import torch
 
-BUILD_DIR = os.environ.get("MEGATRON_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
-sys.path.insert(0, os.path.join(BUILD_DIR, "python"))
-
-import megatron_cpp  # noqa: E402
+import megatron_cpp
 
 
 def test_version_and_torch():
-    import torch
-
     assert megatron_cpp.__version__.count(".") == 2
     assert megatron_cpp.torch_version == torch.__version__
 
@@ -30,6 +28,16 @@ def test_errors_are_python_exceptions_with_the_message():
         megatron_cpp.LauncherEnv.from_variables({"RANK": "0"})
     with pytest.raises(RuntimeError, match=r"world size \(8\) is not divisible"):
         megatron_cpp.rank_layout(8, 3)
+    # The message is the library's one line, without a C++ backtrace.
+    with pytest.raises(RuntimeError) as info:
+        megatron_cpp.rank_layout(8, 3)
+    assert "\n" not in str(info.value) and "Exception raised from" not in str(info.value)
+    with pytest.raises(TypeError, match=r"\[TransformerConfig\] no field named 'hidden'"):
+        megatron_cpp.TransformerConfig(hidden=3)
+    with pytest.raises(ValueError, match=r"normalization: expected one of 'LayerNorm', 'RMSNorm', found 'BatchNorm'"):
+        megatron_cpp.TransformerConfig(normalization="BatchNorm")
+    with pytest.raises(RuntimeError, match=r"\[tokenizer\] NullTokenizer: .*'x'"):
+        megatron_cpp.NullTokenizer(10).tokenize("1 x")
 
 
 def test_rank_layout_matches_megatron_documentation():
@@ -37,3 +45,83 @@ def test_rank_layout_matches_megatron_documentation():
     assert layout["tensor_model_parallel"] == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9], [10, 11], [12, 13], [14, 15]]
     assert layout["pipeline_model_parallel"] == [[0, 4, 8, 12], [1, 5, 9, 13], [2, 6, 10, 14], [3, 7, 11, 15]]
     assert layout["data_parallel"] == [[0, 2], [1, 3], [4, 6], [5, 7], [8, 10], [9, 11], [12, 14], [13, 15]]
+
+
+def test_parallel_state_of_a_single_process():
+    world = megatron_cpp.init_distributed(megatron_cpp.LauncherEnv.from_variables({}))
+    ps = megatron_cpp.ParallelState.initialize_model_parallel(world)
+    assert (ps.get_world_size(), ps.get_tensor_model_parallel_world_size(), ps.get_data_parallel_rank()) == (1, 1, 0)
+    assert ps.is_pipeline_first_stage() and ps.is_pipeline_last_stage()
+    assert ps.get_pipeline_model_parallel_group().size() == 1
+
+
+TINY = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
+        "--micro-batch-size", "2", "--train-iters", "3", "--lr", "1e-3", "--mock-data", "--vocab-size", "64"]
+
+
+def test_arguments_from_a_list_and_from_a_dict_agree():
+    real_data = ["--data-path", "1", "a", "--tokenizer-type", "NullTokenizer", "--swiglu"]
+    from_list = megatron_cpp.parse_arguments([w for w in TINY if w != "--mock-data"] + real_data, world_size=2)
+    from_dict = megatron_cpp.parse_arguments({
+        "num_layers": 2, "hidden-size": 32, "num_attention_heads": 4, "seq_length": 16, "micro_batch_size": 2,
+        "train_iters": 3, "lr": 1e-3, "mock_data": False, "vocab_size": 64, "swiglu": True, "bf16": False,
+        "data_path": ["1", "a"], "tokenizer_type": "NullTokenizer", "global_batch_size": None}, world_size=2)
+    assert from_list.to_dict() == from_dict.to_dict()
+    assert (from_dict.num_layers, from_dict.lr, from_dict.swiglu, from_dict.bf16) == (2, 1e-3, True, False)
+    assert from_dict.data_path == ["1", "a"] and from_dict.global_batch_size == 4  # micro x DP 2
+
+
+def test_bad_arguments_name_the_flag():
+    with pytest.raises(RuntimeError, match=r"--lr-decay-style: spiral not in"):
+        megatron_cpp.parse_arguments(TINY + ["--lr-decay-style", "spiral"], world_size=1)
+    with pytest.raises(RuntimeError, match=r"--global-batch-size \(6\) is not divisible by --micro-batch-size \(2\) x data-parallel size \(4\)"):
+        megatron_cpp.parse_arguments(TINY + ["--global-batch-size", "6"], world_size=4)
+    with pytest.raises(TypeError, match="found one string; split it into words"):
+        megatron_cpp.parse_arguments("--num-layers 2")
+
+
+def test_every_flag_is_an_attribute_of_arguments():
+    flags = set(re.findall(r"--([a-z0-9-]+)", megatron_cpp.arguments_help())) - {"help", "config"}
+    args = megatron_cpp.Arguments()
+    missing = [f for f in sorted(flags) if not hasattr(args, f.replace("-", "_"))]
+    assert not missing, missing
+
+
+def stub_names(tree):
+    """{top-level name: set of member names (classes) or None}, from the .pyi."""
+    names = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            members = set()
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.ClassDef)):
+                    members.add(item.name)
+                elif isinstance(item, ast.AnnAssign):
+                    members.add(item.target.id)
+                elif isinstance(item, ast.Assign):
+                    members.update(t.id for t in item.targets)
+            names[node.name] = members
+        elif isinstance(node, ast.FunctionDef):
+            names[node.name] = None
+        elif isinstance(node, ast.AnnAssign):
+            names[node.target.id] = None
+    return names
+
+
+def test_stub_names_exactly_what_the_module_has():
+    stub = os.path.join(os.path.dirname(megatron_cpp.__file__), "__init__.pyi")
+    names = stub_names(ast.parse(open(stub).read()))
+    public = {n for n in dir(megatron_cpp) if not n.startswith("_") and n != "torch"} | {"__version__"}
+    assert set(names) == public, (set(names) ^ public)
+    for name, members in names.items():
+        if members is None:
+            continue
+        cls = getattr(megatron_cpp, name)
+        own = {m for m in vars(cls) if not m.startswith("_") or m in ("__len__", "__getitem__", "__iter__", "__next__")}
+        if issubclass(cls, megatron_cpp.CppModule) and cls._cpp_class is not None:
+            own |= {m for m in vars(cls._cpp_class) if not m.startswith("_")}  # reached through __getattr__
+        if cls is megatron_cpp.CppModule:
+            own.add("cpp_module")  # an instance attribute
+        if hasattr(cls, "__members__"):
+            own -= {"name", "value"}  # what pybind adds to every enum
+        assert members - {"__init__"} == own, (name, (members - {"__init__"}) ^ own)
