@@ -4,6 +4,11 @@
 # Sets: MEGATRON_PYTHON_EXECUTABLE, MEGATRON_TORCH_SITE (site-packages/torch),
 #       MEGATRON_TORCH_HAS_CUDA, MEGATRON_NVIDIA_LIB_DIRS, and the Torch package's own variables.
 
+# A wheel build (pip install ., SKBUILD) takes LibTorch from the Python that runs it, whose torch
+# is the one the installed package will load.
+if(NOT MEGATRON_PYTHON_EXECUTABLE AND SKBUILD AND Python_EXECUTABLE)
+  set(MEGATRON_PYTHON_EXECUTABLE "${Python_EXECUTABLE}")
+endif()
 set(_megatron_venv_candidates "$ENV{MEGATRON_VENV}" "${PROJECT_SOURCE_DIR}/.venv")
 if(NOT MEGATRON_PYTHON_EXECUTABLE)
   foreach(_venv IN LISTS _megatron_venv_candidates)

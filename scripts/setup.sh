@@ -43,8 +43,9 @@ fi
 
 # --- Python venv with LibTorch ---------------------------------------------
 # Python packages besides torch: the tests' independent references (numpy, HF tokenizers,
-# transformers and safetensors for the Hugging Face export).
-PY_PACKAGES=(numpy pytest tokenizers matplotlib transformers safetensors)
+# transformers and safetensors for the Hugging Face export), and scikit-build-core for
+# `pip install --no-build-isolation .` of the Python package.
+PY_PACKAGES=(numpy pytest tokenizers matplotlib transformers safetensors scikit-build-core)
 
 venv_ready() {
   [[ -x "$VENV/bin/python" ]] &&
