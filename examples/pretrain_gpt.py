@@ -21,7 +21,7 @@ _tokenizer = None  # built once from the flags, as in Megatron-LM
 
 
 def model_builder(ctx, pre_process=True, post_process=True):
-    """Megatron's model_provider: the GPT model of this rank's pipeline stage."""
+    """Megatron's model_provider: the GPT model of this rank's pipeline stage (or model chunk)."""
     args = ctx.args
     config = megatron_cpp.core_transformer_config_from_args(ctx)
     return megatron_cpp.GPTModel(
@@ -32,6 +32,7 @@ def model_builder(ctx, pre_process=True, post_process=True):
         pre_process=pre_process,
         post_process=post_process,
         pipeline_model_parallel_rank=ctx.parallel_state.get_pipeline_model_parallel_rank(),
+        virtual_pipeline_model_parallel_rank=ctx.virtual_pipeline_model_parallel_rank or 0,
         share_embeddings_and_output_weights=not args.untie_embeddings_and_output_weights,
         position_embedding_type=args.position_embedding_type,
         rotary_percent=args.rotary_percent,

@@ -218,6 +218,7 @@ class TransformerConfig:
     perform_initialization: bool
     tensor_model_parallel_size: int
     pipeline_model_parallel_size: int
+    virtual_pipeline_model_parallel_size: Optional[int]
     tp_group: Optional[ProcessGroup]
     sequence_parallel: bool
     rng_tracker: Optional[RngTracker]
@@ -244,7 +245,8 @@ class GPTModel(CppModule):
     post_process: bool
     def __init__(self, config: TransformerConfig, vocab_size: int, max_sequence_length: int, *,
                  make_vocab_size_divisible_by: int = 128, pre_process: bool = True, post_process: bool = True,
-                 pipeline_model_parallel_rank: int = 0, share_embeddings_and_output_weights: bool = True,
+                 pipeline_model_parallel_rank: int = 0, virtual_pipeline_model_parallel_rank: int = 0,
+                 share_embeddings_and_output_weights: bool = True,
                  position_embedding_type: str = "learned_absolute", rotary_percent: float = 1.0,
                  rotary_base: float = 10000.0, parallel_output: bool = False, label_smoothing: float = 0.0,
                  seed: int = 1234) -> None: ...
@@ -487,6 +489,8 @@ class Arguments:
     recompute_num_layers: int
     tensor_model_parallel_size: int
     pipeline_model_parallel_size: int
+    num_layers_per_virtual_pipeline_stage: Optional[int]
+    num_virtual_stages_per_pipeline_rank: Optional[int]
     sequence_parallel: bool
     use_distributed_optimizer: bool
     distributed_timeout_minutes: float
@@ -540,6 +544,7 @@ class Arguments:
     device: str
     world_size: int
     data_parallel_size: int
+    virtual_pipeline_model_parallel_size: Optional[int]
     num_microbatches: int
     config_file: str
     def __init__(self) -> None: ...
@@ -562,6 +567,8 @@ class TrainingContext:
     def rng_tracker(self) -> RngTracker: ...
     @property
     def device(self) -> torch.device: ...
+    @property
+    def virtual_pipeline_model_parallel_rank(self) -> Optional[int]: ...
 
 class Datasets:
     def __init__(self, train: MegatronDataset, valid: Optional[MegatronDataset] = None,

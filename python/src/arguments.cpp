@@ -14,7 +14,8 @@
   X(swiglu) X(disable_bias_linear) X(untie_embeddings_and_output_weights) X(attention_dropout)     \
   X(hidden_dropout) X(init_method_std) X(make_vocab_size_divisible_by) X(recompute_granularity)    \
   X(recompute_method) X(recompute_num_layers) X(tensor_model_parallel_size)                        \
-  X(pipeline_model_parallel_size) X(sequence_parallel) X(use_distributed_optimizer)                \
+  X(pipeline_model_parallel_size) X(num_layers_per_virtual_pipeline_stage)                        \
+  X(num_virtual_stages_per_pipeline_rank) X(sequence_parallel) X(use_distributed_optimizer)        \
   X(distributed_timeout_minutes) X(data_path) X(split) X(mock_data) X(tokenizer_type)              \
   X(vocab_file) X(merge_file) X(vocab_size) X(data_cache_path) X(reset_position_ids)               \
   X(reset_attention_mask) X(eod_mask_loss) X(num_workers) X(micro_batch_size) X(global_batch_size) \
@@ -24,7 +25,8 @@
   X(weight_decay) X(adam_beta1) X(adam_beta2) X(adam_eps) X(sgd_momentum) X(clip_grad) X(bf16)     \
   X(fp16) X(loss_scale) X(initial_loss_scale) X(min_loss_scale) X(loss_scale_window) X(hysteresis) \
   X(log_interval) X(eval_interval) X(eval_iters) X(metrics_file) X(skip_nan_iterations) X(device)  \
-  X(world_size) X(data_parallel_size) X(num_microbatches) X(config_file)
+  X(world_size) X(data_parallel_size) X(virtual_pipeline_model_parallel_size) X(num_microbatches)  \
+  X(config_file)
 
 namespace megatron::python {
 

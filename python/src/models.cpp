@@ -26,7 +26,7 @@ void init_models(py::module_& m) {
       "layer (last stage), with megatron/core's state-dict names.")
       .def(py::init([](const megatron::transformer::TransformerConfig& config, int64_t vocab_size,
                        int64_t max_sequence_length, int64_t make_vocab_size_divisible_by, bool pre_process,
-                       bool post_process, int64_t pipeline_model_parallel_rank,
+                       bool post_process, int64_t pipeline_model_parallel_rank, int64_t virtual_pipeline_model_parallel_rank,
                        bool share_embeddings_and_output_weights, const std::string& position_embedding_type,
                        double rotary_percent, double rotary_base, bool parallel_output, double label_smoothing,
                        uint64_t seed) {
@@ -38,6 +38,7 @@ void init_models(py::module_& m) {
                  .pre_process(pre_process)
                  .post_process(post_process)
                  .pipeline_model_parallel_rank(pipeline_model_parallel_rank)
+                 .virtual_pipeline_model_parallel_rank(virtual_pipeline_model_parallel_rank)
                  .share_embeddings_and_output_weights(share_embeddings_and_output_weights)
                  .position_embedding_type(position_embedding_type == "rope" ? gpt::PositionEmbeddingType::kRope
                                                                             : gpt::PositionEmbeddingType::kLearnedAbsolute)
@@ -52,6 +53,7 @@ void init_models(py::module_& m) {
            py::arg("config"), py::arg("vocab_size"), py::arg("max_sequence_length"), py::kw_only(),
            py::arg("make_vocab_size_divisible_by") = 128, py::arg("pre_process") = true,
            py::arg("post_process") = true, py::arg("pipeline_model_parallel_rank") = 0,
+           py::arg("virtual_pipeline_model_parallel_rank") = 0,
            py::arg("share_embeddings_and_output_weights") = true,
            py::arg("position_embedding_type") = "learned_absolute", py::arg("rotary_percent") = 1.0,
            py::arg("rotary_base") = 10000.0, py::arg("parallel_output") = false,

@@ -127,7 +127,11 @@ void init_training(py::module_& m) {
                              [](const tr::TrainingContext& c) { return std::make_shared<megatron::ParallelState>(c.parallel_state); })
       .def_property_readonly("rng_tracker", [](const tr::TrainingContext& c) { return c.rng_tracker; },
                              "RNG states for dropout inside tensor-parallel regions.")
-      .def_property_readonly("device", [](const tr::TrainingContext& c) { return c.device; });
+      .def_property_readonly("device", [](const tr::TrainingContext& c) { return c.device; })
+      .def_property_readonly(
+          "virtual_pipeline_model_parallel_rank",
+          [](const tr::TrainingContext& c) { return c.virtual_pipeline_model_parallel_rank; },
+          "Which model chunk of this stage model_builder builds (interleaved schedule), else None.");
 
   py::class_<tr::Datasets>(m, "Datasets", "What dataset_builder returns: train (required), valid, test, and the EOD id.")
       .def(py::init([](const py::object& train, const py::object& valid, const py::object& test, int64_t eod_token) {

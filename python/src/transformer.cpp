@@ -108,6 +108,7 @@ void init_transformer(py::module_& m) {
   MEGATRON_CONFIG_FIELD(perform_initialization)
   MEGATRON_CONFIG_FIELD(tensor_model_parallel_size)
   MEGATRON_CONFIG_FIELD(pipeline_model_parallel_size)
+  MEGATRON_CONFIG_FIELD(virtual_pipeline_model_parallel_size)
   MEGATRON_CONFIG_FIELD(tp_group)
   MEGATRON_CONFIG_FIELD(sequence_parallel)
   MEGATRON_CONFIG_FIELD(rng_tracker)

@@ -88,13 +88,18 @@ def test_python_callbacks_give_the_cpp_programs_losses(tmp_path):
     assert result.consumed_train_samples == 32
 
 
-def test_two_ranks_under_mpirun_on_data_written_from_python(tmp_path, corpus):
-    flags = tiny(tmp_path, mock_data=False, data_path=[corpus], tokenizer_type="NullTokenizer", split="90,5,5")
+@pytest.mark.parametrize("layout", [
+    {},  # data parallel over the 2 ranks
+    {"num_layers": 4, "pipeline_model_parallel_size": 2, "num_layers_per_virtual_pipeline_stage": 1},  # interleaved 1F1B
+], ids=["dp2", "pp2-interleaved"])
+def test_two_ranks_under_mpirun_on_data_written_from_python(tmp_path, corpus, layout):
+    flags = tiny(tmp_path, mock_data=False, data_path=[corpus], tokenizer_type="NullTokenizer", split="90,5,5", **layout)
     want = run_program([PRETRAIN] + command_line(flags), tmp_path / "cpp.jsonl", MPIRUN + ["-np", "2"])
     got = run_program([sys.executable, EXAMPLE] + command_line(flags), tmp_path / "py.jsonl",
                       MPIRUN + ["-np", "2", "-x", "PYTHONPATH", "-x", "MEGATRON_LOG_LEVEL"])
     assert got == want and len(want) == 7
-    # Data parallelism: the loss of 2 ranks x 1 micro-batch equals 1 rank x 2 micro-batches.
+    # The same run on one rank gives the same losses (layout invariance).
+    flags = {k: v for k, v in flags.items() if k not in layout or k == "num_layers"}
     single = run_program([PRETRAIN] + command_line(flags), tmp_path / "one.jsonl")
     assert [r[2] for r in single] == pytest.approx([r[2] for r in want], rel=1e-5)
 
