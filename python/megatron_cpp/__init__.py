@@ -3,7 +3,7 @@
 Megatron-LM's pieces under their Megatron names: launcher and parallel state
 (init_distributed, ParallelState), TransformerConfig, GPTModel and the tensor-parallel layers
 (torch.nn.Modules over C++ modules), datasets (IndexedDataset and its builder, GPTDataset,
-samplers), tokenizers, parse_arguments, and pretrain() with model_builder, dataset_builder and
+samplers), tokenizers, parse_arguments, checkpoint files, and pretrain() with model_builder, dataset_builder and
 forward_step written in Python or taken from the library. torch tensors cross into C++ and back
 without copies; the library's errors arrive as Python exceptions with its one-line message.
 
@@ -58,6 +58,7 @@ from ._C import (  # noqa: F401
     build_gpt_datasets_on_ranks,
     build_mock_gpt_datasets,
     build_tokenizer,
+    checkpoint_arguments,
     copy_to_tensor_model_parallel_region,
     core_transformer_config_from_args,
     gather_from_sequence_parallel_region,
@@ -66,13 +67,18 @@ from ._C import (  # noqa: F401
     indexed_dataset_exists,
     init_distributed,
     init_logging,
+    iteration_dir_name,
+    list_iterations,
     model_parallel_manual_seed,
     num_floating_point_operations,
     optimal_dtype,
     parse_and_normalize_split,
     parse_arguments,
     parse_data_path,
+    rank_dir_name,
     rank_layout,
+    read_checkpoint_file,
+    read_tracker,
     reduce_from_tensor_model_parallel_region,
     reduce_scatter_to_sequence_parallel_region,
     scatter_to_sequence_parallel_region,

@@ -443,9 +443,11 @@ class BatchOptions:
     eod_mask_loss: bool
     create_attention_mask: bool
     add_extra_token_to_sequence: bool
+    pin_memory: bool
     def __init__(self, *, eod_token: int = -1, sequence_length: int = 0, reset_position_ids: bool = False,
                  reset_attention_mask: bool = False, eod_mask_loss: bool = False,
-                 create_attention_mask: bool = True, add_extra_token_to_sequence: bool = True) -> None: ...
+                 create_attention_mask: bool = True, add_extra_token_to_sequence: bool = True,
+                 pin_memory: bool = False) -> None: ...
 
 # tokens, labels [b, s] int64; loss_mask [b, s] float32; attention_mask bool [b, 1, s, s] or None;
 # position_ids [b, s] int64.
@@ -478,6 +480,7 @@ class Arguments:
     normalization: str
     norm_epsilon: float
     swiglu: bool
+    openai_gelu: bool
     disable_bias_linear: bool
     untie_embeddings_and_output_weights: bool
     attention_dropout: float
@@ -541,7 +544,20 @@ class Arguments:
     eval_iters: int
     metrics_file: str
     skip_nan_iterations: bool
+    save: str
+    save_interval: Optional[int]
+    no_save_optim: bool
+    no_save_rng: bool
+    load: str
+    no_load_optim: bool
+    no_load_rng: bool
+    finetune: bool
+    ckpt_step: Optional[int]
+    load_fallback: bool
+    keep_last_checkpoints: int
+    exit_signal_handler: bool
     device: str
+    tf32: bool
     world_size: int
     data_parallel_size: int
     virtual_pipeline_model_parallel_size: Optional[int]
@@ -600,6 +616,10 @@ class TrainingResult:
     iterations: List[IterationRecord]
     evaluations: List[EvaluationRecord]
     consumed_train_samples: int
+    iteration: int
+    loaded_iteration: Optional[int]
+    saved_iterations: List[int]
+    exited_on_signal: bool
 
 _LossFunc = Callable[[torch.Tensor], Tuple[torch.Tensor, Dict[str, Union[torch.Tensor, float]]]]
 _ModelBuilder = Callable[[TrainingContext, bool, bool], CppModule]
@@ -612,3 +632,11 @@ def gpt_loss_func(loss_mask: torch.Tensor, output_tensor: torch.Tensor) -> Tuple
 def pretrain(args: _ArgumentsLike, model_builder: Optional[_ModelBuilder] = None,
              dataset_builder: Optional[_DatasetBuilder] = None, forward_step: Optional[_ForwardStep] = None, *,
              world: Optional[ProcessGroup] = None) -> Optional[TrainingResult]: ...
+
+# --- checkpointing --------------------------------------------------------------------------
+def iteration_dir_name(iteration: Optional[int]) -> str: ...
+def rank_dir_name(tp_rank: int, pp_rank: int, pp_size: int) -> str: ...
+def read_tracker(dir: str) -> Union[int, str, None]: ...
+def list_iterations(dir: str) -> List[int]: ...
+def read_checkpoint_file(path: str) -> Any: ...
+def checkpoint_arguments(path: str) -> Arguments: ...

@@ -7,26 +7,30 @@
 #include "megatron/training/arguments.h"
 
 // Every field of training::Arguments, in the header's order.
-#define MEGATRON_ARGUMENT_FIELDS(X)                                                                \
-  X(num_layers) X(hidden_size) X(ffn_hidden_size) X(num_attention_heads) X(group_query_attention)   \
-  X(num_query_groups) X(kv_channels) X(seq_length) X(max_position_embeddings)                      \
-  X(position_embedding_type) X(rotary_percent) X(rotary_base) X(normalization) X(norm_epsilon)     \
-  X(swiglu) X(disable_bias_linear) X(untie_embeddings_and_output_weights) X(attention_dropout)     \
-  X(hidden_dropout) X(init_method_std) X(make_vocab_size_divisible_by) X(recompute_granularity)    \
-  X(recompute_method) X(recompute_num_layers) X(tensor_model_parallel_size)                        \
-  X(pipeline_model_parallel_size) X(num_layers_per_virtual_pipeline_stage)                        \
-  X(num_virtual_stages_per_pipeline_rank) X(sequence_parallel) X(use_distributed_optimizer)        \
-  X(distributed_timeout_minutes) X(data_path) X(split) X(mock_data) X(tokenizer_type)              \
-  X(vocab_file) X(merge_file) X(vocab_size) X(data_cache_path) X(reset_position_ids)               \
-  X(reset_attention_mask) X(eod_mask_loss) X(num_workers) X(micro_batch_size) X(global_batch_size) \
-  X(train_iters) X(train_samples) X(seed) X(optimizer) X(lr) X(min_lr) X(lr_decay_style)           \
-  X(lr_decay_iters) X(lr_decay_samples) X(lr_warmup_iters) X(lr_warmup_fraction)                   \
-  X(lr_warmup_samples) X(lr_warmup_init) X(lr_wsd_decay_style) X(lr_wsd_decay_iters)               \
-  X(weight_decay) X(adam_beta1) X(adam_beta2) X(adam_eps) X(sgd_momentum) X(clip_grad) X(bf16)     \
-  X(fp16) X(loss_scale) X(initial_loss_scale) X(min_loss_scale) X(loss_scale_window) X(hysteresis) \
-  X(log_interval) X(eval_interval) X(eval_iters) X(metrics_file) X(skip_nan_iterations) X(device)  \
-  X(world_size) X(data_parallel_size) X(virtual_pipeline_model_parallel_size) X(num_microbatches)  \
-  X(config_file)
+#define MEGATRON_ARGUMENT_FIELDS(X)                                                              \
+  X(num_layers) X(hidden_size) X(ffn_hidden_size) X(num_attention_heads)                         \
+  X(group_query_attention) X(num_query_groups) X(kv_channels) X(seq_length)                      \
+  X(max_position_embeddings) X(position_embedding_type) X(rotary_percent) X(rotary_base)         \
+  X(normalization) X(norm_epsilon) X(swiglu) X(openai_gelu) X(disable_bias_linear)               \
+  X(untie_embeddings_and_output_weights) X(attention_dropout) X(hidden_dropout)                  \
+  X(init_method_std) X(make_vocab_size_divisible_by) X(recompute_granularity)                    \
+  X(recompute_method) X(recompute_num_layers) X(tensor_model_parallel_size)                      \
+  X(pipeline_model_parallel_size) X(num_layers_per_virtual_pipeline_stage)                       \
+  X(num_virtual_stages_per_pipeline_rank) X(sequence_parallel) X(use_distributed_optimizer)      \
+  X(distributed_timeout_minutes) X(data_path) X(split) X(mock_data) X(tokenizer_type)            \
+  X(vocab_file) X(merge_file) X(vocab_size) X(data_cache_path) X(reset_position_ids)             \
+  X(reset_attention_mask) X(eod_mask_loss) X(num_workers) X(micro_batch_size)                    \
+  X(global_batch_size) X(train_iters) X(train_samples) X(seed) X(optimizer) X(lr) X(min_lr)      \
+  X(lr_decay_style) X(lr_decay_iters) X(lr_decay_samples) X(lr_warmup_iters)                     \
+  X(lr_warmup_fraction) X(lr_warmup_samples) X(lr_warmup_init) X(lr_wsd_decay_style)             \
+  X(lr_wsd_decay_iters) X(weight_decay) X(adam_beta1) X(adam_beta2) X(adam_eps) X(sgd_momentum)  \
+  X(clip_grad) X(bf16) X(fp16) X(loss_scale) X(initial_loss_scale) X(min_loss_scale)             \
+  X(loss_scale_window) X(hysteresis) X(log_interval) X(eval_interval) X(eval_iters)              \
+  X(metrics_file) X(skip_nan_iterations) X(save) X(save_interval) X(no_save_optim)               \
+  X(no_save_rng) X(load) X(no_load_optim) X(no_load_rng) X(finetune) X(ckpt_step)                \
+  X(load_fallback) X(keep_last_checkpoints) X(exit_signal_handler) X(device) X(tf32)             \
+  X(world_size) X(data_parallel_size) X(num_microbatches)                                        \
+  X(virtual_pipeline_model_parallel_size) X(config_file)
 
 namespace megatron::python {
 

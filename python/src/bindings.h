@@ -28,6 +28,7 @@ void init_tokenizer(py::module_& m);
 void init_datasets(py::module_& m);
 void init_arguments(py::module_& m);
 void init_training(py::module_& m);
+void init_checkpointing(py::module_& m);
 
 namespace megatron::python {
 

@@ -485,6 +485,7 @@ void init_datasets(py::module_& m) {
       .field("eod_mask_loss", &ds::BatchOptions::eod_mask_loss)
       .field("create_attention_mask", &ds::BatchOptions::create_attention_mask)
       .field("add_extra_token_to_sequence", &ds::BatchOptions::add_extra_token_to_sequence)
+      .field("pin_memory", &ds::BatchOptions::pin_memory)
       .done();
 
   m.def(

@@ -47,4 +47,5 @@ PYBIND11_MODULE(_C, m) {
   init_datasets(m);
   init_arguments(m);
   init_training(m);
+  init_checkpointing(m);
 }

@@ -162,9 +162,14 @@ void init_training(py::module_& m) {
       .def_readonly("split", &tr::EvaluationRecord::split)
       .def_readonly("metrics", &tr::EvaluationRecord::metrics);
   py::class_<tr::TrainingResult>(m, "TrainingResult", "What pretrain() returns.")
-      .def_readonly("iterations", &tr::TrainingResult::iterations)
+      .def_readonly("iterations", &tr::TrainingResult::iterations, "Those this run trained (after a loaded checkpoint).")
       .def_readonly("evaluations", &tr::TrainingResult::evaluations)
-      .def_readonly("consumed_train_samples", &tr::TrainingResult::consumed_train_samples);
+      .def_readonly("consumed_train_samples", &tr::TrainingResult::consumed_train_samples)
+      .def_readonly("iteration", &tr::TrainingResult::iteration, "The last iteration trained (or loaded).")
+      .def_readonly("loaded_iteration", &tr::TrainingResult::loaded_iteration, "--load: the checkpoint's iteration.")
+      .def_readonly("saved_iterations", &tr::TrainingResult::saved_iterations, "--save: the checkpoints written.")
+      .def_readonly("exited_on_signal", &tr::TrainingResult::exited_on_signal,
+                    "--exit-signal-handler saw SIGTERM and stopped after saving.");
 
   m.def("core_transformer_config_from_args", &tr::core_transformer_config_from_args, py::arg("ctx"),
         "The TransformerConfig the flags describe, with this rank's TP group and RNG tracker "

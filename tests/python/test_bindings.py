@@ -85,6 +85,8 @@ def test_every_flag_is_an_attribute_of_arguments():
     args = megatron_cpp.Arguments()
     missing = [f for f in sorted(flags) if not hasattr(args, f.replace("-", "_"))]
     assert not missing, missing
+    attributes = {name for name in dir(args) if not name.startswith("_") and not callable(getattr(args, name))}
+    assert set(args.to_dict()) == attributes
 
 
 def stub_names(tree):

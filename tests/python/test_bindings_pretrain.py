@@ -142,6 +142,39 @@ def test_library_callbacks_fill_in_and_a_python_model_trains_in_place(tmp_path):
     assert isinstance(seen[-1], megatron_cpp.GPTModel) and seen[-1] is not model
 
 
+def test_checkpoints_from_python_resume_and_read_back(tmp_path):
+    flags = tiny(tmp_path, eval_iters=0, lr_warmup_iters=0)
+    pretrain_gpt._tokenizer = megatron_cpp.build_tokenizer(megatron_cpp.parse_arguments(flags))
+    callbacks = (pretrain_gpt.model_builder, pretrain_gpt.dataset_builder, pretrain_gpt.forward_step)
+    models = []
+
+    def model_builder(ctx, pre_process, post_process):
+        models.append(pretrain_gpt.model_builder(ctx, pre_process, post_process))
+        return models[-1]
+
+    whole = megatron_cpp.pretrain(dict(flags, save=str(tmp_path / "ckpt"), save_interval=2), model_builder,
+                                  *callbacks[1:])
+    assert whole.saved_iterations == [2, 4] and megatron_cpp.list_iterations(str(tmp_path / "ckpt")) == [2, 4]
+    assert megatron_cpp.read_tracker(str(tmp_path / "ckpt")) == 4
+    assert megatron_cpp.read_tracker(str(tmp_path / "nothing")) is None
+    # The saved weights are the trained module's, and the checkpoint remembers its arguments.
+    path = str(tmp_path / "ckpt" / megatron_cpp.iteration_dir_name(4) / megatron_cpp.rank_dir_name(0, 0, 1) /
+               "model_optim_rng.pt")
+    saved = megatron_cpp.read_checkpoint_file(path)
+    assert saved["iteration"] == 4
+    trained = models[0].state_dict()
+    assert set(saved["model"]) == set(trained)
+    assert all(torch.equal(saved["model"][k], trained[k]) for k in trained)
+    assert megatron_cpp.checkpoint_arguments(path).hidden_size == 32
+    # Resuming at iteration 2 from Python continues exactly as the uninterrupted run.
+    resumed = megatron_cpp.pretrain(dict(flags, load=str(tmp_path / "ckpt"), ckpt_step=2), *callbacks)
+    assert resumed.loaded_iteration == 2 and [r.iteration for r in resumed.iterations] == [3, 4]
+    assert [r.metrics for r in resumed.iterations] == [r.metrics for r in whole.iterations[2:]]
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(RuntimeError, match="bad.pt"):
+        megatron_cpp.read_checkpoint_file(str(tmp_path / "bad.pt"))
+
+
 class Boom(Exception):
     pass
 

@@ -1,0 +1,56 @@
+// Megatron-LM's legacy checkpoint layout (training/checkpointing.h): where pretrain() --save puts
+// each rank's files, which iteration the tracker names, and reading a checkpoint file (its CRC32
+// checked) as Python values. Saving and loading a run are pretrain()'s --save / --load.
+#include <torch/csrc/jit/python/pybind_utils.h>
+
+#include "bindings.h"
+#include "megatron/training/checkpointing.h"
+
+namespace tr = megatron::training;
+
+namespace {
+
+c10::IValue read_file(const std::string& path) {
+  py::gil_scoped_release release;
+  return tr::read_checkpoint_file(path);
+}
+
+}  // namespace
+
+void init_checkpointing(py::module_& m) {
+
+  m.def("iteration_dir_name", &tr::iteration_dir_name, py::arg("iteration"),
+        "'iter_0000100' for 100, 'release' for None.");
+  m.def("rank_dir_name", &tr::rank_dir_name, py::arg("tp_rank"), py::arg("pp_rank"), py::arg("pp_size"),
+        "'mp_rank_01' without pipeline parallelism, else 'mp_rank_01_002' (Megatron-LM's names).");
+  m.def(
+      "read_tracker",
+      [](const std::string& dir) -> py::object {
+        const auto entry = tr::read_tracker(dir);
+        if (!entry) return py::none();
+        if (!entry->iteration) return py::str("release");
+        return py::int_(*entry->iteration);
+      },
+      py::arg("dir"),
+      "The iteration the checkpoint folder's tracker file names ('release' for an import), or "
+      "None when dir holds no checkpoint.");
+  m.def("list_iterations", &tr::list_iterations, py::arg("dir"),
+        "Iterations of the iter_NNNNNNN folders in dir, ascending (complete or not).");
+  m.def(
+      "read_checkpoint_file",
+      [](const std::string& path) { return torch::jit::toPyObject(read_file(path)); },
+      py::arg("path"),
+      "One checkpoint file (e.g. .../iter_0000100/mp_rank_00/model_optim_rng.pt) as Python values "
+      "(dicts, lists, numbers, CPU tensors), checked against its folder's checksums; a missing, "
+      "truncated or corrupt file raises naming it.");
+  m.def(
+      "checkpoint_arguments",
+      [](const std::string& path) {
+        const c10::IValue value = read_file(path);
+        TORCH_CHECK(value.isGenericDict(), "[checkpointing] ", path, ": expected a dict, found a ", value.tagKind());
+        const auto dict = value.toGenericDict();
+        TORCH_CHECK(dict.contains("args"), "[checkpointing] ", path, ": no 'args' entry");
+        return tr::arguments_from_dict(dict.at("args"));
+      },
+      py::arg("path"), "The Arguments a checkpoint file was saved with.");
+}
