@@ -59,6 +59,7 @@ from ._C import (  # noqa: F401
     build_mock_gpt_datasets,
     build_tokenizer,
     checkpoint_arguments,
+    convert_checkpoint,
     copy_to_tensor_model_parallel_region,
     core_transformer_config_from_args,
     gather_from_sequence_parallel_region,

@@ -4,6 +4,7 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 
 #include "bindings.h"
+#include "megatron/training/checkpoint_conversion.h"
 #include "megatron/training/checkpointing.h"
 
 namespace tr = megatron::training;
@@ -53,4 +54,35 @@ void init_checkpointing(py::module_& m) {
         return tr::arguments_from_dict(dict.at("args"));
       },
       py::arg("path"), "The Arguments a checkpoint file was saved with.");
+  m.def(
+      "convert_checkpoint",
+      [](const std::string& load, const std::string& save, std::optional<int64_t> ckpt_step, int tp, int pp,
+         std::optional<int64_t> vp_layers, const std::string& export_hf, const std::string& import_hf,
+         int64_t divisible_by) -> py::object {
+        tr::ConvertOptions o;
+        o.load = load;
+        o.save = save;
+        o.ckpt_step = ckpt_step;
+        o.target_tensor_model_parallel_size = tp;
+        o.target_pipeline_model_parallel_size = pp;
+        o.target_num_layers_per_virtual_pipeline_stage = vp_layers;
+        o.export_hf = export_hf;
+        o.import_hf = import_hf;
+        o.make_vocab_size_divisible_by = divisible_by;
+        tr::ConvertResult r;
+        {
+          py::gil_scoped_release release;
+          r = tr::convert_checkpoint(o);
+        }
+        if (!r.iteration) return py::str("release");
+        return py::int_(*r.iteration);
+      },
+      py::kw_only(), py::arg("load") = "", py::arg("save") = "", py::arg("ckpt_step") = py::none(),
+      py::arg("target_tensor_model_parallel_size") = 1, py::arg("target_pipeline_model_parallel_size") = 1,
+      py::arg("target_num_layers_per_virtual_pipeline_stage") = py::none(), py::arg("export_hf") = "",
+      py::arg("import_hf") = "", py::arg("make_vocab_size_divisible_by") = 128,
+      "tools/convert_checkpoint in-process: reads the checkpoint in load (or the Hugging Face model "
+      "in import_hf), writes it to save at the target TP/PP/virtual-PP layout and/or exports it to "
+      "export_hf (config.json + model.safetensors). Returns the iteration converted ('release' for "
+      "an import).");
 }

@@ -1,0 +1,37 @@
+// Checkpoint conversion (tools/convert_checkpoint and megatron_cpp.convert_checkpoint): a
+// checkpoint of any TP/PP/virtual-PP layout, or a Hugging Face GPT-2 / Llama model, assembled at
+// TP = 1 in this process and written at another layout and/or exported to Hugging Face
+// (config.json + model.safetensors). Optimizer state moves along when the source has it; RNG
+// states are dropped, as they belong to ranks.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace megatron::training {
+
+struct ConvertOptions {
+  // The source: a checkpoint folder (its tracker names the iteration unless ckpt_step does), or
+  // a Hugging Face model folder. Exactly one.
+  std::string load;
+  std::optional<int64_t> ckpt_step;
+  std::string import_hf;
+  int64_t make_vocab_size_divisible_by = 128;  // padding of an imported vocabulary
+  // The outputs: at least one.
+  std::string save;  // a checkpoint folder, written at the target layout
+  int target_tensor_model_parallel_size = 1;
+  int target_pipeline_model_parallel_size = 1;
+  std::optional<int64_t> target_num_layers_per_virtual_pipeline_stage;
+  std::string export_hf;  // config.json + model.safetensors
+};
+
+struct ConvertResult {
+  std::optional<int64_t> iteration;  // nullopt: a "release" checkpoint (imported)
+  bool has_optimizer_state = false;
+};
+
+// Throws c10::Error with one line naming the file or option at fault.
+ConvertResult convert_checkpoint(const ConvertOptions& options);
+
+}  // namespace megatron::training
