@@ -8,7 +8,10 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "megatron/comm/process_group.h"
@@ -48,6 +51,13 @@ std::pair<at::Tensor, training::LossFunc> forward_step(datasets::DataIterator& d
 
 #ifndef PRETRAIN_GPT_NO_MAIN  // tests/training include this file for its callbacks
 int main(int argc, char** argv) {
+  // MKL otherwise picks GEMM thread counts dynamically (more so on a busy machine), which changes
+  // float sums between runs and breaks bit-identical resumes. It reads MKL_DYNAMIC before main
+  // runs, so the program starts itself again with it set (a value already set is kept).
+  if (!std::getenv("MKL_DYNAMIC")) {
+    ::setenv("MKL_DYNAMIC", "FALSE", 1);
+    ::execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
+  }
   const auto env = comm::LauncherEnv::from_environment();
   init_logging({env.rank, env.world_size, ""});
   std::optional<training::Arguments> args;

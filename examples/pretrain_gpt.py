@@ -11,6 +11,10 @@ the loop in C++ and calls them back.
 import os
 import sys
 
+# MKL picks GEMM thread counts dynamically unless told not to before torch loads it; fixed ones
+# keep float sums, and so resumed runs, bit-identical from run to run.
+os.environ.setdefault("MKL_DYNAMIC", "FALSE")
+
 try:
     import megatron_cpp
 except ImportError:  # not pip-installed: the CMake build tree's copy

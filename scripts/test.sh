@@ -8,6 +8,9 @@ BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 
 bash "$ROOT/scripts/build.sh"
 
+# Fixed MKL thread counts: tests compare runs bit for bit (pretrain_gpt sets this itself).
+export MKL_DYNAMIC="${MKL_DYNAMIC:-FALSE}"
+
 # shellcheck disable=SC2086
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" ${CTEST_ARGS:-}
 

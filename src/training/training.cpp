@@ -27,9 +27,6 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
-// MKL's runtime switch, exported by LibTorch builds that link MKL (weak: absent elsewhere).
-extern "C" void MKL_Set_Dynamic(int) __attribute__((weak));
-
 namespace megatron::training {
 namespace {
 
@@ -435,9 +432,6 @@ double num_floating_point_operations(const Arguments& args, int64_t batch_size, 
 TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder,
                         const DatasetBuilder& dataset_builder, const ForwardStepFunc& forward_step,
                         std::shared_ptr<comm::ProcessGroup> world) {
-  // MKL may otherwise pick a different thread count for the same GEMM from call to call, which
-  // changes float sums and breaks bit-identical resumes.
-  if (MKL_Set_Dynamic) MKL_Set_Dynamic(0);
   const auto env = comm::LauncherEnv::from_environment();
   const c10::Device device = choose_device(args, env.local_rank);
   if (!world) {
