@@ -83,9 +83,10 @@ class Steps {
   }
 
   // The activation has been sent: its values are no longer needed, only its graph.
-  void deallocate(const at::Tensor& output) const {
+  // A handle to the same tensor: set_data swaps the storage under every handle.
+  void deallocate(at::Tensor output) const {
     if (!o_.deallocate_pipeline_outputs || !output.defined() || output.is_view() || !output.grad_fn()) return;
-    const_cast<at::Tensor&>(output).set_data(at::empty({1}, output.options()));
+    output.set_data(at::empty({1}, output.options()));
   }
 
   // An input received from the previous stage: a leaf whose gradient goes back to it.
