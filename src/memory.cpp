@@ -2,10 +2,17 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <cstring>
+#include <list>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -96,5 +103,162 @@ HostMemoryTracker::~HostMemoryTracker() {
 int64_t HostMemoryTracker::allocated_bytes() const { return g_allocated.load(); }
 int64_t HostMemoryTracker::peak_bytes() const { return g_peak.load(); }
 void HostMemoryTracker::reset_peak() { g_peak = g_allocated.load(); }
+
+}  // namespace megatron
+
+// --- CPU allocator cache -----------------------------------------------------------------------
+
+namespace megatron {
+namespace {
+
+constexpr size_t kMinCachedBytes = 16 << 10;  // smaller blocks come from malloc's free lists
+constexpr size_t kRound = 4 << 10;              // one page
+constexpr int64_t kDefaultMaxCachedBytes = 8LL << 30;
+
+constexpr size_t kHugePage = 2 << 20;
+
+// Blocks of 2 MiB or more are aligned to, and advised into, transparent huge pages: a cached
+// block's pages are touched every step, and huge pages spare the GEMMs most TLB misses.
+void* os_alloc(size_t size) {
+  const size_t align = size >= kHugePage ? kHugePage : 64;
+  void* data = nullptr;
+  TORCH_CHECK(posix_memalign(&data, align, size) == 0 && data != nullptr,
+              "[memory] CPU allocator cache: out of memory allocating ", size, " bytes");
+  if (align == kHugePage) madvise(data, size, MADV_HUGEPAGE);
+  return data;
+}
+
+class CachingCPUAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    if (n < kMinCachedBytes) return base_->allocate(n);
+    const size_t size = (n + kRound - 1) / kRound * kRound;
+    void* data = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(size);
+      if (it != free_.end()) {
+        data = it->second->data;
+        lru_.erase(it->second);
+        free_.erase(it);
+        stats_.cached_bytes -= static_cast<int64_t>(size);
+        ++stats_.hits;
+      } else {
+        ++stats_.misses;
+      }
+    }
+    if (data == nullptr) data = os_alloc(size);  // throws on failure, outside the lock
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.emplace(data, size);
+    stats_.allocated_bytes += static_cast<int64_t>(size);
+    return c10::DataPtr(data, data, &free_block, c10::Device(c10::kCPU));
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+
+  void install(int64_t max_cached_bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (max_cached_bytes >= 0) max_cached_bytes_ = max_cached_bytes;
+    if (base_ == nullptr) {
+      TORCH_CHECK(!g_installed, "[memory] enable the CPU allocator cache before a HostMemoryTracker, "
+                  "not while one is installed");
+      base_ = c10::GetCPUAllocator();
+      c10::SetCPUAllocator(this, kPriority);
+    }
+  }
+  bool installed() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return base_ != nullptr;
+  }
+
+  void empty() {
+    std::vector<void*> blocks;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& b : lru_) blocks.push_back(b.data);
+      lru_.clear();
+      free_.clear();
+      stats_.cached_bytes = 0;
+    }
+    for (void* b : blocks) std::free(b);
+  }
+
+  CPUAllocatorCacheStats stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+  static void free_block(void* data);
+
+ private:
+  struct Cached {
+    void* data;
+    size_t size;
+  };
+
+  void release(void* data) {
+    std::vector<void*> to_os;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = live_.find(data);
+      if (it == live_.end()) {
+        // raw_allocate()d before the cache was installed, raw_deallocate()d through it now.
+        base_->raw_deleter()(data);
+        return;
+      }
+      const size_t size = it->second;
+      live_.erase(it);
+      stats_.allocated_bytes -= static_cast<int64_t>(size);
+      if (static_cast<int64_t>(size) > max_cached_bytes_) {
+        to_os.push_back(data);
+      } else {
+        lru_.push_back({data, size});
+        free_.emplace(size, std::prev(lru_.end()));
+        stats_.cached_bytes += static_cast<int64_t>(size);
+        // The least recently freed blocks make room: sizes no longer requested age out.
+        while (stats_.cached_bytes > max_cached_bytes_) {
+          const Cached oldest = lru_.front();
+          auto range = free_.equal_range(oldest.size);
+          for (auto f = range.first; f != range.second; ++f)
+            if (f->second == lru_.begin()) {
+              free_.erase(f);
+              break;
+            }
+          lru_.pop_front();
+          stats_.cached_bytes -= static_cast<int64_t>(oldest.size);
+          to_os.push_back(oldest.data);
+        }
+      }
+    }
+    for (void* b : to_os) std::free(b);
+  }
+
+  mutable std::mutex mutex_;
+  c10::Allocator* base_ = nullptr;
+  int64_t max_cached_bytes_ = kDefaultMaxCachedBytes;
+  std::unordered_map<void*, size_t> live_;
+  std::list<Cached> lru_;  // front: freed longest ago
+  std::multimap<size_t, std::list<Cached>::iterator> free_;
+  CPUAllocatorCacheStats stats_;
+};
+
+// Never destroyed: tensors may be freed during static destruction.
+CachingCPUAllocator& caching_allocator() {
+  static auto* a = new CachingCPUAllocator();
+  return *a;
+}
+
+void CachingCPUAllocator::free_block(void* data) { caching_allocator().release(data); }
+
+}  // namespace
+
+void enable_cpu_allocator_cache(int64_t max_cached_bytes) { caching_allocator().install(max_cached_bytes); }
+bool cpu_allocator_cache_enabled() { return caching_allocator().installed(); }
+void empty_cpu_allocator_cache() { caching_allocator().empty(); }
+CPUAllocatorCacheStats cpu_allocator_cache_stats() { return caching_allocator().stats(); }
 
 }  // namespace megatron

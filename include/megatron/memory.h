@@ -1,6 +1,8 @@
-// Host memory held by CPU tensors. While a HostMemoryTracker is alive, LibTorch's CPU allocator
-// is wrapped by one that counts live bytes and their peak: on CPU ranks, what
-// torch.cuda.max_memory_allocated() tells on a GPU (e.g. the activations a schedule keeps).
+// Host memory held by CPU tensors.
+// - HostMemoryTracker: while alive, LibTorch's CPU allocator is wrapped by one that counts live
+//   bytes and their peak: on CPU ranks, what torch.cuda.max_memory_allocated() tells on a GPU.
+// - CPU allocator cache: freed blocks are kept for the next allocation of the same size, as the
+//   CUDA caching allocator does on a GPU.
 #pragma once
 
 #include <cstdint>
@@ -26,5 +28,24 @@ class HostMemoryTracker {
  private:
   c10::Allocator* previous_;
 };
+
+// A training step allocates the same activation and gradient sizes every iteration. Without a
+// cache each large block comes fresh from the OS and costs a zero-filled page fault per 4 KiB, a
+// sixth of a CPU step's time for GPT-2 124M. Blocks of at least kMinCachedBytes are kept when
+// freed and handed out again for a request of the same rounded size. The cache holds at most
+// max_cached_bytes; beyond that the least recently freed blocks go back to the OS.
+struct CPUAllocatorCacheStats {
+  int64_t cached_bytes = 0;     // freed, kept for reuse
+  int64_t allocated_bytes = 0;  // handed out by the cache's allocator and not yet freed
+  int64_t hits = 0;             // requests served from the cache
+  int64_t misses = 0;           // requests that went to the OS
+};
+
+// Installs the cache as LibTorch's CPU allocator (idempotent). max_cached_bytes < 0 keeps the
+// current limit (default: 8 GiB).
+void enable_cpu_allocator_cache(int64_t max_cached_bytes = -1);
+bool cpu_allocator_cache_enabled();
+void empty_cpu_allocator_cache();  // returns every cached block to the OS
+CPUAllocatorCacheStats cpu_allocator_cache_stats();
 
 }  // namespace megatron

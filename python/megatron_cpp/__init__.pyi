@@ -11,6 +11,11 @@ torch_version: str
 # --- logging --------------------------------------------------------------------------------
 def init_logging(rank: int = 0, world_size: int = 1, level: str = "") -> None: ...
 
+# --- host memory ----------------------------------------------------------------------------
+def enable_cpu_allocator_cache(max_cached_bytes: int = -1) -> None: ...
+def empty_cpu_allocator_cache() -> None: ...
+def cpu_allocator_cache_stats() -> Dict[str, int]: ...
+
 # --- comm -----------------------------------------------------------------------------------
 class Launcher(Enum):
     NONE = 0
@@ -558,6 +563,7 @@ class Arguments:
     exit_signal_handler: bool
     device: str
     tf32: bool
+    no_cpu_allocator_cache: bool
     world_size: int
     data_parallel_size: int
     virtual_pipeline_model_parallel_size: Optional[int]

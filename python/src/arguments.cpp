@@ -28,7 +28,7 @@
   X(loss_scale_window) X(hysteresis) X(log_interval) X(eval_interval) X(eval_iters)              \
   X(metrics_file) X(skip_nan_iterations) X(save) X(save_interval) X(no_save_optim)               \
   X(no_save_rng) X(load) X(no_load_optim) X(no_load_rng) X(finetune) X(ckpt_step)                \
-  X(load_fallback) X(keep_last_checkpoints) X(exit_signal_handler) X(device) X(tf32)             \
+  X(load_fallback) X(keep_last_checkpoints) X(exit_signal_handler) X(device) X(tf32) X(no_cpu_allocator_cache) \
   X(world_size) X(data_parallel_size) X(num_microbatches)                                        \
   X(virtual_pipeline_model_parallel_size) X(config_file)
 

@@ -4,6 +4,7 @@
 
 #include "bindings.h"
 #include "megatron/logging.h"
+#include "megatron/memory.h"
 #include "megatron/version.h"
 
 PYBIND11_MODULE(_C, m) {
@@ -37,6 +38,26 @@ PYBIND11_MODULE(_C, m) {
       py::arg("rank") = 0, py::arg("world_size") = 1, py::arg("level") = "",
       "Installs the rank-prefixed logger (level: trace, debug, info, warn, error, off; "
       "empty: $MEGATRON_LOG_LEVEL or info).");
+
+  m.def("enable_cpu_allocator_cache", &megatron::enable_cpu_allocator_cache,
+        py::arg("max_cached_bytes") = -1,
+        "Keeps freed CPU blocks of 16 KiB or more for the next allocation of the same size "
+        "(what pretrain() installs). max_cached_bytes < 0 keeps the current limit (8 GiB).");
+  m.def("empty_cpu_allocator_cache", &megatron::empty_cpu_allocator_cache,
+        "Returns every cached CPU block to the OS.");
+  m.def(
+      "cpu_allocator_cache_stats",
+      [] {
+        const auto s = megatron::cpu_allocator_cache_stats();
+        py::dict d;
+        d["enabled"] = megatron::cpu_allocator_cache_enabled();
+        d["cached_bytes"] = s.cached_bytes;
+        d["allocated_bytes"] = s.allocated_bytes;
+        d["hits"] = s.hits;
+        d["misses"] = s.misses;
+        return d;
+      },
+      "{enabled, cached_bytes, allocated_bytes, hits, misses} of the CPU allocator cache.");
 
   init_comm(m);
   init_parallel_state(m);

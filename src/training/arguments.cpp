@@ -80,6 +80,9 @@ void bind(CLI::App& app, Arguments& a) {
   app.add_option("--seed", a.seed, "random seed")->capture_default_str()->group(g);
   app.add_option("--device", a.device, "cpu | cuda (default cuda when a GPU is visible)")
       ->check(CLI::IsMember({"cpu", "cuda"}))->group(g);
+  app.add_flag("--no-cpu-allocator-cache", a.no_cpu_allocator_cache,
+               "return freed host memory to the OS at once instead of keeping it for the next "
+               "allocation of the same size")->group(g);
 
   g = "learning rate";
   add_optional(app, "--lr", a.lr, "peak learning rate")->group(g);

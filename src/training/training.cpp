@@ -15,6 +15,7 @@
 
 #include "megatron/datasets/blended_dataset.h"
 #include "megatron/logging.h"
+#include "megatron/memory.h"
 #include "megatron/models/gpt/gpt_model.h"
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/optimizer/param_scheduler.h"
@@ -295,6 +296,7 @@ struct Trainer {
   void save(int64_t iteration) {
     if (last_saved_iteration == iteration) return;
     save_checkpoint(args, ps, checkpoint_state(iteration));
+    empty_cpu_allocator_cache();  // the save's one-off buffers would otherwise stay cached
     result.saved_iterations.push_back(iteration);
     last_saved_iteration = iteration;
   }
@@ -434,6 +436,7 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
                         std::shared_ptr<comm::ProcessGroup> world) {
   const auto env = comm::LauncherEnv::from_environment();
   const c10::Device device = choose_device(args, env.local_rank);
+  if (!args.no_cpu_allocator_cache) enable_cpu_allocator_cache();
   if (!world) {
     comm::DistributedOptions options;
     options.timeout = std::chrono::milliseconds(static_cast<int64_t>(args.distributed_timeout_minutes * 60000));
@@ -543,6 +546,7 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
       trainer.result.loaded_iteration = state.iteration;
       trainer.last_saved_iteration = state.iteration;
     }
+    empty_cpu_allocator_cache();
   }
   for (size_t chunk = 0; chunk < model.size(); ++chunk) {
     trainer.train_it.push_back(build_iterator(args, ps, ds.train, ds.eod_token, trainer.consumed_train_samples, device.is_cuda()));

@@ -16,6 +16,22 @@ def test_version_and_torch():
     assert megatron_cpp.torch_version == torch.__version__
 
 
+def test_cpu_allocator_cache_serves_torch_tensors():
+    megatron_cpp.enable_cpu_allocator_cache()
+    megatron_cpp.empty_cpu_allocator_cache()
+    before = megatron_cpp.cpu_allocator_cache_stats()
+    assert before["enabled"] and before["cached_bytes"] == 0
+    a = torch.empty(1 << 20)
+    ptr = a.data_ptr()
+    del a
+    assert megatron_cpp.cpu_allocator_cache_stats()["cached_bytes"] == 4 << 20
+    b = torch.ones(1 << 20)
+    after = megatron_cpp.cpu_allocator_cache_stats()
+    assert (after["hits"] - before["hits"], after["misses"] - before["misses"]) == (1, 1)
+    assert b.data_ptr() == ptr and bool((b == 1).all())
+    megatron_cpp.empty_cpu_allocator_cache()
+
+
 def test_launcher_env_from_variables():
     env = megatron_cpp.LauncherEnv.from_variables({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4"})
     assert (env.rank, env.world_size, env.launcher) == (3, 4, megatron_cpp.Launcher.OPENMPI)

@@ -124,6 +124,7 @@ struct Arguments {
   // --- device
   std::string device;  // cpu | cuda; default cuda when a GPU is visible
   bool tf32 = false;   // TF32 for fp32 matmuls on CUDA
+  bool no_cpu_allocator_cache = false;  // freed host blocks go back to the OS at once (memory.h)
 
   // --- set by validate()
   int64_t world_size = 1;
