@@ -6,12 +6,15 @@
 #include <c10/util/Exception.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "megatron/datasets/blended_dataset.h"
 #include "megatron/logging.h"
@@ -74,6 +77,16 @@ c10::Device choose_device(const Arguments& args, int local_rank) {
   at::globalContext().setAllowTF32CuBLAS(args.tf32);
   at::globalContext().setAllowTF32CuDNN(args.tf32);
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+}
+
+// Ranks on one machine share its cores. Unless OMP_NUM_THREADS says otherwise, each rank takes
+// an equal share (torchrun sets 1): oversubscribed ranks would thrash, and their threaded
+// reductions would not give the same bits from run to run.
+void set_intra_op_threads_per_rank(const comm::LauncherEnv& env) {
+  if (env.local_world_size <= 1 || std::getenv("OMP_NUM_THREADS") != nullptr) return;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = std::max(1, cores / env.local_world_size);
+  if (threads < at::get_num_threads()) at::set_num_threads(threads);
 }
 
 // Parameters as the optimizer sees them, over every model chunk of this stage. Copies that
@@ -437,6 +450,7 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   const auto env = comm::LauncherEnv::from_environment();
   const c10::Device device = choose_device(args, env.local_rank);
   if (!args.no_cpu_allocator_cache) enable_cpu_allocator_cache();
+  set_intra_op_threads_per_rank(env);
   if (!world) {
     comm::DistributedOptions options;
     options.timeout = std::chrono::milliseconds(static_cast<int64_t>(args.distributed_timeout_minutes * 60000));
@@ -455,6 +469,7 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
                                   std::to_string(ps.get_pipeline_model_parallel_world_size()));
   log_rank_0(LogLevel::kInfo, "> initialized data parallel with size " +
                                   std::to_string(ps.get_data_parallel_world_size()));
+  log_rank_0(LogLevel::kInfo, "> intra-op threads per rank: " + std::to_string(at::get_num_threads()));
 
   // Megatron-LM's _set_random_seed: one seed per pipeline stage, TP-region states per TP rank.
   const uint64_t seed = args.seed + 100 * ps.get_pipeline_model_parallel_rank();

@@ -34,10 +34,8 @@ def tiny(iters: int, *extra: str) -> list[str]:
 
 def run(cmd: list[str], np: int = 1, check: bool = True, env: dict | None = None, timeout: int = 300):
     full = (MPIRUN + ["-np", str(np)] if np > 1 else []) + cmd
-    # One thread per rank when ranks share the cores: fixed thread counts keep reruns bit-identical.
-    threads = {"OMP_NUM_THREADS": "1"} if np > 1 else {}
     proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **threads, **(env or {})})
+                          env={**os.environ, **(env or {})})
     if check:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc

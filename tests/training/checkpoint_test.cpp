@@ -5,9 +5,7 @@
 // interleaved schedule and the distributed optimizer. On one rank: corrupt, truncated and
 // missing files, mismatched arguments and layouts give one error naming the file or flag, and
 // --load-fallback loads the previous checkpoint. Every rank asserts.
-#define PRETRAIN_GPT_NO_MAIN
-#include "../../examples/pretrain_gpt.cpp"
-
+#include <ATen/ATen.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -18,10 +16,12 @@
 #include "distributed_test.h"
 #include "error_of.h"
 #include "megatron/training/checkpointing.h"
+#include "subgroup_pretrain.h"
 #include "tiny_gpt_args.h"
 
 namespace {
 
+using namespace megatron;
 namespace fs = std::filesystem;
 using megatron::testing::error_of;
 using ::testing::HasSubstr;
@@ -55,8 +55,6 @@ training::Arguments resume_args(const Layout& l) {
   return a;
 }
 
-std::vector<std::shared_ptr<torch::nn::Module>> g_built;
-
 struct Run {
   bool member = false;
   training::TrainingResult result;
@@ -64,28 +62,10 @@ struct Run {
 };
 
 // pretrain on the first n ranks of the world.
-Run run_on(training::Arguments a, int n, const std::string& group_name) {
-  auto world = megatron::testing::world();
-  std::vector<int> ranks(n);
-  for (int r = 0; r < n; ++r) ranks[r] = r;
-  Run run;
-  static int runs = 0;
-  auto group = world->new_group(ranks, group_name + "_" + std::to_string(++runs));
-  g_built.clear();
-  if (!group) return run;
-  run.member = true;
-  a.validate(n);
-  tokenizer::TokenizerOptions t;
-  t.tokenizer_type = "NullTokenizer";
-  t.vocab_size = *a.vocab_size;
-  g_tokenizer = tokenizer::build_tokenizer(t);
-  auto builder = [](const TrainingContext& ctx, bool pre, bool post) {
-    auto m = model_builder(ctx, pre, post);
-    g_built.push_back(m);
-    return m;
-  };
-  run.result = training::pretrain(a, builder, dataset_builder, forward_step, group);
-  for (const auto& m : g_built) {
+Run run_on(const training::Arguments& a, int n, const std::string& group_name) {
+  auto sub = megatron::testing::pretrain_on_first_ranks(a, n, group_name);
+  Run run{sub.member, sub.result, 0.0};
+  for (const auto& m : sub.built) {
     for (const auto& p : m->parameters()) {
       auto flat = p.detach().reshape({-1}).to(at::kDouble);
       run.weight_checksum += (flat.abs() * at::arange(1, flat.numel() + 1, flat.options())).sum().item<double>();

@@ -3,17 +3,20 @@
 // single-rank loss curve and gradient norms (fp32, 1e-5 relative) over 12 iterations, bf16 and fp16
 // runs within half-precision tolerance with the same skipped iterations; the tied word embedding
 // is bit-identical on the first and last stage after training. Every rank asserts.
-#define PRETRAIN_GPT_NO_MAIN
-#include "../../examples/pretrain_gpt.cpp"
-
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "distributed_test.h"
-#include "megatron/tokenizer/null_tokenizer.h"
+#include "megatron/models/gpt/gpt_model.h"
+#include "megatron/parallel_state.h"
+#include "subgroup_pretrain.h"
 #include "tiny_gpt_args.h"
 
 namespace {
 
+using namespace megatron;
 constexpr int kIterations = 12;
 
 // Four layers, so that they split over 4 stages or 2 stages x 2 chunks.
@@ -37,42 +40,22 @@ struct Layout {
   }
 };
 
-std::vector<std::shared_ptr<torch::nn::Module>> g_built;  // the chunks of the last run, for inspection
-
-struct LayoutRun {
-  bool member = false;
-  training::TrainingResult result;
-  std::shared_ptr<comm::ProcessGroup> group;
+struct LayoutRun : megatron::testing::SubgroupRun {
   std::optional<ParallelState> ps;
 };
 
 // Runs pretrain on the first tp * pp * dp ranks of the world.
 LayoutRun run_layout(training::Arguments a, const Layout& l) {
-  auto world = megatron::testing::world();
-  const int n = l.tp * l.pp * l.dp;
-  std::vector<int> ranks(n);
-  for (int r = 0; r < n; ++r) ranks[r] = r;
-  LayoutRun run;
-  run.group = world->new_group(ranks, "pipeline_" + l.name());
-  g_built.clear();
-  if (!run.group) return run;
-  run.member = true;
   a.tensor_model_parallel_size = l.tp;
   a.pipeline_model_parallel_size = l.pp;
   a.num_layers_per_virtual_pipeline_stage = l.layers_per_virtual_stage;
   a.sequence_parallel = l.sequence_parallel;
   a.use_distributed_optimizer = l.distributed_optimizer;
-  a.validate(n);
-  tokenizer::TokenizerOptions t;
-  t.tokenizer_type = "NullTokenizer";
-  t.vocab_size = *a.vocab_size;
-  g_tokenizer = tokenizer::build_tokenizer(t);
-  auto builder = [](const TrainingContext& ctx, bool pre, bool post) {
-    auto m = model_builder(ctx, pre, post);
-    g_built.push_back(m);
-    return m;
-  };
-  run.result = training::pretrain(a, builder, dataset_builder, forward_step, run.group);
+  LayoutRun run;
+  static_cast<megatron::testing::SubgroupRun&>(run) =
+      megatron::testing::pretrain_on_first_ranks(a, l.tp * l.pp * l.dp, "pipeline_" + l.name());
+  if (!run.member) return run;
+  a.validate(l.tp * l.pp * l.dp);  // for the virtual size it derives
   run.ps = ParallelState::initialize_model_parallel(run.group, l.tp, l.pp,
                                                     a.virtual_pipeline_model_parallel_size
                                                         ? std::optional<int>(*a.virtual_pipeline_model_parallel_size)
@@ -130,7 +113,7 @@ void expect_same_as_reference(const LayoutRun& run, const at::Tensor& reference,
 void expect_tied_weights_identical(const LayoutRun& run) {
   if (!run.member || !run.ps->is_rank_in_embedding_group()) return;
   at::Tensor weight;
-  for (const auto& m : g_built) {
+  for (const auto& m : run.built) {
     auto& gpt = dynamic_cast<models::gpt::GPTModelImpl&>(*m);
     if (gpt.options.pre_process() || gpt.options.post_process()) weight = gpt.shared_embedding_or_output_weight();
   }

@@ -2,36 +2,28 @@
 // tensor x data parallelism (with and without sequence parallelism and the distributed
 // optimizer) reproduces the single-rank loss curve, the loss goes down, and a NaN
 // loss stops training with the iteration named. Every rank asserts.
-#define PRETRAIN_GPT_NO_MAIN
-#include "../../examples/pretrain_gpt.cpp"
-
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include "distributed_test.h"
-#include "megatron/tokenizer/null_tokenizer.h"
+#include "subgroup_pretrain.h"
 #include "tiny_gpt_args.h"
 
 namespace {
+
+using namespace megatron;
 
 training::Arguments tiny_args() { return megatron::testing::tiny_gpt_args(); }
 
 // Runs pretrain on the first tp * dp ranks of the world; the others return an empty result.
 training::TrainingResult run_layout(training::Arguments a, int tp, int dp, bool sequence_parallel = false,
                                     bool distributed_optimizer = false) {
-  auto world = megatron::testing::world();
-  std::vector<int> ranks(tp * dp);
-  for (int r = 0; r < tp * dp; ++r) ranks[r] = r;
-  auto sub = world->new_group(ranks, "layout_tp" + std::to_string(tp) + "_dp" + std::to_string(dp));
-  if (!sub) return {};
   a.tensor_model_parallel_size = tp;
   a.sequence_parallel = sequence_parallel;
   a.use_distributed_optimizer = distributed_optimizer;
-  a.validate(tp * dp);
-  tokenizer::TokenizerOptions t;
-  t.tokenizer_type = "NullTokenizer";
-  t.vocab_size = *a.vocab_size;
-  g_tokenizer = tokenizer::build_tokenizer(t);
-  return training::pretrain(a, model_builder, dataset_builder, forward_step, sub);
+  return megatron::testing::pretrain_on_first_ranks(
+             a, tp * dp, "layout_tp" + std::to_string(tp) + "_dp" + std::to_string(dp))
+      .result;
 }
 
 TEST(Pretrain, EveryTensorAndDataParallelLayoutGivesTheSameLosses) {

@@ -1,0 +1,47 @@
+// pretrain() with pretrain_gpt's callbacks on the first n ranks of the test's world, which is
+// how the multi-rank training tests run several layouts in one mpirun job. Ranks outside the
+// subgroup return at once with member = false.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "distributed_test.h"
+#include "megatron/training/gpt_callbacks.h"
+#include "megatron/training/training.h"
+
+namespace megatron::testing {
+
+struct SubgroupRun {
+  bool member = false;
+  training::TrainingResult result;
+  std::shared_ptr<comm::ProcessGroup> group;
+  std::vector<std::shared_ptr<torch::nn::Module>> built;  // the model chunks pretrain() built
+};
+
+inline SubgroupRun pretrain_on_first_ranks(training::Arguments a, int n, const std::string& name) {
+  static int runs = 0;  // group names must be unique in the job
+  std::vector<int> ranks(n);
+  std::iota(ranks.begin(), ranks.end(), 0);
+  SubgroupRun run;
+  run.group = world()->new_group(ranks, name + "_" + std::to_string(++runs));
+  if (!run.group) return run;
+  run.member = true;
+  a.validate(n);
+  auto callbacks = training::gpt_callbacks(training::build_tokenizer(a));
+  auto built = std::make_shared<std::vector<std::shared_ptr<torch::nn::Module>>>();
+  auto builder = [callbacks, built](const training::TrainingContext& ctx, bool pre, bool post) {
+    auto m = callbacks.model_builder(ctx, pre, post);
+    built->push_back(m);
+    return m;
+  };
+  run.result = training::pretrain(a, builder, callbacks.dataset_builder, callbacks.forward_step, run.group);
+  run.built = *built;
+  return run;
+}
+
+}  // namespace megatron::testing
