@@ -17,42 +17,34 @@ using namespace megatron;
 
 int main(int argc, char** argv) {
   CLI::App app{"Reshard megatron-cpp checkpoints; export to / import from Hugging Face", "convert_checkpoint"};
-  std::string load, save, export_hf_dir, import_hf_dir;
-  std::optional<int64_t> step, vp_layers;
-  int tp = 1, pp = 1;
-  int64_t divisible_by = 128;
-  app.add_option("--load", load, "checkpoint folder to read (its tracker names the iteration)");
-  app.add_option_function<int64_t>("--ckpt-step", [&](const int64_t& v) { step = v; }, "read this iteration instead");
-  app.add_option("--save", save, "checkpoint folder to write");
-  app.add_option("--target-tensor-parallel-size", tp, "TP size of the written checkpoint")->capture_default_str();
-  app.add_option("--target-pipeline-model-parallel-size", pp, "PP size of the written checkpoint")->capture_default_str();
+  training::ConvertOptions o;  // the flags fill it directly
+  app.add_option("--load", o.load, "checkpoint folder to read (its tracker names the iteration)");
+  app.add_option_function<int64_t>("--ckpt-step", [&](const int64_t& v) { o.ckpt_step = v; },
+                                   "read this iteration instead");
+  app.add_option("--save", o.save, "checkpoint folder to write");
+  app.add_option("--target-tensor-parallel-size", o.target_tensor_model_parallel_size,
+                 "TP size of the written checkpoint")->capture_default_str();
+  app.add_option("--target-pipeline-model-parallel-size", o.target_pipeline_model_parallel_size,
+                 "PP size of the written checkpoint")->capture_default_str();
   app.add_option_function<int64_t>("--target-num-layers-per-virtual-pipeline-stage",
-                                    [&](const int64_t& v) { vp_layers = v; }, "interleaved schedule of the written checkpoint");
-  app.add_option("--export-hf", export_hf_dir, "write config.json + model.safetensors here");
-  app.add_option("--import-hf", import_hf_dir, "read a Hugging Face GPT-2 or Llama model from here");
-  app.add_option("--make-vocab-size-divisible-by", divisible_by, "vocabulary padding of an imported model")
-      ->capture_default_str();
+                                    [&](const int64_t& v) { o.target_num_layers_per_virtual_pipeline_stage = v; },
+                                    "interleaved schedule of the written checkpoint");
+  app.add_option("--export-hf", o.export_hf, "write config.json + model.safetensors here");
+  app.add_option("--import-hf", o.import_hf, "read a Hugging Face GPT-2 or Llama model from here");
+  app.add_option("--make-vocab-size-divisible-by", o.make_vocab_size_divisible_by,
+                 "vocabulary padding of an imported model")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   try {
-    training::ConvertOptions o;
-    o.load = load;
-    o.ckpt_step = step;
-    o.import_hf = import_hf_dir;
-    o.make_vocab_size_divisible_by = divisible_by;
-    o.export_hf = export_hf_dir;
-    o.save = save;
-    o.target_tensor_model_parallel_size = tp;
-    o.target_pipeline_model_parallel_size = pp;
-    o.target_num_layers_per_virtual_pipeline_stage = vp_layers;
     const auto r = training::convert_checkpoint(o);
-    if (!export_hf_dir.empty()) std::printf("exported %s to %s\n", load.c_str(), export_hf_dir.c_str());
-    if (!save.empty())
-      std::printf("wrote %s (TP %d, PP %d%s) to %s\n", training::iteration_dir_name(r.iteration).c_str(), tp, pp,
-                  r.has_optimizer_state ? "" : ", no optimizer state", save.c_str());
+    if (!o.export_hf.empty()) std::printf("exported %s to %s\n", o.load.c_str(), o.export_hf.c_str());
+    if (!o.save.empty())
+      std::printf("wrote %s (TP %d, PP %d%s) to %s\n", training::iteration_dir_name(r.iteration).c_str(),
+                  o.target_tensor_model_parallel_size, o.target_pipeline_model_parallel_size,
+                  r.has_optimizer_state ? "" : ", no optimizer state", o.save.c_str());
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "convert_checkpoint: %s\n", e.what_without_backtrace());
     return 1;
