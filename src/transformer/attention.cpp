@@ -48,8 +48,9 @@ at::Tensor apply_rotary_pos_emb(const at::Tensor& t, const at::Tensor& freqs) {
   const int64_t d = t.size(-1);
   TORCH_CHECK(rot_dim <= d && rot_dim % 2 == 0, "[rotary] rotary dim (", rot_dim,
               ") must be even and at most the head dim (", d, ")");
-  at::Tensor f = freqs.to(t.scalar_type());
-  at::Tensor cos = f.cos(), sin = f.sin();
+  // Angles reach ~seq_len radians: cos/sin in fp32 first, as bf16 angles would be off by radians.
+  at::Tensor f = freqs.to(at::kFloat);
+  at::Tensor cos = f.cos().to(t.scalar_type()), sin = f.sin().to(t.scalar_type());
   at::Tensor rot = rot_dim == d ? t : t.narrow(-1, 0, rot_dim);
   auto halves = rot.chunk(2, -1);
   at::Tensor rotated = at::cat({-halves[1], halves[0]}, -1);

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "megatron/models/gpt/gpt_model.h"
+#include "megatron/transformer/attention.h"
 #include "megatron/tensor_parallel/random.h"
 #include "error_of.h"
 #include "tensor_parallel/tp_test_util.h"
@@ -354,6 +355,25 @@ TEST(GPTModel, DropoutIsActiveInTrainingOnly) {
 }
 
 using megatron::testing::error_of;
+
+// Rotary angles reach the sequence length in radians; in bf16 they would be off by whole radians
+// (spacing 4 at 1000). Written out here: x * cos + rotate_half(x) * sin, in fp64.
+TEST(Rotary, HalfPrecisionAtLongPositionsStaysWithinItsRounding) {
+  const int64_t s = 2048, d = 8;
+  at::Tensor inv_freq = 1.0 / at::pow(10000.0, at::arange(0, d, 2, at::kDouble) / d);
+  at::Tensor angles = at::outer(at::arange(s, at::kDouble), inv_freq);
+  at::Tensor freqs = at::cat({angles, angles}, -1).view({s, 1, 1, d}).to(at::kFloat);
+  at::manual_seed(0);
+  at::Tensor x = at::randn({s, 1, 1, d}, at::kDouble);
+  at::Tensor rotated = at::cat({-x.narrow(-1, d / 2, d / 2), x.narrow(-1, 0, d / 2)}, -1);
+  at::Tensor f = freqs.to(at::kDouble);
+  at::Tensor want = x * f.cos() + rotated * f.sin();
+  for (auto dtype : {at::kBFloat16, at::kHalf}) {
+    at::Tensor got = tr::apply_rotary_pos_emb(x.to(dtype), freqs).to(at::kDouble);
+    // Rounding of x, of cos/sin and of the products and sum: a few units of 2^-8 (bf16).
+    EXPECT_LT((got - want).abs().max().item<double>(), 0.05) << dtype;
+  }
+}
 
 TEST(TransformerConfig, ErrorsNameTheProblem) {
   EXPECT_EQ(error_of([] { tr::TransformerConfig(2, 60, 12).tensor_model_parallel_size(5).finalize(); })
