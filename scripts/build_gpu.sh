@@ -14,5 +14,5 @@ build="${BUILD_DIR:-build-gpu}"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMEGATRON_PYTHON_EXECUTABLE="$(command -v "$python")" \
   -DMEGATRON_DEPS_DIR="$PWD/third_party/gpu-deps" \
-  -DMEGATRON_WITH_MPI=OFF -DMEGATRON_WITH_CUDA=ON ${CMAKE_ARGS:-}
+  -DMEGATRON_WITH_MPI=OFF -DMEGATRON_WITH_CUDA=ON -DMEGATRON_REQUIRE_NCCL=ON ${CMAKE_ARGS:-}
 cmake --build "$build"

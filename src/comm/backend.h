@@ -83,7 +83,8 @@ std::unique_ptr<Backend> make_nccl_backend(BackendContext ctx, std::vector<int> 
                                            std::string name,
                                            std::shared_ptr<NcclRendezvous> rendezvous,
                                            Backend* host_backend);
-std::shared_ptr<NcclRendezvous> make_nccl_rendezvous(const LauncherEnv& env, Backend* host_world);
+std::shared_ptr<NcclRendezvous> make_nccl_rendezvous(const LauncherEnv& env, Backend* host_world,
+                                                     std::chrono::milliseconds timeout);
 #endif
 
 }  // namespace megatron::comm::detail

@@ -12,7 +12,9 @@
 #include <nccl.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "backend.h"
 
@@ -22,7 +24,10 @@ namespace megatron::comm::detail {
 // the single-process backend) or, in torchrun-style jobs, through a c10d::TCPStore.
 struct NcclRendezvous {
   c10::intrusive_ptr<c10d::Store> store;
-  int created = 0;  // communicators created so far on this rank, for store keys
+  // Communicators created so far per group name on this rank, for store keys: members of a group
+  // create its communicator in the same order, but not every rank creates every group.
+  std::map<std::string, int> created;
+  std::string prefix;
 };
 
 namespace {
@@ -151,14 +156,22 @@ class NcclBackend : public Backend {
 
 }  // namespace
 
-std::shared_ptr<NcclRendezvous> make_nccl_rendezvous(const LauncherEnv& env, Backend* host_world) {
+std::shared_ptr<NcclRendezvous> make_nccl_rendezvous(const LauncherEnv& env, Backend* host_world,
+                                                     std::chrono::milliseconds timeout) {
   auto rendezvous = std::make_shared<NcclRendezvous>();
   if (host_world == nullptr) {
     c10d::TCPStoreOptions opts;
     opts.port = static_cast<uint16_t>(env.master_port);
-    opts.isServer = env.rank == 0;
+    // torchrun's agent already serves a store on MASTER_PORT (and says so); rank 0 serves one
+    // only under launchers that do not.
+    const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+    opts.isServer = env.rank == 0 && !(agent_store && std::string(agent_store) == "True");
     opts.numWorkers = env.world_size;
+    opts.timeout = timeout;  // ranks wait here while rank 0 builds dataset caches
     rendezvous->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+    // A restarted torchrun worker group must not read the previous attempt's ids.
+    const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    rendezvous->prefix = "megatron/" + std::string(restart ? restart : "0") + "/nccl/";
   }
   return rendezvous;
 }
@@ -170,8 +183,9 @@ std::unique_ptr<Backend> make_nccl_backend(BackendContext ctx, std::vector<int> 
   ncclUniqueId id;
   if (ctx.rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId", name);
   if (rendezvous->store) {
-    // Key by group name and creation count: every member creates its groups in the same order.
-    std::string key = "megatron/nccl/" + name + "/" + std::to_string(rendezvous->created++);
+    // Key by group name (which lists its ranks) and how many communicators of that name this
+    // rank has created.
+    std::string key = rendezvous->prefix + name + "/" + std::to_string(rendezvous->created[name]++);
     if (ctx.rank == 0) {
       std::vector<uint8_t> bytes(reinterpret_cast<uint8_t*>(&id),
                                  reinterpret_cast<uint8_t*>(&id) + sizeof(id));

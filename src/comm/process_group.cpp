@@ -46,6 +46,12 @@ class ProcessGroupImpl {
 
   int size() const { return static_cast<int>(global_ranks.size()); }
 
+  // torchrun-style GPU jobs have no MPI: their host tensors (flags, metrics, timers) travel
+  // through NCCL on the rank's current CUDA device, synchronously.
+  bool staged_on_device(const at::Tensor& t) const {
+    return t.defined() && t.is_cpu() && !host && device_type == at::kCUDA;
+  }
+
   WorkHandle start_all_reduce(at::Tensor& tensor, ReduceOp op, bool blocking);
   WorkHandle start_all_gather(at::Tensor& output, const at::Tensor& input, bool blocking);
   WorkHandle start_reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op,
@@ -183,6 +189,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
 }
 
 WorkHandle ProcessGroupImpl::start_all_reduce(at::Tensor& tensor, ReduceOp op, bool blocking) {
+  if (staged_on_device(tensor)) {
+    at::Tensor d = tensor.to(at::kCUDA);
+    start_all_reduce(d, op, true)->wait();
+    tensor.copy_(d);
+    return detail::completed_work();
+  }
   auto info = this->info(std::string("all_reduce(") + to_string(op) + ")", {}, blocking);
   Backend& backend = backend_for(tensor, info.op);
   check_reduce_op(op, tensor, info);
@@ -192,6 +204,12 @@ WorkHandle ProcessGroupImpl::start_all_reduce(at::Tensor& tensor, ReduceOp op, b
 
 WorkHandle ProcessGroupImpl::start_all_gather(at::Tensor& output, const at::Tensor& input,
                                               bool blocking) {
+  if (staged_on_device(input)) {
+    at::Tensor out = output.to(at::kCUDA);
+    start_all_gather(out, input.to(at::kCUDA), true)->wait();
+    output.copy_(out);
+    return detail::completed_work();
+  }
   auto info = this->info("all_gather", {}, blocking);
   Backend& backend = backend_for(input, info.op);
   check_same_kind(input, output, info);
@@ -205,6 +223,12 @@ WorkHandle ProcessGroupImpl::start_all_gather(at::Tensor& output, const at::Tens
 
 WorkHandle ProcessGroupImpl::start_reduce_scatter(at::Tensor& output, const at::Tensor& input,
                                                   ReduceOp op, bool blocking) {
+  if (staged_on_device(input)) {
+    at::Tensor out = output.to(at::kCUDA);
+    start_reduce_scatter(out, input.to(at::kCUDA), op, true)->wait();
+    output.copy_(out);
+    return detail::completed_work();
+  }
   auto info = this->info(std::string("reduce_scatter(") + to_string(op) + ")", {}, blocking);
   Backend& backend = backend_for(input, info.op);
   check_same_kind(input, output, info);
@@ -218,6 +242,12 @@ WorkHandle ProcessGroupImpl::start_reduce_scatter(at::Tensor& output, const at::
 }
 
 WorkHandle ProcessGroupImpl::start_broadcast(at::Tensor& tensor, int src, bool blocking) {
+  if (staged_on_device(tensor)) {
+    at::Tensor d = tensor.to(at::kCUDA);
+    start_broadcast(d, src, true)->wait();
+    tensor.copy_(d);
+    return detail::completed_work();
+  }
   TORCH_CHECK(src >= 0 && src < size(), "[comm] broadcast on group '", name, "': source rank ",
               src, " is outside the group of size ", size());
   auto info = this->info("broadcast(src " + std::to_string(src) + ")",
@@ -328,7 +358,7 @@ std::shared_ptr<ProcessGroup> init_distributed(const LauncherEnv& env, Distribut
 #endif
   }
 #ifdef MEGATRON_WITH_NCCL
-  impl->rendezvous = detail::make_nccl_rendezvous(env, impl->host.get());
+  impl->rendezvous = detail::make_nccl_rendezvous(env, impl->host.get(), impl->timeout);
 #endif
   return ProcessGroupImpl::wrap(std::move(impl));
 }

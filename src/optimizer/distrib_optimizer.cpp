@@ -33,7 +33,7 @@ ParamShards::ParamShards(std::vector<at::Tensor> params, const std::vector<bool>
 
   std::vector<at::Tensor> masks;
   for (size_t i = 0; i < params_.size(); ++i)
-    masks.push_back(at::full({params_[i].numel()}, duplicate[i] ? 0.0f : 1.0f));
+    masks.push_back(at::full({params_[i].numel()}, duplicate[i] ? 0.0f : 1.0f, shard_.options().requires_grad(false)));
   norm_mask_ = flatten(masks, shard_numel_ * ranks).narrow(0, begin, shard_numel_).clone();
 }
 

@@ -70,13 +70,15 @@ c10::Device choose_device(const Arguments& args, int local_rank) {
   if (name.empty()) name = at::hasCUDA() ? "cuda" : "cpu";
   if (name == "cpu") return c10::Device(c10::kCPU);
   TORCH_CHECK(at::hasCUDA(), "[training] --device cuda, but no CUDA device is visible");
+  // One GPU per local rank; a launcher that shows each rank only its own GPU leaves one visible.
+  const auto index = static_cast<c10::DeviceIndex>(local_rank % static_cast<int>(at::getNumGPUs()));
 #ifdef MEGATRON_WITH_CUDA
-  c10::cuda::set_device(static_cast<c10::DeviceIndex>(local_rank));
+  c10::cuda::set_device(index);
 #endif
   // TF32 tensor cores for fp32 matmuls and convolutions only when asked (--tf32).
   at::globalContext().setAllowTF32CuBLAS(args.tf32);
   at::globalContext().setAllowTF32CuDNN(args.tf32);
-  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+  return c10::Device(c10::kCUDA, index);
 }
 
 // Ranks on one machine share its cores. Unless OMP_NUM_THREADS says otherwise, each rank takes

@@ -15,14 +15,19 @@ dense). Rounds alternate; the best of each side counts.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
+
+try:
+    import tomllib  # Python 3.11+
+except ImportError:  # the configs are flat `key = value` lines: enough for them
+    tomllib = None
 
 import torch
 
@@ -35,6 +40,27 @@ MODELS = {
     "gpt-1.3b": ROOT / "configs" / "gpt-1.3b.toml",
 }
 PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0}  # bf16 dense
+
+
+def read_config(path: Path) -> dict:
+    if tomllib is not None:
+        return tomllib.loads(path.read_text())
+    c = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line:
+            key, value = (x.strip() for x in line.split("=", 1))
+            c[key] = value.strip('"') if value.startswith('"') else (
+                value == "true" if value in ("true", "false") else (float(value) if any(ch in value for ch in ".e") else int(value)))
+    return c
+
+
+def default_binary() -> str:
+    """pretrain_gpt from MEGATRON_BUILD_DIR, else build-gpu (scripts/build_gpu.sh), else build."""
+    build = os.environ.get("MEGATRON_BUILD_DIR")
+    if build is None:
+        build = ROOT / "build-gpu" if (ROOT / "build-gpu" / "bin" / "pretrain_gpt").exists() else ROOT / "build"
+    return str(Path(build) / "bin" / "pretrain_gpt")
 
 
 def flops_per_token(c: dict, vocab: int) -> float:
@@ -59,9 +85,14 @@ def cpp_ms_per_iteration(binary: Path, c: dict, a: argparse.Namespace) -> float:
         if a.tf32:
             cmd.append("--tf32")
         env = dict(os.environ, LOCAL_RANK="0")
+        if a.device.startswith("cuda"):  # this process's cached blocks would crowd pretrain_gpt out
+            gc.collect()
+            torch.cuda.empty_cache()
         run = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if run.returncode != 0:
-            sys.exit(f"gpt_train_bench: pretrain_gpt failed:\n{run.stderr[-3000:]}")
+            hint = (" (out of memory: try a smaller --micro-batch-size)" if "out of memory" in run.stderr.lower()
+                    else "")
+            sys.exit(f"gpt_train_bench: pretrain_gpt failed{hint}:\n{run.stderr[-3000:]}")
         records = [json.loads(line) for line in metrics.read_text().splitlines()]
         return records[-1]["elapsed_ms"]  # the second half: past start-up
 
@@ -126,10 +157,11 @@ def main() -> None:
                     help="also time torch.compile (default: on CUDA)")
     ap.add_argument("--tf32", action="store_true", help="TF32 for fp32 matmuls on both sides")
     ap.add_argument("--peak-tflops", type=float, help="for MFU (default: from the GPU's name)")
-    ap.add_argument("--binary", default=str(Path(os.environ.get("MEGATRON_BUILD_DIR", ROOT / "build")) / "bin" / "pretrain_gpt"))
+    ap.add_argument("--binary", default=default_binary(),
+                    help="default: $MEGATRON_BUILD_DIR/bin, else build-gpu/bin, else build/bin")
     a = ap.parse_args()
     config = Path(a.config) if a.config else MODELS[a.model]
-    c = tomllib.loads(config.read_text())
+    c = read_config(config)
     cuda = a.device.startswith("cuda")
     a.dtype = a.dtype or ("bf16" if cuda else "fp32")
     if a.compile is None:
