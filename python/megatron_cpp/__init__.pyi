@@ -564,6 +564,31 @@ class Arguments:
     device: str
     tf32: bool
     no_cpu_allocator_cache: bool
+    exit_interval: Optional[int]
+    exit_duration_in_mins: Optional[float]
+    recompute_activations: bool
+    use_rotary_position_embeddings: bool
+    use_mcore_models: bool
+    transformer_impl: str
+    use_flash_attn: bool
+    attention_backend: str
+    no_masked_softmax_fusion: bool
+    attention_softmax_in_fp32: bool
+    apply_query_key_layer_scaling: bool
+    no_bias_gelu_fusion: bool
+    no_bias_dropout_fusion: bool
+    no_bias_swiglu_fusion: bool
+    no_rope_fusion: bool
+    no_gradient_accumulation_fusion: bool
+    no_persist_layer_norm: bool
+    overlap_grad_reduce: bool
+    overlap_param_gather: bool
+    distributed_backend: str
+    no_create_attention_mask_in_dataloader: bool
+    manual_gc: bool
+    manual_gc_interval: int
+    log_throughput: bool
+    timing_log_level: int
     world_size: int
     data_parallel_size: int
     virtual_pipeline_model_parallel_size: Optional[int]
@@ -626,6 +651,7 @@ class TrainingResult:
     loaded_iteration: Optional[int]
     saved_iterations: List[int]
     exited_on_signal: bool
+    exited_early: bool
 
 _LossFunc = Callable[[torch.Tensor], Tuple[torch.Tensor, Dict[str, Union[torch.Tensor, float]]]]
 _ModelBuilder = Callable[[TrainingContext, bool, bool], CppModule]

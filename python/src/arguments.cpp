@@ -29,6 +29,14 @@
   X(metrics_file) X(skip_nan_iterations) X(save) X(save_interval) X(no_save_optim)               \
   X(no_save_rng) X(load) X(no_load_optim) X(no_load_rng) X(finetune) X(ckpt_step)                \
   X(load_fallback) X(keep_last_checkpoints) X(exit_signal_handler) X(device) X(tf32) X(no_cpu_allocator_cache) \
+  X(exit_interval) X(exit_duration_in_mins) X(recompute_activations)                             \
+  X(use_rotary_position_embeddings) X(use_mcore_models) X(transformer_impl) X(use_flash_attn)    \
+  X(attention_backend) X(no_masked_softmax_fusion) X(attention_softmax_in_fp32)                  \
+  X(apply_query_key_layer_scaling) X(no_bias_gelu_fusion) X(no_bias_dropout_fusion)              \
+  X(no_bias_swiglu_fusion) X(no_rope_fusion) X(no_gradient_accumulation_fusion)                  \
+  X(no_persist_layer_norm) X(overlap_grad_reduce) X(overlap_param_gather) X(distributed_backend) \
+  X(no_create_attention_mask_in_dataloader) X(manual_gc) X(manual_gc_interval) X(log_throughput) \
+  X(timing_log_level) \
   X(world_size) X(data_parallel_size) X(num_microbatches)                                        \
   X(virtual_pipeline_model_parallel_size) X(config_file)
 

@@ -169,7 +169,9 @@ void init_training(py::module_& m) {
       .def_readonly("loaded_iteration", &tr::TrainingResult::loaded_iteration, "--load: the checkpoint's iteration.")
       .def_readonly("saved_iterations", &tr::TrainingResult::saved_iterations, "--save: the checkpoints written.")
       .def_readonly("exited_on_signal", &tr::TrainingResult::exited_on_signal,
-                    "--exit-signal-handler saw SIGTERM and stopped after saving.");
+                    "--exit-signal-handler saw SIGTERM and stopped after saving.")
+      .def_readonly("exited_early", &tr::TrainingResult::exited_early,
+                    "Stopped before --train-iters: SIGTERM, --exit-interval or --exit-duration-in-mins.");
 
   m.def("core_transformer_config_from_args", &tr::core_transformer_config_from_args, py::arg("ctx"),
         "The TransformerConfig the flags describe, with this rank's TP group and RNG tracker "

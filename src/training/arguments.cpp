@@ -172,6 +172,52 @@ void bind(CLI::App& app, Arguments& a) {
   app.add_flag("--exit-signal-handler", a.exit_signal_handler,
                "on SIGTERM, finish the current iteration, save a checkpoint to --save and stop")->group(g);
 
+  add_optional(app, "--exit-interval", a.exit_interval,
+               "stop when the iteration is a multiple of this, saving a checkpoint to --save first")->group(g);
+  add_optional(app, "--exit-duration-in-mins", a.exit_duration_in_mins,
+               "stop once training has run this many minutes (slowest rank), saving first")->group(g);
+
+  g = "Megatron-LM compatibility";
+  app.add_flag("--recompute-activations", a.recompute_activations,
+               "= --recompute-granularity selective")->group(g);
+  app.add_flag("--use-rotary-position-embeddings", a.use_rotary_position_embeddings,
+               "= --position-embedding-type rope")->group(g);
+  const std::string none = "accepted, no effect: ";
+  const std::string sdpa = none + "attention is at::scaled_dot_product_attention (flash / memory-efficient kernels on CUDA)";
+  const std::string fused = none + "kernels are LibTorch's";
+  app.add_flag("--use-mcore-models", a.use_mcore_models, none + "there is one model implementation")->group(g);
+  app.add_option("--transformer-impl", a.transformer_impl, fused)
+      ->capture_default_str()->check(CLI::IsMember({"local", "transformer_engine"}))->group(g);
+  app.add_flag("--use-flash-attn", a.use_flash_attn, sdpa)->group(g);
+  app.add_option("--attention-backend", a.attention_backend, sdpa)
+      ->capture_default_str()->check(CLI::IsMember({"flash", "fused", "unfused", "local", "auto"}))->group(g);
+  app.add_flag("--no-masked-softmax-fusion", a.no_masked_softmax_fusion, sdpa)->group(g);
+  app.add_flag("--attention-softmax-in-fp32", a.attention_softmax_in_fp32,
+               none + "the attention softmax accumulates in fp32 already")->group(g);
+  app.add_flag("--apply-query-key-layer-scaling", a.apply_query_key_layer_scaling,
+               none + "with an fp32 softmax the scaling cancels out")->group(g);
+  app.add_flag("--no-bias-gelu-fusion", a.no_bias_gelu_fusion, fused)->group(g);
+  app.add_flag("--no-bias-dropout-fusion", a.no_bias_dropout_fusion, fused)->group(g);
+  app.add_flag("--no-bias-swiglu-fusion", a.no_bias_swiglu_fusion, fused)->group(g);
+  app.add_flag("--no-rope-fusion", a.no_rope_fusion, fused)->group(g);
+  app.add_flag("--no-gradient-accumulation-fusion", a.no_gradient_accumulation_fusion, fused)->group(g);
+  app.add_flag("--no-persist-layer-norm", a.no_persist_layer_norm, fused)->group(g);
+  app.add_flag("--overlap-grad-reduce", a.overlap_grad_reduce,
+               none + "data-parallel gradients are reduced after the backward pass")->group(g);
+  app.add_flag("--overlap-param-gather", a.overlap_param_gather,
+               none + "the distributed optimizer gathers parameters after its step")->group(g);
+  app.add_option("--distributed-backend", a.distributed_backend,
+                 none + "host tensors go through MPI, CUDA tensors through NCCL")
+      ->capture_default_str()->check(CLI::IsMember({"nccl", "gloo"}))->group(g);
+  app.add_flag("--no-create-attention-mask-in-dataloader", a.no_create_attention_mask_in_dataloader,
+               none + "batches carry a mask only with --reset-attention-mask")->group(g);
+  app.add_flag("--manual-gc", a.manual_gc, none + "there is no Python garbage collector")->group(g);
+  app.add_option("--manual-gc-interval", a.manual_gc_interval, none + "there is no Python garbage collector")
+      ->capture_default_str()->group(g);
+  app.add_flag("--log-throughput", a.log_throughput, none + "the iteration line always reports it")->group(g);
+  app.add_option("--timing-log-level", a.timing_log_level, none + "forward-backward and optimizer times are always logged")
+      ->capture_default_str()->check(CLI::Range(0, 2))->group(g);
+
   g = "validation";
   app.add_option("--eval-interval", a.eval_interval, "iterations between evaluations")->capture_default_str()->group(g);
   app.add_option("--eval-iters", a.eval_iters, "iterations per evaluation")->capture_default_str()->group(g);
@@ -183,6 +229,15 @@ void bind(CLI::App& app, Arguments& a) {
 
 void Arguments::validate(int64_t world) {
   world_size = world;
+  if (recompute_activations) {
+    ARG_CHECK(recompute_granularity.empty() || recompute_granularity == "selective",
+              "--recompute-activations means --recompute-granularity selective, but it is ", recompute_granularity);
+    recompute_granularity = "selective";
+  }
+  if (use_rotary_position_embeddings) position_embedding_type = "rope";
+  ARG_CHECK(!exit_interval || *exit_interval > 0, "--exit-interval must be positive (got ", exit_interval.value_or(0), ")");
+  ARG_CHECK(!exit_duration_in_mins || *exit_duration_in_mins > 0, "--exit-duration-in-mins must be positive (got ",
+            exit_duration_in_mins.value_or(0), ")");
   ARG_CHECK(num_layers > 0, "--num-layers is required and must be positive (got ", num_layers, ")");
   ARG_CHECK(hidden_size > 0, "--hidden-size is required and must be positive (got ", hidden_size, ")");
   ARG_CHECK(num_attention_heads > 0, "--num-attention-heads is required and must be positive (got ",
@@ -298,6 +353,35 @@ void Arguments::validate(int64_t world) {
   ARG_CHECK(load.empty() == false || !(finetune || ckpt_step || load_fallback),
             finetune ? "--finetune" : (ckpt_step ? "--ckpt-step" : "--load-fallback"), " needs --load");
   ARG_CHECK(!(ckpt_step && load_fallback), "--ckpt-step and --load-fallback exclude each other");
+}
+
+std::vector<std::string> ignored_megatron_flags(const Arguments& a) {
+  std::vector<std::string> out;
+  auto flag = [&](bool given, const char* name) {
+    if (given) out.push_back(name);
+  };
+  flag(a.use_mcore_models, "--use-mcore-models");
+  flag(a.transformer_impl != "local", "--transformer-impl");
+  flag(a.use_flash_attn, "--use-flash-attn");
+  flag(a.attention_backend != "auto", "--attention-backend");
+  flag(a.no_masked_softmax_fusion, "--no-masked-softmax-fusion");
+  flag(a.attention_softmax_in_fp32, "--attention-softmax-in-fp32");
+  flag(a.apply_query_key_layer_scaling, "--apply-query-key-layer-scaling");
+  flag(a.no_bias_gelu_fusion, "--no-bias-gelu-fusion");
+  flag(a.no_bias_dropout_fusion, "--no-bias-dropout-fusion");
+  flag(a.no_bias_swiglu_fusion, "--no-bias-swiglu-fusion");
+  flag(a.no_rope_fusion, "--no-rope-fusion");
+  flag(a.no_gradient_accumulation_fusion, "--no-gradient-accumulation-fusion");
+  flag(a.no_persist_layer_norm, "--no-persist-layer-norm");
+  flag(a.overlap_grad_reduce, "--overlap-grad-reduce");
+  flag(a.overlap_param_gather, "--overlap-param-gather");
+  flag(a.distributed_backend != "nccl", "--distributed-backend");
+  flag(a.no_create_attention_mask_in_dataloader, "--no-create-attention-mask-in-dataloader");
+  flag(a.manual_gc, "--manual-gc");
+  flag(a.manual_gc_interval != 0, "--manual-gc-interval");
+  flag(a.log_throughput, "--log-throughput");
+  flag(a.timing_log_level != 0, "--timing-log-level");
+  return out;
 }
 
 std::optional<Arguments> parse_arguments(const std::vector<std::string>& args, int64_t world_size,

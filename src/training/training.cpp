@@ -213,6 +213,7 @@ struct Trainer {
   int64_t padded_vocab_size = 0, vocab_size = 0;
   int64_t consumed_train_samples = 0;
   int64_t consumed_valid_samples = 0;
+  Clock::time_point start_time = Clock::now();  // pretrain()'s start, for --exit-duration-in-mins
   int64_t start_iteration = 0;  // a loaded checkpoint's
   std::optional<int64_t> last_saved_iteration;  // or loaded: nothing new to save then
 
@@ -323,6 +324,14 @@ struct Trainer {
     return flag.item<double>() > 0;
   }
 
+  // Megatron-LM's --exit-duration-in-mins: minutes since pretrain() began, the slowest rank's.
+  double training_minutes() {
+    const double minutes = std::chrono::duration<double>(Clock::now() - start_time).count() / 60.0;
+    auto slowest = at::full({1}, minutes, at::kDouble);
+    ps.get_world_group().all_reduce(slowest, comm::ReduceOp::kMax);
+    return slowest.item<double>();
+  }
+
   std::map<std::string, double> evaluate(const Iterators& its) {
     set_train(false);
     at::NoGradGuard no_grad;
@@ -419,11 +428,22 @@ struct Trainer {
       result.iteration = iteration;
       if (!args.save.empty() && args.save_interval && iteration % *args.save_interval == 0) save(iteration);
       fault_point("train:sigterm_after_iteration_" + std::to_string(iteration), ps.get_rank(), SIGTERM);
+      // Megatron-LM's exits before --train-iters: each saves (where --save is set) and stops.
+      std::string exit_message;
       if (args.exit_signal_handler && exit_signal_received()) {
-        if (!window.empty()) training_log(iteration, window);
-        save(iteration);
-        log_rank_0(LogLevel::kInfo, "exiting program after receiving SIGTERM.");
+        exit_message = "exiting program after receiving SIGTERM.";
         result.exited_on_signal = true;
+      } else if (double minutes = args.exit_duration_in_mins ? training_minutes() : 0.0;
+                 args.exit_duration_in_mins && minutes > *args.exit_duration_in_mins) {
+        exit_message = "exiting program after " + format("%.2f", minutes) + " minutes";
+      } else if (args.exit_interval && iteration % *args.exit_interval == 0 && iteration < *args.train_iters) {
+        exit_message = "exiting program at iteration " + std::to_string(iteration);
+      }
+      if (!exit_message.empty()) {
+        if (!window.empty()) training_log(iteration, window);
+        if (!args.save.empty()) save(iteration);
+        log_rank_0(LogLevel::kInfo, exit_message);
+        result.exited_early = true;
         return;
       }
     }
@@ -449,6 +469,7 @@ double num_floating_point_operations(const Arguments& args, int64_t batch_size, 
 TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder,
                         const DatasetBuilder& dataset_builder, const ForwardStepFunc& forward_step,
                         std::shared_ptr<comm::ProcessGroup> world) {
+  const auto start_time = Clock::now();
   const auto env = comm::LauncherEnv::from_environment();
   const c10::Device device = choose_device(args, env.local_rank);
   if (!args.no_cpu_allocator_cache) enable_cpu_allocator_cache();
@@ -472,6 +493,11 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   log_rank_0(LogLevel::kInfo, "> initialized data parallel with size " +
                                   std::to_string(ps.get_data_parallel_world_size()));
   log_rank_0(LogLevel::kInfo, "> intra-op threads per rank: " + std::to_string(at::get_num_threads()));
+  if (const auto ignored = ignored_megatron_flags(args); !ignored.empty()) {
+    std::string names;
+    for (const auto& f : ignored) names += " " + f;
+    log_rank_0(LogLevel::kWarn, "these Megatron-LM flags have no effect in megatron-cpp (see --help):" + names);
+  }
 
   // Megatron-LM's _set_random_seed: one seed per pipeline stage, TP-region states per TP rank.
   const uint64_t seed = args.seed + 100 * ps.get_pipeline_model_parallel_rank();
@@ -542,6 +568,7 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   TORCH_CHECK(ds.train, "[training] dataset_builder returned no training dataset");
 
   Trainer trainer(args, ps, ctx);
+  trainer.start_time = start_time;
   trainer.model = model;
   trainer.optim = std::move(optim);
   trainer.scheduler = scheduler;
@@ -575,7 +602,7 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   log_rank_0(LogLevel::kInfo, "training ...");
   trainer.train();
   trainer.result.consumed_train_samples = trainer.consumed_train_samples;
-  if (trainer.result.exited_on_signal) return trainer.result;
+  if (trainer.result.exited_early) return trainer.result;
   if (!trainer.valid_it.empty() && args.eval_iters > 0 && *args.train_iters % args.eval_interval != 0)
     trainer.evaluate_and_print_results(*args.train_iters, trainer.valid_it, "valid");
   if (!trainer.test_it.empty() && args.eval_iters > 0)

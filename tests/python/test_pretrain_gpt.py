@@ -70,3 +70,29 @@ def test_missing_data_names_the_file(tmp_path):
         capture_output=True, text=True, timeout=120)
     assert run.returncode != 0
     assert "nowhere" in run.stderr and "pretrain_gpt:" in run.stderr, run.stderr
+
+
+def test_megatron_script_flags_and_early_exits(tmp_path, default_data):
+    """Flags from Megatron-LM's launch scripts run: the no-op switches are named in one warning,
+    --exit-interval and --exit-duration-in-mins save and stop early, as Megatron-LM does."""
+    ckpt = tmp_path / "ckpt"
+    switches = ["--use-mcore-models", "--use-flash-attn", "--overlap-grad-reduce", "--transformer-impl", "local",
+                "--no-gradient-accumulation-fusion", "--recompute-activations"]
+    run = subprocess.run(MPIRUN + ["-np", "2", PRETRAIN] + tiny(tmp_path, 10) + default_data + switches
+                         + ["--exit-interval", "4", "--save", str(ckpt)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    out = run.stdout + run.stderr
+    assert ("these Megatron-LM flags have no effect in megatron-cpp (see --help): --use-mcore-models "
+            "--use-flash-attn --no-gradient-accumulation-fusion --overlap-grad-reduce") in out
+    assert "exiting program at iteration 4" in run.stdout
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
+    train = [r for r in map(json.loads, open(tmp_path / "metrics.jsonl")) if r["type"] == "train"]
+    assert train[-1]["iteration"] == 4  # the partial log window is flushed before stopping
+
+    run = subprocess.run([PRETRAIN] + tiny(tmp_path, 10) + default_data
+                         + ["--exit-duration-in-mins", "1e-6", "--save", str(tmp_path / "ckpt2")],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "exiting program after" in run.stdout
+    assert (tmp_path / "ckpt2" / "latest_checkpointed_iteration.txt").read_text().strip() == "1"

@@ -162,6 +162,39 @@ TEST(Arguments, PipelineSplits) {
             std::string::npos);
 }
 
+// Flags from Megatron-LM's launch scripts: aliases take their meaning, the switches that change
+// nothing here parse and are named for the start-up warning, the exits are checked.
+TEST(Arguments, MegatronScriptFlags) {
+  auto a = *parse_arguments(with(base(), {"--recompute-activations", "--use-rotary-position-embeddings",
+                                          "--exit-interval", "5", "--exit-duration-in-mins", "0.5"}),
+                            1);
+  EXPECT_EQ(a.recompute_granularity, "selective");
+  EXPECT_EQ(a.position_embedding_type, "rope");
+  EXPECT_EQ(*a.exit_interval, 5);
+  EXPECT_DOUBLE_EQ(*a.exit_duration_in_mins, 0.5);
+  EXPECT_TRUE(ignored_megatron_flags(a).empty());
+
+  auto b = *parse_arguments(with(base(), {"--use-mcore-models", "--transformer-impl", "transformer_engine",
+                                          "--use-flash-attn", "--no-masked-softmax-fusion",
+                                          "--attention-softmax-in-fp32", "--no-gradient-accumulation-fusion",
+                                          "--overlap-grad-reduce", "--distributed-backend", "nccl",
+                                          "--attention-backend", "auto", "--timing-log-level", "2"}),
+                            1);
+  EXPECT_EQ(ignored_megatron_flags(b),
+            (std::vector<std::string>{"--use-mcore-models", "--transformer-impl", "--use-flash-attn",
+                                      "--no-masked-softmax-fusion", "--attention-softmax-in-fp32",
+                                      "--no-gradient-accumulation-fusion", "--overlap-grad-reduce",
+                                      "--timing-log-level"}));
+  EXPECT_EQ(b.position_embedding_type, "learned_absolute");  // nothing else moved
+
+  EXPECT_NE(error_of(with(base(), {"--recompute-activations", "--recompute-granularity", "full"}))
+                .find("--recompute-activations means --recompute-granularity selective, but it is full"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--exit-interval", "0"})).find("--exit-interval must be positive (got 0)"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--transformer-impl", "fast"})).find("--transformer-impl"), std::string::npos);
+}
+
 TEST(Arguments, HelpListsMegatronGroups) {
   auto help = arguments_help();
   for (const char* flag : {"--tensor-model-parallel-size", "--global-batch-size", "--lr-decay-style",

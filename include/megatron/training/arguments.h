@@ -120,11 +120,41 @@ struct Arguments {
   bool load_fallback = false;          // an unreadable checkpoint: load the newest older complete one
   int64_t keep_last_checkpoints = 0;   // 0: keep all
   bool exit_signal_handler = false;    // SIGTERM: save a checkpoint after the current iteration, stop
+  std::optional<int64_t> exit_interval;         // stop (saving to --save first) when iteration % N == 0
+  std::optional<double> exit_duration_in_mins;  // stop (saving first) once training has run this long
 
   // --- device
   std::string device;  // cpu | cuda; default cuda when a GPU is visible
   bool tf32 = false;   // TF32 for fp32 matmuls on CUDA
   bool no_cpu_allocator_cache = false;  // freed host blocks go back to the OS at once (memory.h)
+
+  // --- Megatron-LM flags accepted so that its launch scripts run unchanged
+  bool recompute_activations = false;            // = --recompute-granularity selective
+  bool use_rotary_position_embeddings = false;   // = --position-embedding-type rope
+  // No effect here (ignored_megatron_flags() names the ones given): attention is always
+  // at::scaled_dot_product_attention with an fp32 softmax, kernels are LibTorch's, host and CUDA
+  // collectives are MPI and NCCL, and there is no Python garbage collector.
+  bool use_mcore_models = false;
+  std::string transformer_impl = "local";        // local | transformer_engine
+  bool use_flash_attn = false;
+  std::string attention_backend = "auto";        // flash | fused | unfused | local | auto
+  bool no_masked_softmax_fusion = false;
+  bool attention_softmax_in_fp32 = false;
+  bool apply_query_key_layer_scaling = false;
+  bool no_bias_gelu_fusion = false;
+  bool no_bias_dropout_fusion = false;
+  bool no_bias_swiglu_fusion = false;
+  bool no_rope_fusion = false;
+  bool no_gradient_accumulation_fusion = false;
+  bool no_persist_layer_norm = false;
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  std::string distributed_backend = "nccl";      // nccl | gloo
+  bool no_create_attention_mask_in_dataloader = false;
+  bool manual_gc = false;
+  int64_t manual_gc_interval = 0;
+  bool log_throughput = false;                    // the iteration line always has it
+  int64_t timing_log_level = 0;
 
   // --- set by validate()
   int64_t world_size = 1;
@@ -137,6 +167,10 @@ struct Arguments {
   // c10::Error with one line naming the flags and their values.
   void validate(int64_t world_size);
 };
+
+// The Megatron-LM flags of the compatibility group that were given but change nothing here, for
+// one warning line at start-up.
+std::vector<std::string> ignored_megatron_flags(const Arguments& args);
 
 // Parses args (without the program name). --help prints the flag list and returns nullopt;
 // bad flags throw c10::Error. The result is validated against world_size.

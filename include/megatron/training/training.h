@@ -80,6 +80,8 @@ struct TrainingResult {
   std::optional<int64_t> loaded_iteration;  // --load: the checkpoint's iteration
   std::vector<int64_t> saved_iterations;    // --save: checkpoints written
   bool exited_on_signal = false;            // --exit-signal-handler saw SIGTERM
+  bool exited_early = false;                // stopped before --train-iters: SIGTERM, --exit-interval
+                                            // or --exit-duration-in-mins (no final evaluation)
 };
 
 // Runs the whole job on `world` (nullptr: init_distributed from the launcher environment).
