@@ -118,9 +118,10 @@ constexpr int64_t kDefaultMaxCachedBytes = 8LL << 30;
 constexpr size_t kHugePage = 2 << 20;
 
 // Blocks of 2 MiB or more are aligned to, and advised into, transparent huge pages: a cached
-// block's pages are touched every step, and huge pages spare the GEMMs most TLB misses.
+// block's pages are touched every step, and huge pages spare the GEMMs most TLB misses. The
+// others start on a page, so that a tensor's alignment never depends on what was freed before.
 void* os_alloc(size_t size) {
-  const size_t align = size >= kHugePage ? kHugePage : 64;
+  const size_t align = size >= kHugePage ? kHugePage : kRound;
   void* data = nullptr;
   TORCH_CHECK(posix_memalign(&data, align, size) == 0 && data != nullptr,
               "[memory] CPU allocator cache: out of memory allocating ", size, " bytes");

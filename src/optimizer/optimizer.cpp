@@ -135,7 +135,14 @@ MegatronOptimizer::~MegatronOptimizer() = default;
 
 void MegatronOptimizer::zero_grad() {
   for (auto& p : params_) {
-    if (p.param.grad().defined()) p.param.mutable_grad().zero_();
+    at::Tensor& grad = p.param.mutable_grad();
+    // bf16/fp16 parameters accumulate their micro-batch gradients in fp32, as Megatron-LM's
+    // main_grad: autograd adds each half-precision gradient into this buffer in place.
+    if (p.param.scalar_type() != at::kFloat && (!grad.defined() || grad.scalar_type() != at::kFloat)) {
+      grad = at::zeros(p.param.sizes(), p.param.options().dtype(at::kFloat).requires_grad(false));
+    } else if (grad.defined()) {
+      grad.zero_();
+    }
   }
 }
 

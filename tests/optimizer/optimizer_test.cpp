@@ -88,6 +88,37 @@ TEST(MegatronOptimizer, Fp16OverflowSkipsTheStepAndShrinksTheScale) {
   EXPECT_EQ(opt.main_params()[0].scalar_type(), at::kFloat);
 }
 
+// 64 micro-batches of bf16 gradients near 1: summed in bf16 (8 significant bits) the total near
+// 64 would keep steps of 0.25-0.5; in the fp32 buffer zero_grad() provides it is exact.
+TEST(MegatronOptimizer, HalfPrecisionGradientsAccumulateInFp32) {
+  for (auto dtype : {at::kBFloat16, at::kHalf}) {
+    auto w = leaf(at::ones({3}, dtype));
+    OptimizerConfig c;
+    c.optimizer = "sgd";
+    c.sgd_momentum = 0;
+    c.lr = 1.0;
+    c.weight_decay = 0;
+    c.clip_grad = 0;
+    MegatronOptimizer opt({{"w", w}}, c, nullptr, nullptr);
+    opt.zero_grad();
+    ASSERT_EQ(w.grad().scalar_type(), at::kFloat);
+    double want = 0, in_half = 0;
+    for (int m = 0; m < 64; ++m) {
+      const double cm = 1.0 + m / 128.0;
+      (w * cm).sum().backward();  // each micro-batch's gradient is cm rounded to the model dtype
+      const double rounded = at::scalar_tensor(cm, dtype).item<double>();
+      want += rounded;
+      in_half = at::scalar_tensor(in_half + rounded, dtype).item<double>();
+    }
+    ASSERT_GT(std::abs(in_half - want), 0.1) << "the test needs a sum that half precision gets wrong";
+    EXPECT_EQ(w.grad().scalar_type(), at::kFloat);
+    EXPECT_NEAR(w.grad()[0].item<double>(), want, 1e-4) << dtype;
+    // The update uses the fp32 sum (SGD, lr 1: the main weight moves by exactly it).
+    EXPECT_TRUE(opt.step().update_successful);
+    EXPECT_NEAR(opt.main_params()[0][0].item<double>(), 1.0 - want, 1e-4) << dtype;
+  }
+}
+
 TEST(GradScaler, FixedScaleNeverMoves) {
   GradScalerConfig sc;
   sc.initial_scale = 128;

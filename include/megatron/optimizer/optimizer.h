@@ -60,6 +60,8 @@ class MegatronOptimizer {
 
   // Scale to multiply the loss by before backward (1 without fp16 loss scaling).
   double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+  // Zeroes the model gradients; those of bf16/fp16 parameters become fp32 buffers that autograd
+  // accumulates the micro-batches into (Megatron-LM's main_grad).
   void zero_grad();
   StepResult step();
   void set_lr(double lr);
