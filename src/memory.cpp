@@ -134,25 +134,22 @@ class CachingCPUAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
     if (n < kMinCachedBytes) return base_->allocate(n);
     const size_t size = (n + kRound - 1) / kRound * kRound;
-    void* data = nullptr;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = free_.find(size);
       if (it != free_.end()) {
-        data = it->second->data;
+        void* data = it->second->data;
         lru_.erase(it->second);
         free_.erase(it);
         stats_.cached_bytes -= static_cast<int64_t>(size);
         ++stats_.hits;
-      } else {
-        ++stats_.misses;
+        return hand_out(data, size);
       }
+      ++stats_.misses;
     }
-    if (data == nullptr) data = os_alloc(size);  // throws on failure, outside the lock
+    void* data = os_alloc(size);  // throws on failure, outside the lock
     std::lock_guard<std::mutex> lock(mutex_);
-    live_.emplace(data, size);
-    stats_.allocated_bytes += static_cast<int64_t>(size);
-    return c10::DataPtr(data, data, &free_block, c10::Device(c10::kCPU));
+    return hand_out(data, size);
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
@@ -196,6 +193,13 @@ class CachingCPUAllocator final : public c10::Allocator {
   static void free_block(void* data);
 
  private:
+  // Called with mutex_ held.
+  c10::DataPtr hand_out(void* data, size_t size) {
+    live_.emplace(data, size);
+    stats_.allocated_bytes += static_cast<int64_t>(size);
+    return c10::DataPtr(data, data, &free_block, c10::Device(c10::kCPU));
+  }
+
   struct Cached {
     void* data;
     size_t size;

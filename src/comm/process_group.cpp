@@ -51,6 +51,14 @@ class ProcessGroupImpl {
   bool staged_on_device(const at::Tensor& t) const {
     return t.defined() && t.is_cpu() && !host && device_type == at::kCUDA;
   }
+  // Runs `start` (a blocking collective) on a CUDA copy of `out` and copies the result back.
+  template <typename Start>
+  static WorkHandle via_device(at::Tensor& out, Start start) {
+    at::Tensor d = out.to(at::kCUDA);
+    start(d)->wait();
+    out.copy_(d);
+    return detail::completed_work();
+  }
 
   WorkHandle start_all_reduce(at::Tensor& tensor, ReduceOp op, bool blocking);
   WorkHandle start_all_gather(at::Tensor& output, const at::Tensor& input, bool blocking);
@@ -189,12 +197,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
 }
 
 WorkHandle ProcessGroupImpl::start_all_reduce(at::Tensor& tensor, ReduceOp op, bool blocking) {
-  if (staged_on_device(tensor)) {
-    at::Tensor d = tensor.to(at::kCUDA);
-    start_all_reduce(d, op, true)->wait();
-    tensor.copy_(d);
-    return detail::completed_work();
-  }
+  if (staged_on_device(tensor))
+    return via_device(tensor, [&](at::Tensor& d) { return start_all_reduce(d, op, true); });
   auto info = this->info(std::string("all_reduce(") + to_string(op) + ")", {}, blocking);
   Backend& backend = backend_for(tensor, info.op);
   check_reduce_op(op, tensor, info);
@@ -204,12 +208,8 @@ WorkHandle ProcessGroupImpl::start_all_reduce(at::Tensor& tensor, ReduceOp op, b
 
 WorkHandle ProcessGroupImpl::start_all_gather(at::Tensor& output, const at::Tensor& input,
                                               bool blocking) {
-  if (staged_on_device(input)) {
-    at::Tensor out = output.to(at::kCUDA);
-    start_all_gather(out, input.to(at::kCUDA), true)->wait();
-    output.copy_(out);
-    return detail::completed_work();
-  }
+  if (staged_on_device(input))
+    return via_device(output, [&](at::Tensor& d) { return start_all_gather(d, input.to(at::kCUDA), true); });
   auto info = this->info("all_gather", {}, blocking);
   Backend& backend = backend_for(input, info.op);
   check_same_kind(input, output, info);
@@ -223,12 +223,8 @@ WorkHandle ProcessGroupImpl::start_all_gather(at::Tensor& output, const at::Tens
 
 WorkHandle ProcessGroupImpl::start_reduce_scatter(at::Tensor& output, const at::Tensor& input,
                                                   ReduceOp op, bool blocking) {
-  if (staged_on_device(input)) {
-    at::Tensor out = output.to(at::kCUDA);
-    start_reduce_scatter(out, input.to(at::kCUDA), op, true)->wait();
-    output.copy_(out);
-    return detail::completed_work();
-  }
+  if (staged_on_device(input))
+    return via_device(output, [&](at::Tensor& d) { return start_reduce_scatter(d, input.to(at::kCUDA), op, true); });
   auto info = this->info(std::string("reduce_scatter(") + to_string(op) + ")", {}, blocking);
   Backend& backend = backend_for(input, info.op);
   check_same_kind(input, output, info);
@@ -242,12 +238,8 @@ WorkHandle ProcessGroupImpl::start_reduce_scatter(at::Tensor& output, const at::
 }
 
 WorkHandle ProcessGroupImpl::start_broadcast(at::Tensor& tensor, int src, bool blocking) {
-  if (staged_on_device(tensor)) {
-    at::Tensor d = tensor.to(at::kCUDA);
-    start_broadcast(d, src, true)->wait();
-    tensor.copy_(d);
-    return detail::completed_work();
-  }
+  if (staged_on_device(tensor))
+    return via_device(tensor, [&](at::Tensor& d) { return start_broadcast(d, src, true); });
   TORCH_CHECK(src >= 0 && src < size(), "[comm] broadcast on group '", name, "': source rank ",
               src, " is outside the group of size ", size());
   auto info = this->info("broadcast(src " + std::to_string(src) + ")",

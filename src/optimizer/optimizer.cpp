@@ -159,7 +159,7 @@ std::vector<at::Tensor> MegatronOptimizer::main_grads() {
     at::Tensor& main = main_params_[i];
     if (!model_grad.defined()) model_grad = at::zeros_like(params_[i].param);
     if (params_[i].param.scalar_type() != at::kFloat) {
-      main.mutable_grad() = model_grad.to(at::kFloat);  // fp32 accumulation from here on
+      main.mutable_grad() = model_grad.to(at::kFloat);  // already fp32 after zero_grad()
     } else {
       main.mutable_grad() = model_grad;
     }

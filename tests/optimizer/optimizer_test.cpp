@@ -15,6 +15,17 @@ namespace {
 
 at::Tensor leaf(at::Tensor t) { return t.set_requires_grad(true); }
 
+// Plain SGD with learning rate 1: a parameter moves by exactly its (clipped) gradient.
+OptimizerConfig unit_sgd(double clip_grad) {
+  OptimizerConfig c;
+  c.optimizer = "sgd";
+  c.sgd_momentum = 0;
+  c.lr = 1.0;
+  c.weight_decay = 0;
+  c.clip_grad = clip_grad;
+  return c;
+}
+
 TEST(MegatronOptimizer, AdamWStepMatchesTheUpdateRule) {
   auto w = leaf(at::tensor({1.0, -2.0, 3.0, 0.5}, at::kFloat).view({2, 2}));
   auto b = leaf(at::tensor({0.1, 0.2}, at::kFloat));
@@ -42,13 +53,7 @@ TEST(MegatronOptimizer, AdamWStepMatchesTheUpdateRule) {
 
 TEST(MegatronOptimizer, ClipsToTheGlobalNorm) {
   auto w = leaf(at::zeros({3}));
-  OptimizerConfig c;
-  c.optimizer = "sgd";
-  c.sgd_momentum = 0;
-  c.lr = 1.0;
-  c.weight_decay = 0;
-  c.clip_grad = 1.0;
-  MegatronOptimizer opt({{"w", w}}, c, nullptr, nullptr);
+  MegatronOptimizer opt({{"w", w}}, unit_sgd(1.0), nullptr, nullptr);
   w.mutable_grad() = at::tensor({3.0f, 0.0f, 4.0f});
   auto result = opt.step();
   EXPECT_NEAR(result.grad_norm, 5.0, 1e-6);
@@ -93,13 +98,7 @@ TEST(MegatronOptimizer, Fp16OverflowSkipsTheStepAndShrinksTheScale) {
 TEST(MegatronOptimizer, HalfPrecisionGradientsAccumulateInFp32) {
   for (auto dtype : {at::kBFloat16, at::kHalf}) {
     auto w = leaf(at::ones({3}, dtype));
-    OptimizerConfig c;
-    c.optimizer = "sgd";
-    c.sgd_momentum = 0;
-    c.lr = 1.0;
-    c.weight_decay = 0;
-    c.clip_grad = 0;
-    MegatronOptimizer opt({{"w", w}}, c, nullptr, nullptr);
+    MegatronOptimizer opt({{"w", w}}, unit_sgd(0), nullptr, nullptr);
     opt.zero_grad();
     ASSERT_EQ(w.grad().scalar_type(), at::kFloat);
     double want = 0, in_half = 0;
