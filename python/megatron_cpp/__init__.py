@@ -91,6 +91,7 @@ from ._C import (  # noqa: F401
     train_valid_test_num_samples,
     vocab_parallel_cross_entropy,
     vocab_size_with_padding,
+    warm_up_cpu_math,
 )
 from ._modules import ColumnParallelLinear, CppModule, GPTModel, RowParallelLinear, VocabParallelEmbedding  # noqa: F401
 from ._training import pretrain  # noqa: F401

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include "bindings.h"
+#include "megatron/cpu_math.h"
 #include "megatron/logging.h"
 #include "megatron/memory.h"
 #include "megatron/version.h"
@@ -58,6 +59,13 @@ PYBIND11_MODULE(_C, m) {
         return d;
       },
       "{enabled, cached_bytes, allocated_bytes, hits, misses} of the CPU allocator cache.");
+
+  m.def("warm_up_cpu_math", &megatron::warm_up_cpu_math,
+        "Calls each CPU math function LibTorch sends to MKL's vector math library once on one "
+        "element, so that its first multi-threaded call cannot race MKL's kernel choice and get "
+        "a low-accuracy kernel (pytorch/pytorch#188792). Done on import.");
+  // Before any torch op of the caller's runs on several threads.
+  megatron::warm_up_cpu_math();
 
   init_comm(m);
   init_parallel_state(m);

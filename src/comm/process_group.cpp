@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backend.h"
+#include "megatron/cpu_math.h"
 
 namespace megatron::comm {
 
@@ -319,6 +320,7 @@ void ProcessGroup::barrier() {
 }
 
 std::shared_ptr<ProcessGroup> init_distributed(const LauncherEnv& env, DistributedOptions options) {
+  warm_up_cpu_math();
   auto impl = std::make_unique<ProcessGroupImpl>();
   impl->name = "world";
   for (int r = 0; r < env.world_size; ++r) impl->global_ranks.push_back(r);

@@ -18,6 +18,7 @@
 
 #include "megatron/datasets/blended_dataset.h"
 #include "megatron/logging.h"
+#include "megatron/cpu_math.h"
 #include "megatron/memory.h"
 #include "megatron/models/gpt/gpt_model.h"
 #include "megatron/optimizer/optimizer.h"
@@ -474,6 +475,7 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   const c10::Device device = choose_device(args, env.local_rank);
   if (!args.no_cpu_allocator_cache) enable_cpu_allocator_cache();
   set_intra_op_threads_per_rank(env);
+  warm_up_cpu_math();
   if (!world) {
     comm::DistributedOptions options;
     options.timeout = std::chrono::milliseconds(static_cast<int64_t>(args.distributed_timeout_minutes * 60000));

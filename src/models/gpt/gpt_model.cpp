@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "megatron/cpu_math.h"
 #include "megatron/models/common/serialization.h"
 #include "megatron/tensor_parallel/cross_entropy.h"
 
@@ -37,6 +38,7 @@ GPTModelOptions gpt_model_options_for_rank(const ParallelState& ps,
 
 GPTModelImpl::GPTModelImpl(GPTModelOptions options_)
     : options(std::move(options_)), config(options.config().finalize()) {
+  warm_up_cpu_math();
   reset();
 }
 
