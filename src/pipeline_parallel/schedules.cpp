@@ -55,7 +55,10 @@ class Steps {
       auto [loss, metrics] = loss_func(output);
       TORCH_CHECK(loss.defined() && loss.numel() == 1, "[schedules] loss_func must return a scalar loss, got ",
                   loss.defined() ? loss.sizes() : at::IntArrayRef{});
-      result_.loss_finite = result_.loss_finite && loss.detach().isfinite().all().item<bool>();
+      // Kept on the loss's device and read once in finish(): a read per micro-batch would make
+      // the host wait for each forward on a GPU before it can queue the backward.
+      const at::Tensor finite = loss.detach().isfinite().all();
+      finite_ = finite_.defined() ? finite_.logical_and(finite) : finite;
       result_.losses_reduced.push_back(std::move(metrics));
       output = loss / static_cast<double>(o_.num_microbatches);
     }
@@ -107,6 +110,7 @@ class Steps {
   }
 
   ForwardBackwardResult finish() {
+    if (finite_.defined()) result_.loss_finite = finite_.item<bool>();
     result_.total_ms = ms_since(start_);
     return std::move(result_);
   }
@@ -119,6 +123,7 @@ class Steps {
 
  private:
   ForwardBackwardResult result_;
+  at::Tensor finite_;  // every loss so far was finite
   int64_t inflight_ = 0;
   Clock::time_point start_;
 };

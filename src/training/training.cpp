@@ -161,27 +161,34 @@ std::unique_ptr<datasets::DataIterator> build_iterator(const Arguments& args, co
                                                   static_cast<int>(args.num_workers));
 }
 
-// Sums of metrics over micro-batches, averaged over them and over data-parallel ranks.
+// Sums of metrics over micro-batches, averaged over them and over data-parallel ranks. The sums
+// stay on the metrics' device and cross to the host once per iteration, not once per micro-batch.
 class MetricsAccumulator {
  public:
   void add(const std::map<std::string, at::Tensor>& metrics) {
-    for (const auto& [key, value] : metrics) sums_[key] += value.detach().to(at::kDouble).item<double>();
+    for (const auto& [key, value] : metrics) {
+      at::Tensor v = value.detach().to(at::kDouble).reshape({});
+      at::Tensor& sum = sums_[key];
+      sum = sum.defined() ? sum + v.to(sum.device()) : v;
+    }
     ++count_;
   }
   std::map<std::string, double> average(comm::ProcessGroup& dp) {
     std::map<std::string, double> out;
     if (sums_.empty() || count_ == 0) return out;
-    auto values = at::empty({static_cast<int64_t>(sums_.size())}, at::kDouble);
-    int64_t i = 0;
-    for (const auto& [key, sum] : sums_) values[i++] = sum / count_;
+    std::vector<at::Tensor> sums;
+    const c10::Device device = sums_.begin()->second.device();
+    for (const auto& [key, sum] : sums_) sums.push_back(sum.to(device));
+    at::Tensor values = (at::stack(sums) / static_cast<double>(count_)).to(at::kCPU);
     dp.all_reduce(values, comm::ReduceOp::kAvg);
-    i = 0;
-    for (const auto& [key, sum] : sums_) out[key] = values[i++].item<double>();
+    const double* v = values.data_ptr<double>();
+    int64_t i = 0;
+    for (const auto& [key, sum] : sums_) out[key] = v[i++];
     return out;
   }
 
  private:
-  std::map<std::string, double> sums_;
+  std::map<std::string, at::Tensor> sums_;
   int64_t count_ = 0;
 };
 
