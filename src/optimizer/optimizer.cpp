@@ -158,11 +158,7 @@ std::vector<at::Tensor> MegatronOptimizer::main_grads() {
     at::Tensor model_grad = params_[i].param.grad();
     at::Tensor& main = main_params_[i];
     if (!model_grad.defined()) model_grad = at::zeros_like(params_[i].param);
-    if (params_[i].param.scalar_type() != at::kFloat) {
-      main.mutable_grad() = model_grad.to(at::kFloat);  // already fp32 after zero_grad()
-    } else {
-      main.mutable_grad() = model_grad;
-    }
+    main.mutable_grad() = model_grad.to(at::kFloat);  // fp32 already, unless zero_grad() was skipped
     grads.push_back(main.grad());
   }
   return grads;

@@ -16,9 +16,9 @@
 #include <sstream>
 #include <thread>
 
+#include "megatron/cpu_math.h"
 #include "megatron/datasets/blended_dataset.h"
 #include "megatron/logging.h"
-#include "megatron/cpu_math.h"
 #include "megatron/memory.h"
 #include "megatron/models/gpt/gpt_model.h"
 #include "megatron/optimizer/optimizer.h"
