@@ -1,4 +1,4 @@
-// Norm, rotary embedding and self-attention.
+// Rotary embedding and self-attention.
 #include "megatron/transformer/attention.h"
 
 #include <torch/nn/module.h>
@@ -12,36 +12,6 @@
 namespace megatron::transformer {
 
 namespace tp = megatron::tensor_parallel;
-
-// --- Norm ------------------------------------------------------------------------------------
-
-NormImpl::NormImpl(const TransformerConfig& config, int64_t hidden)
-    : normalization(config.normalization()),
-      hidden_size(hidden > 0 ? hidden : config.hidden_size()),
-      eps(config.layernorm_epsilon()) {
-  reset();
-}
-
-void NormImpl::reset() {
-  weight = register_parameter("weight", at::ones({hidden_size}, at::kFloat));
-  bias = normalization == Normalization::kLayerNorm
-             ? register_parameter("bias", at::zeros({hidden_size}, at::kFloat))
-             : at::Tensor();
-}
-
-std::vector<std::pair<std::string, tp::ParamInit>> NormImpl::param_inits() const {
-  std::vector<std::pair<std::string, tp::ParamInit>> out{{"weight", {tp::ParamInit::kOnes, 0.0, {}}}};
-  if (bias.defined()) out.push_back({"bias", {tp::ParamInit::kZeros, 0.0, {}}});
-  return out;
-}
-
-at::Tensor NormImpl::forward(const at::Tensor& x) {
-  if (normalization == Normalization::kLayerNorm)
-    return at::layer_norm(x, {hidden_size}, weight, bias, eps);
-  return at::rms_norm(x, {hidden_size}, weight, eps);
-}
-
-// --- Rotary ----------------------------------------------------------------------------------
 
 at::Tensor apply_rotary_pos_emb(const at::Tensor& t, const at::Tensor& freqs) {
   const int64_t rot_dim = freqs.size(-1);

@@ -1,95 +1,11 @@
-// MLP, transformer layer and block.
+// The stack of layers of one pipeline stage, with activation recompute.
 #include "megatron/transformer/transformer_block.h"
 
 #include <torch/nn/module.h>
 
 #include "megatron/tensor_parallel/random.h"
-#include "output_projection.h"
 
 namespace megatron::transformer {
-
-namespace tp = megatron::tensor_parallel;
-
-// --- MLP -------------------------------------------------------------------------------------
-
-MLPImpl::MLPImpl(const TransformerConfig& config_) : config(config_.finalize()) { reset(); }
-
-void MLPImpl::reset() {
-  const int64_t ffn = config.ffn_size();
-  const int64_t chunks = config.gated_linear_unit() ? 2 : 1;
-  linear_fc1 = register_module(
-      "linear_fc1", tp::ColumnParallelLinear(tp::ColumnParallelLinearOptions(config.hidden_size(),
-                                                                             ffn * chunks)
-                                                 .bias(config.add_bias_linear())
-                                                 .num_chunks(chunks)
-                                                 .sequence_parallel(config.sequence_parallel())
-                                                 .init_method_std(config.init_method_std())
-                                                 .perform_initialization(config.perform_initialization())
-                                                 .tp_group(config.tp_group())));
-  linear_fc2 = register_module(
-      "linear_fc2", tp::RowParallelLinear(detail::output_projection_options(config, ffn)));
-}
-
-namespace {
-at::Tensor activate(const at::Tensor& x, Activation a) {
-  switch (a) {
-    case Activation::kGelu: return at::gelu(x);
-    case Activation::kGeluTanh: return at::gelu(x, "tanh");
-    case Activation::kSilu: return at::silu(x);
-  }
-  TORCH_INTERNAL_ASSERT(false);
-}
-}  // namespace
-
-at::Tensor MLPImpl::forward(const at::Tensor& hidden) {
-  at::Tensor h = linear_fc1(hidden);  // [s, b, ffn/tp] or [s, b, 2 * ffn/tp] = [gate, up]
-  if (config.gated_linear_unit()) {
-    auto gu = h.chunk(2, -1);
-    h = activate(gu[0], config.activation()) * gu[1];
-  } else {
-    h = activate(h, config.activation());
-  }
-  return linear_fc2(h);
-}
-
-// --- TransformerLayer ------------------------------------------------------------------------
-
-TransformerLayerImpl::TransformerLayerImpl(const TransformerConfig& config_)
-    : config(config_.finalize()) {
-  reset();
-}
-
-void TransformerLayerImpl::reset() {
-  input_layernorm = register_module("input_layernorm", Norm(config));
-  self_attention = register_module("self_attention", SelfAttention(config));
-  pre_mlp_layernorm = register_module("pre_mlp_layernorm", Norm(config));
-  mlp = register_module("mlp", MLP(config));
-}
-
-namespace {
-// Dropout of a sequence-sharded tensor differs per TP rank (tracker state); of a replicated one
-// it is the same on every rank (default generator).
-at::Tensor hidden_dropout(const at::Tensor& x, const TransformerConfig& c, bool train) {
-  const double p = c.hidden_dropout();
-  if (!train || p == 0.0) return x;
-  if (c.sequence_parallel() && c.rng_tracker()) {
-    at::Tensor out;
-    c.rng_tracker()->fork([&] { out = tp::dropout(x, p, true); });
-    return out;
-  }
-  return tp::dropout(x, p, true);
-}
-}  // namespace
-
-at::Tensor TransformerLayerImpl::forward(const at::Tensor& hidden, const at::Tensor& attention_mask,
-                                         const at::Tensor& rotary_pos_emb) {
-  at::Tensor attn = self_attention(input_layernorm(hidden), attention_mask, rotary_pos_emb);
-  at::Tensor x = hidden + hidden_dropout(attn, config, is_training());
-  at::Tensor out = mlp(pre_mlp_layernorm(x));
-  return x + hidden_dropout(out, config, is_training());
-}
-
-// --- TransformerBlock ------------------------------------------------------------------------
 
 TransformerBlockImpl::TransformerBlockImpl(const TransformerConfig& config_, bool pre_process_,
                                            bool post_process_, std::optional<int64_t> num_local)

@@ -1,0 +1,52 @@
+// The MLP: fc1, activation (GELU or SwiGLU), fc2.
+#include "megatron/transformer/mlp.h"
+
+#include <torch/nn/module.h>
+
+#include "output_projection.h"
+
+namespace megatron::transformer {
+
+namespace tp = megatron::tensor_parallel;
+
+MLPImpl::MLPImpl(const TransformerConfig& config_) : config(config_.finalize()) { reset(); }
+
+void MLPImpl::reset() {
+  const int64_t ffn = config.ffn_size();
+  const int64_t chunks = config.gated_linear_unit() ? 2 : 1;
+  linear_fc1 = register_module(
+      "linear_fc1", tp::ColumnParallelLinear(tp::ColumnParallelLinearOptions(config.hidden_size(),
+                                                                             ffn * chunks)
+                                                 .bias(config.add_bias_linear())
+                                                 .num_chunks(chunks)
+                                                 .sequence_parallel(config.sequence_parallel())
+                                                 .init_method_std(config.init_method_std())
+                                                 .perform_initialization(config.perform_initialization())
+                                                 .tp_group(config.tp_group())));
+  linear_fc2 = register_module(
+      "linear_fc2", tp::RowParallelLinear(detail::output_projection_options(config, ffn)));
+}
+
+namespace {
+at::Tensor activate(const at::Tensor& x, Activation a) {
+  switch (a) {
+    case Activation::kGelu: return at::gelu(x);
+    case Activation::kGeluTanh: return at::gelu(x, "tanh");
+    case Activation::kSilu: return at::silu(x);
+  }
+  TORCH_INTERNAL_ASSERT(false);
+}
+}  // namespace
+
+at::Tensor MLPImpl::forward(const at::Tensor& hidden) {
+  at::Tensor h = linear_fc1(hidden);  // [s, b, ffn/tp] or [s, b, 2 * ffn/tp] = [gate, up]
+  if (config.gated_linear_unit()) {
+    auto gu = h.chunk(2, -1);
+    h = activate(gu[0], config.activation()) * gu[1];
+  } else {
+    h = activate(h, config.activation());
+  }
+  return linear_fc2(h);
+}
+
+}  // namespace megatron::transformer
