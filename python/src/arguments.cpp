@@ -6,40 +6,6 @@
 #include "megatron/comm/launcher_env.h"
 #include "megatron/training/arguments.h"
 
-// Every field of training::Arguments, in the header's order.
-#define MEGATRON_ARGUMENT_FIELDS(X)                                                              \
-  X(num_layers) X(hidden_size) X(ffn_hidden_size) X(num_attention_heads)                         \
-  X(group_query_attention) X(num_query_groups) X(kv_channels) X(seq_length)                      \
-  X(max_position_embeddings) X(position_embedding_type) X(rotary_percent) X(rotary_base)         \
-  X(normalization) X(norm_epsilon) X(swiglu) X(openai_gelu) X(disable_bias_linear)               \
-  X(untie_embeddings_and_output_weights) X(attention_dropout) X(hidden_dropout)                  \
-  X(init_method_std) X(make_vocab_size_divisible_by) X(recompute_granularity)                    \
-  X(recompute_method) X(recompute_num_layers) X(tensor_model_parallel_size)                      \
-  X(pipeline_model_parallel_size) X(num_layers_per_virtual_pipeline_stage)                       \
-  X(num_virtual_stages_per_pipeline_rank) X(sequence_parallel) X(use_distributed_optimizer)      \
-  X(distributed_timeout_minutes) X(data_path) X(split) X(mock_data) X(tokenizer_type)            \
-  X(vocab_file) X(merge_file) X(vocab_size) X(data_cache_path) X(reset_position_ids)             \
-  X(reset_attention_mask) X(eod_mask_loss) X(num_workers) X(micro_batch_size)                    \
-  X(global_batch_size) X(train_iters) X(train_samples) X(seed) X(optimizer) X(lr) X(min_lr)      \
-  X(lr_decay_style) X(lr_decay_iters) X(lr_decay_samples) X(lr_warmup_iters)                     \
-  X(lr_warmup_fraction) X(lr_warmup_samples) X(lr_warmup_init) X(lr_wsd_decay_style)             \
-  X(lr_wsd_decay_iters) X(weight_decay) X(adam_beta1) X(adam_beta2) X(adam_eps) X(sgd_momentum)  \
-  X(clip_grad) X(bf16) X(fp16) X(loss_scale) X(initial_loss_scale) X(min_loss_scale)             \
-  X(loss_scale_window) X(hysteresis) X(log_interval) X(eval_interval) X(eval_iters)              \
-  X(metrics_file) X(skip_nan_iterations) X(save) X(save_interval) X(no_save_optim)               \
-  X(no_save_rng) X(load) X(no_load_optim) X(no_load_rng) X(finetune) X(ckpt_step)                \
-  X(load_fallback) X(keep_last_checkpoints) X(exit_signal_handler) X(device) X(tf32) X(no_cpu_allocator_cache) \
-  X(exit_interval) X(exit_duration_in_mins) X(recompute_activations)                             \
-  X(use_rotary_position_embeddings) X(use_mcore_models) X(transformer_impl) X(use_flash_attn)    \
-  X(attention_backend) X(no_masked_softmax_fusion) X(attention_softmax_in_fp32)                  \
-  X(apply_query_key_layer_scaling) X(no_bias_gelu_fusion) X(no_bias_dropout_fusion)              \
-  X(no_bias_swiglu_fusion) X(no_rope_fusion) X(no_gradient_accumulation_fusion)                  \
-  X(no_persist_layer_norm) X(overlap_grad_reduce) X(overlap_param_gather) X(distributed_backend) \
-  X(no_create_attention_mask_in_dataloader) X(manual_gc) X(manual_gc_interval) X(log_throughput) \
-  X(timing_log_level) \
-  X(world_size) X(data_parallel_size) X(num_microbatches)                                        \
-  X(virtual_pipeline_model_parallel_size) X(config_file)
-
 namespace megatron::python {
 
 std::string flag_name(std::string key) {
@@ -96,15 +62,16 @@ void init_arguments(py::module_& m) {
       .def("validate", &Arguments::validate, py::arg("world_size"),
            "Checks every combination against world_size and fills the derived values "
            "(data_parallel_size, num_microbatches, ...); raises naming the flags.");
-#define MEGATRON_BIND_FIELD(name) cls.def_readwrite(#name, &Arguments::name);
-  MEGATRON_ARGUMENT_FIELDS(MEGATRON_BIND_FIELD)
+  // Every line of the table (arguments_table.h) is an attribute.
+#define MEGATRON_BIND_FIELD(group, field, saved, check, help) cls.def_readwrite(#field, &Arguments::field, help);
+  MEGATRON_ARGUMENTS(MEGATRON_BIND_FIELD)
 #undef MEGATRON_BIND_FIELD
   cls.def(
          "to_dict",
          [](const Arguments& a) {
            py::dict d;
-#define MEGATRON_FIELD_TO_DICT(name) d[#name] = py::cast(a.name);
-           MEGATRON_ARGUMENT_FIELDS(MEGATRON_FIELD_TO_DICT)
+#define MEGATRON_FIELD_TO_DICT(group, field, saved, check, help) d[#field] = py::cast(a.field);
+           MEGATRON_ARGUMENTS(MEGATRON_FIELD_TO_DICT)
 #undef MEGATRON_FIELD_TO_DICT
            return d;
          },

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "megatron/training/arguments_table.h"
+
 namespace megatron::training {
 
 struct Arguments {
@@ -163,14 +165,29 @@ struct Arguments {
   std::optional<int64_t> virtual_pipeline_model_parallel_size;  // model chunks per stage
   std::string config_file;
 
-  // Checks every combination against world_size and fills derived values; each problem throws
-  // c10::Error with one line naming the flags and their values.
+  // Checks every value against its range in the table, then every combination against
+  // world_size, and fills the derived values; each problem throws c10::Error with one line
+  // naming the flags and their values.
   void validate(int64_t world_size);
 };
 
-// The Megatron-LM flags of the compatibility group that were given but change nothing here, for
-// one warning line at start-up.
+// The flags of the table's `ignored` group that were given (differ from their defaults): they
+// change nothing here and are named in one warning line at start-up.
 std::vector<std::string> ignored_megatron_flags(const Arguments& args);
+
+// One line of the table (arguments_table.h), for code that walks every setting.
+struct ArgumentField {
+  const char* name;         // the struct field: "num_layers"
+  std::string flag;         // "--num-layers"; "" for values validate() derives
+  ArgGroup group;
+  bool saved;               // in a checkpoint's args dict
+  const char* python_type;  // "int", "Optional[float]", "List[str]", ...
+  const char* help;
+};
+const std::vector<ArgumentField>& argument_fields();
+
+// "num_layers" -> "--num-layers".
+std::string flag_of(const std::string& field);
 
 // Parses args (without the program name). --help prints the flag list and returns nullopt;
 // bad flags throw c10::Error. The result is validated against world_size.

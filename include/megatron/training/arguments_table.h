@@ -1,0 +1,199 @@
+// The one table of Arguments' fields (arguments.h declares them with their defaults). Each line
+// names a field once with the Megatron-LM argument group that binds it, whether checkpoints save
+// it, its valid values and its --help text; the command line, the TOML config, the checkpoint's
+// args dict, the Python attributes and the .pyi stub are derived from it. arguments_test fails on
+// a struct field this table lacks.
+#pragma once
+
+#include <cstdint>
+
+namespace megatron::training {
+
+// Megatron-LM's argument groups (arguments.py's _add_<group>_args), plus the two groups of its
+// launch-script flags: aliases, and switches that change nothing here.
+enum class ArgGroup {
+  network_size, regularization, training, initialization, learning_rate, checkpointing,
+  mixed_precision, distributed, validation, data, tokenizer, logging, aliases, ignored,
+  derived  // set by validate(), not a flag
+};
+
+// The valid values of one setting; optional settings are checked only when set, strings with
+// choices also accept their default (usually "", meaning unset).
+struct ArgCheck {
+  enum class Kind { kAny, kRequired, kRange, kChoices };
+  Kind kind = Kind::kAny;
+  double lo = 0, hi = 0;
+  bool lo_open = false, hi_open = false;
+  const char* choices = nullptr;  // "a|b|c"
+};
+namespace arg {
+constexpr double kInf = 1e308;
+constexpr ArgCheck any() { return {}; }
+// A positive number that has no default: "is required".
+constexpr ArgCheck required() { return {ArgCheck::Kind::kRequired, 0, kInf, true, false, nullptr}; }
+constexpr ArgCheck positive() { return {ArgCheck::Kind::kRange, 0, kInf, true, false, nullptr}; }
+constexpr ArgCheck non_negative() { return {ArgCheck::Kind::kRange, 0, kInf, false, false, nullptr}; }
+constexpr ArgCheck at_least(double lo) { return {ArgCheck::Kind::kRange, lo, kInf, false, false, nullptr}; }
+constexpr ArgCheck between(double lo, double hi) { return {ArgCheck::Kind::kRange, lo, hi, false, false, nullptr}; }
+// [lo, hi): probabilities and Adam's betas.
+constexpr ArgCheck below(double lo, double hi) { return {ArgCheck::Kind::kRange, lo, hi, false, true, nullptr}; }
+// (lo, hi]
+constexpr ArgCheck above(double lo, double hi) { return {ArgCheck::Kind::kRange, lo, hi, true, false, nullptr}; }
+constexpr ArgCheck one_of(const char* choices) { return {ArgCheck::Kind::kChoices, 0, 0, false, false, choices}; }
+}  // namespace arg
+
+// Whether a checkpoint's args dict records the field (the settings that describe the run, not
+// where this process reads or writes).
+enum class ArgSaved { kSaved, kNotSaved };
+
+// X(group, field, saved, check, help), in the struct's order: the checkpoint's args dict keeps it.
+// clang-format off
+#define MEGATRON_ARGUMENTS(X)                                                                                        \
+  X(network_size, num_layers, kSaved, required(), "number of transformer layers")                                   \
+  X(network_size, hidden_size, kSaved, required(), "transformer hidden size")                                       \
+  X(network_size, ffn_hidden_size, kSaved, positive(), "MLP hidden size (default 4 x hidden)")                      \
+  X(network_size, num_attention_heads, kSaved, required(), "attention heads")                                       \
+  X(network_size, group_query_attention, kSaved, any(), "grouped-query attention")                                  \
+  X(network_size, num_query_groups, kSaved, positive(), "key/value heads with --group-query-attention")             \
+  X(network_size, kv_channels, kSaved, positive(), "head dim (default hidden / heads)")                             \
+  X(network_size, seq_length, kSaved, required(), "tokens per sample")                                              \
+  X(network_size, max_position_embeddings, kSaved, non_negative(), "position table size (default --seq-length)")    \
+  X(network_size, position_embedding_type, kSaved, one_of("learned_absolute|rope"), "learned_absolute | rope")      \
+  X(network_size, rotary_percent, kSaved, above(0, 1), "fraction of head dim rotated")                              \
+  X(network_size, rotary_base, kSaved, positive(), "RoPE base")                                                     \
+  X(network_size, normalization, kSaved, one_of("LayerNorm|RMSNorm"), "LayerNorm | RMSNorm")                        \
+  X(network_size, norm_epsilon, kSaved, positive(), "normalisation epsilon")                                        \
+  X(network_size, swiglu, kSaved, any(), "SwiGLU MLP instead of GELU")                                              \
+  X(network_size, openai_gelu, kSaved, any(), "tanh-approximated GELU, as OpenAI's GPT-2")                          \
+  X(network_size, disable_bias_linear, kSaved, any(), "no biases in linear layers")                                 \
+  X(network_size, untie_embeddings_and_output_weights, kSaved, any(), "separate output layer weight")               \
+  X(regularization, attention_dropout, kSaved, below(0, 1), "dropout on attention probabilities")                   \
+  X(regularization, hidden_dropout, kSaved, below(0, 1), "dropout on hidden states")                                \
+  X(initialization, init_method_std, kSaved, non_negative(), "std of the normal weight initialisation")             \
+  X(network_size, make_vocab_size_divisible_by, kSaved, positive(), "pad the vocabulary to a multiple of this x TP") \
+  X(training, recompute_granularity, kSaved, one_of("full|selective"), "full | selective")                          \
+  X(training, recompute_method, kSaved, one_of("uniform|block"), "uniform | block")                                 \
+  X(training, recompute_num_layers, kSaved, positive(), "layers per recompute unit")                                \
+  X(distributed, tensor_model_parallel_size, kSaved, positive(), "tensor-parallel ranks")                           \
+  X(distributed, pipeline_model_parallel_size, kSaved, positive(), "pipeline stages")                               \
+  X(distributed, num_layers_per_virtual_pipeline_stage, kSaved, positive(),                                         \
+    "layers per model chunk: the interleaved 1F1B schedule")                                                        \
+  X(distributed, num_virtual_stages_per_pipeline_rank, kSaved, positive(),                                          \
+    "model chunks per pipeline stage: the interleaved 1F1B schedule")                                               \
+  X(distributed, sequence_parallel, kSaved, any(), "split norms and dropout along the sequence over TP")            \
+  X(distributed, use_distributed_optimizer, kSaved, any(), "shard optimizer state over data-parallel ranks (ZeRO-1)") \
+  X(distributed, distributed_timeout_minutes, kNotSaved, positive(), "collective timeout")                          \
+  X(data, data_path, kSaved, any(), "dataset prefix, or weight prefix weight prefix ...")                           \
+  X(data, split, kSaved, any(), "train, valid, test proportions")                                                   \
+  X(data, mock_data, kSaved, any(), "synthetic data instead of --data-path")                                        \
+  X(tokenizer, tokenizer_type, kSaved, one_of("GPT2BPETokenizer|NullTokenizer"), "GPT2BPETokenizer | NullTokenizer") \
+  X(tokenizer, vocab_file, kSaved, any(), "GPT-2 vocab.json")                                                       \
+  X(tokenizer, merge_file, kSaved, any(), "GPT-2 merges.txt")                                                       \
+  X(tokenizer, vocab_size, kSaved, at_least(2), "vocabulary size of NullTokenizer / mock data")                     \
+  X(data, data_cache_path, kNotSaved, any(), "where index caches go (default next to the data)")                    \
+  X(data, reset_position_ids, kSaved, any(), "restart positions after each EOD")                                    \
+  X(data, reset_attention_mask, kSaved, any(), "no attention across EOD")                                           \
+  X(data, eod_mask_loss, kSaved, any(), "no loss on EOD tokens")                                                    \
+  X(data, num_workers, kNotSaved, non_negative(), "batches prefetched in the background")                           \
+  X(training, micro_batch_size, kSaved, required(), "samples per micro-batch per rank")                             \
+  X(training, global_batch_size, kSaved, positive(),                                                                \
+    "samples per iteration over all ranks (default micro x data-parallel)")                                         \
+  X(training, train_iters, kSaved, non_negative(), "iterations to train")                                           \
+  X(training, train_samples, kSaved, non_negative(), "samples to train (instead of --train-iters)")                 \
+  X(initialization, seed, kSaved, any(), "random seed")                                                             \
+  X(training, optimizer, kSaved, one_of("adam|sgd"), "adam | sgd")                                                  \
+  X(learning_rate, lr, kSaved, non_negative(), "peak learning rate")                                                \
+  X(learning_rate, min_lr, kSaved, non_negative(), "floor of the decayed learning rate")                            \
+  X(learning_rate, lr_decay_style, kSaved, one_of("constant|linear|cosine|inverse-square-root|WSD"),                \
+    "constant | linear | cosine | inverse-square-root | WSD")                                                       \
+  X(learning_rate, lr_decay_iters, kSaved, non_negative(), "iterations to decay over (default --train-iters)")      \
+  X(learning_rate, lr_decay_samples, kSaved, non_negative(), "samples to decay over")                               \
+  X(learning_rate, lr_warmup_iters, kSaved, non_negative(), "linear warm-up iterations")                            \
+  X(learning_rate, lr_warmup_fraction, kSaved, between(0, 1), "warm-up as a fraction of the decay")                 \
+  X(learning_rate, lr_warmup_samples, kSaved, non_negative(), "warm-up samples")                                    \
+  X(learning_rate, lr_warmup_init, kSaved, non_negative(), "learning rate at the start of warm-up")                 \
+  X(learning_rate, lr_wsd_decay_style, kSaved, one_of("exponential|linear|cosine"), "exponential | linear | cosine") \
+  X(learning_rate, lr_wsd_decay_iters, kSaved, non_negative(), "final decay iterations of WSD")                     \
+  X(regularization, weight_decay, kSaved, non_negative(), "decoupled weight decay (not on biases and norms)")       \
+  X(regularization, adam_beta1, kSaved, below(0, 1), "Adam beta1")                                                  \
+  X(regularization, adam_beta2, kSaved, below(0, 1), "Adam beta2")                                                  \
+  X(regularization, adam_eps, kSaved, positive(), "Adam epsilon")                                                   \
+  X(regularization, sgd_momentum, kSaved, below(0, 1), "SGD momentum")                                              \
+  X(regularization, clip_grad, kSaved, non_negative(), "clip gradients to this global norm (0: off)")               \
+  X(mixed_precision, bf16, kSaved, any(), "bfloat16 model, fp32 master weights")                                    \
+  X(mixed_precision, fp16, kSaved, any(), "float16 model, fp32 master weights, loss scaling")                       \
+  X(mixed_precision, loss_scale, kSaved, positive(), "fixed loss scale (default: dynamic with --fp16)")             \
+  X(mixed_precision, initial_loss_scale, kSaved, positive(), "first dynamic loss scale")                            \
+  X(mixed_precision, min_loss_scale, kSaved, positive(), "dynamic loss scale floor")                                \
+  X(mixed_precision, loss_scale_window, kSaved, positive(), "good iterations before the scale grows")               \
+  X(mixed_precision, hysteresis, kSaved, positive(), "overflows tolerated before the scale shrinks")                \
+  X(logging, log_interval, kSaved, positive(), "iterations between log lines")                                      \
+  X(validation, eval_interval, kSaved, positive(), "iterations between evaluations")                                \
+  X(validation, eval_iters, kSaved, non_negative(), "iterations per evaluation")                                    \
+  X(logging, metrics_file, kNotSaved, any(), "JSONL file of logged metrics")                                        \
+  X(training, skip_nan_iterations, kNotSaved, any(),                                                                \
+    "skip the update of an iteration whose loss is NaN/Inf instead of stopping")                                    \
+  X(checkpointing, save, kSaved, any(), "directory to save checkpoints to")                                         \
+  X(checkpointing, save_interval, kSaved, positive(), "iterations between checkpoints (one is also saved when training ends)") \
+  X(checkpointing, no_save_optim, kNotSaved, any(), "leave the optimizer state out of saved checkpoints")           \
+  X(checkpointing, no_save_rng, kNotSaved, any(), "leave the RNG states out of saved checkpoints")                  \
+  X(checkpointing, load, kNotSaved, any(), "directory to resume from (latest_checkpointed_iteration.txt names the iteration)") \
+  X(checkpointing, no_load_optim, kNotSaved, any(), "do not load the optimizer state and learning-rate schedule")   \
+  X(checkpointing, no_load_rng, kNotSaved, any(), "do not load the RNG states")                                     \
+  X(checkpointing, finetune, kNotSaved, any(), "load the model weights only; iteration and consumed samples start at 0") \
+  X(checkpointing, ckpt_step, kNotSaved, non_negative(), "load this iteration instead of the tracker's")            \
+  X(checkpointing, load_fallback, kNotSaved, any(),                                                                 \
+    "if the checkpoint to load is missing, truncated or corrupt, load the newest older complete one")               \
+  X(checkpointing, keep_last_checkpoints, kNotSaved, non_negative(),                                                \
+    "keep only the newest N checkpoints in --save, deleting older ones after each save (0: keep all)")              \
+  X(training, exit_signal_handler, kNotSaved, any(),                                                                \
+    "on SIGTERM, finish the current iteration, save a checkpoint to --save and stop")                               \
+  X(training, exit_interval, kNotSaved, positive(),                                                                 \
+    "stop when the iteration is a multiple of this, saving a checkpoint to --save first")                           \
+  X(training, exit_duration_in_mins, kNotSaved, positive(),                                                         \
+    "stop once training has run this many minutes (slowest rank), saving first")                                    \
+  X(training, device, kNotSaved, one_of("cpu|cuda"), "cpu | cuda (default cuda when a GPU is visible)")             \
+  X(mixed_precision, tf32, kNotSaved, any(), "TF32 tensor cores for fp32 matmuls and convolutions on CUDA")         \
+  X(training, no_cpu_allocator_cache, kNotSaved, any(),                                                             \
+    "return freed host memory to the OS at once instead of keeping it for the next allocation of the same size")    \
+  X(aliases, recompute_activations, kNotSaved, any(), "= --recompute-granularity selective")                        \
+  X(aliases, use_rotary_position_embeddings, kNotSaved, any(), "= --position-embedding-type rope")                  \
+  X(ignored, use_mcore_models, kNotSaved, any(), "accepted, no effect: there is one model implementation")          \
+  X(ignored, transformer_impl, kNotSaved, one_of("local|transformer_engine"), "accepted, no effect: kernels are LibTorch's") \
+  X(ignored, use_flash_attn, kNotSaved, any(), "accepted, no effect: " MEGATRON_ARG_SDPA)                           \
+  X(ignored, attention_backend, kNotSaved, one_of("flash|fused|unfused|local|auto"),                                \
+    "accepted, no effect: " MEGATRON_ARG_SDPA)                                                                      \
+  X(ignored, no_masked_softmax_fusion, kNotSaved, any(), "accepted, no effect: " MEGATRON_ARG_SDPA)                 \
+  X(ignored, attention_softmax_in_fp32, kNotSaved, any(),                                                           \
+    "accepted, no effect: the attention softmax accumulates in fp32 already")                                       \
+  X(ignored, apply_query_key_layer_scaling, kNotSaved, any(),                                                       \
+    "accepted, no effect: with an fp32 softmax the scaling cancels out")                                            \
+  X(ignored, no_bias_gelu_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                  \
+  X(ignored, no_bias_dropout_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")               \
+  X(ignored, no_bias_swiglu_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                \
+  X(ignored, no_rope_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                       \
+  X(ignored, no_gradient_accumulation_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")      \
+  X(ignored, no_persist_layer_norm, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                \
+  X(ignored, overlap_grad_reduce, kNotSaved, any(),                                                                 \
+    "accepted, no effect: data-parallel gradients are reduced after the backward pass")                             \
+  X(ignored, overlap_param_gather, kNotSaved, any(),                                                                \
+    "accepted, no effect: the distributed optimizer gathers parameters after its step")                             \
+  X(ignored, distributed_backend, kNotSaved, one_of("nccl|gloo"),                                                   \
+    "accepted, no effect: host tensors go through MPI, CUDA tensors through NCCL")                                  \
+  X(ignored, no_create_attention_mask_in_dataloader, kNotSaved, any(),                                              \
+    "accepted, no effect: batches carry a mask only with --reset-attention-mask")                                   \
+  X(ignored, manual_gc, kNotSaved, any(), "accepted, no effect: there is no Python garbage collector")              \
+  X(ignored, manual_gc_interval, kNotSaved, non_negative(), "accepted, no effect: there is no Python garbage collector") \
+  X(ignored, log_throughput, kNotSaved, any(), "accepted, no effect: the iteration line always reports it")         \
+  X(ignored, timing_log_level, kNotSaved, between(0, 2),                                                            \
+    "accepted, no effect: forward-backward and optimizer times are always logged")                                  \
+  X(derived, world_size, kSaved, positive(), "ranks in the job")                                                    \
+  X(derived, data_parallel_size, kSaved, positive(), "world size / (TP x PP)")                                      \
+  X(derived, num_microbatches, kNotSaved, positive(), "global batch / (micro batch x DP)")                           \
+  X(derived, virtual_pipeline_model_parallel_size, kSaved, positive(), "model chunks per pipeline stage")           \
+  X(derived, config_file, kNotSaved, any(), "the --config file")
+// clang-format on
+
+#define MEGATRON_ARG_SDPA "attention is at::scaled_dot_product_attention (flash / memory-efficient kernels on CUDA)"
+
+}  // namespace megatron::training

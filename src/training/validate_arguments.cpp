@@ -1,0 +1,214 @@
+// Arguments::validate (Megatron-LM's validate_args): every value against its range in the
+// table, then the combinations, one function per argument group, each filling what it derives.
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string_view>
+
+#include "megatron/training/arguments.h"
+
+namespace megatron::training {
+namespace {
+
+#define ARG_CHECK(cond, ...) TORCH_CHECK(cond, "[arguments] ", __VA_ARGS__)
+
+std::string number(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+bool is_choice(const std::string& value, std::string_view choices) {
+  size_t begin = 0;
+  while (begin <= choices.size()) {
+    const size_t end = std::min(choices.find('|', begin), choices.size());
+    if (choices.substr(begin, end - begin) == value) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
+std::string listed(std::string choices) {
+  std::replace(choices.begin(), choices.end(), '|', ',');
+  size_t at = 0;
+  while ((at = choices.find(',', at)) != std::string::npos) choices.replace(at, 1, ", "), at += 2;
+  return choices;
+}
+
+// The range check of one value (numbers), or of its choices (strings, which may also keep
+// their default, usually "" for unset).
+void check_value(const std::string& flag, double v, const ArgCheck& c) {
+  using K = ArgCheck::Kind;
+  if (c.kind == K::kRequired) {
+    ARG_CHECK(v > 0, flag, " is required and must be positive (got ", number(v), ")");
+  } else if (c.kind == K::kRange) {
+    const bool ok = (c.lo_open ? v > c.lo : v >= c.lo) && (c.hi_open ? v < c.hi : v <= c.hi);
+    if (ok) return;
+    if (c.hi >= arg::kInf) {
+      ARG_CHECK(false, flag, c.lo == 0 ? (c.lo_open ? " must be positive" : " must not be negative")
+                                       : " must be at least " + number(c.lo),
+                " (got ", number(v), ")");
+    }
+    if (!c.lo_open && !c.hi_open) ARG_CHECK(false, flag, " must be between ", number(c.lo), " and ", number(c.hi), " (got ", number(v), ")");
+    ARG_CHECK(false, flag, " must be in ", c.lo_open ? "(" : "[", number(c.lo), ", ", number(c.hi), c.hi_open ? ")" : "]",
+              " (got ", number(v), ")");
+  }
+}
+void check_field(const std::string& flag, const std::string& v, const std::string& default_value, const ArgCheck& c) {
+  if (c.kind != ArgCheck::Kind::kChoices || v == default_value) return;
+  ARG_CHECK(is_choice(v, c.choices), flag, " must be one of ", listed(c.choices), " (got '", v, "')");
+}
+template <typename T>
+void check_field(const std::string& flag, const T& v, const T&, const ArgCheck& c) {
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) check_value(flag, static_cast<double>(v), c);
+}
+template <typename T>
+void check_field(const std::string& flag, const std::optional<T>& v, const std::optional<T>&, const ArgCheck& c) {
+  if (v) check_field(flag, *v, *v, c);
+}
+void check_field(const std::string&, const std::vector<std::string>&, const std::vector<std::string>&,
+                 const ArgCheck&) {}
+
+void check_ranges(const Arguments& a) {
+  using namespace arg;
+  const Arguments defaults;
+#define MEGATRON_CHECK_FIELD(group_, field, saved, check, help) \
+  if (ArgGroup::group_ != ArgGroup::derived) check_field(flag_of(#field), a.field, defaults.field, check);
+  MEGATRON_ARGUMENTS(MEGATRON_CHECK_FIELD)
+#undef MEGATRON_CHECK_FIELD
+}
+
+// Megatron-LM's aliases take their meaning before anything reads the fields they set.
+void resolve_aliases(Arguments& a) {
+  if (a.recompute_activations) {
+    ARG_CHECK(a.recompute_granularity.empty() || a.recompute_granularity == "selective",
+              "--recompute-activations means --recompute-granularity selective, but it is ", a.recompute_granularity);
+    a.recompute_granularity = "selective";
+  }
+  if (a.use_rotary_position_embeddings) a.position_embedding_type = "rope";
+}
+
+void validate_network_size(Arguments& a) {
+  if (a.max_position_embeddings == 0) a.max_position_embeddings = a.seq_length;
+  ARG_CHECK(a.position_embedding_type != "learned_absolute" || a.max_position_embeddings >= a.seq_length,
+            "--max-position-embeddings (", a.max_position_embeddings, ") is smaller than --seq-length (", a.seq_length,
+            ")");
+  ARG_CHECK(a.kv_channels || a.hidden_size % a.num_attention_heads == 0, "--hidden-size (", a.hidden_size,
+            ") is not divisible by --num-attention-heads (", a.num_attention_heads, "); set --kv-channels");
+  if (!a.group_query_attention) a.num_query_groups = a.num_attention_heads;
+  ARG_CHECK(a.num_attention_heads % a.num_query_groups == 0, "--num-attention-heads (", a.num_attention_heads,
+            ") is not divisible by --num-query-groups (", a.num_query_groups, ")");
+}
+
+void validate_distributed(Arguments& a, int64_t world) {
+  const int64_t tp = a.tensor_model_parallel_size, pp = a.pipeline_model_parallel_size;
+  ARG_CHECK(world % (tp * pp) == 0, "world size (", world, ") is not divisible by --tensor-model-parallel-size (", tp,
+            ") x --pipeline-model-parallel-size (", pp, ")");
+  ARG_CHECK(a.num_layers % pp == 0, "--num-layers (", a.num_layers,
+            ") is not divisible by --pipeline-model-parallel-size (", pp, ")");
+  ARG_CHECK(!(a.num_layers_per_virtual_pipeline_stage && a.num_virtual_stages_per_pipeline_rank),
+            "give only one of --num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank");
+  const int64_t stage_layers = a.num_layers / pp;
+  a.virtual_pipeline_model_parallel_size.reset();
+  if (a.num_layers_per_virtual_pipeline_stage) {
+    const int64_t per_chunk = *a.num_layers_per_virtual_pipeline_stage;
+    ARG_CHECK(stage_layers % per_chunk == 0, "--num-layers-per-virtual-pipeline-stage (", per_chunk,
+              ") does not divide the ", stage_layers, " layers of each pipeline stage (--num-layers ", a.num_layers,
+              " / --pipeline-model-parallel-size ", pp, ")");
+    a.virtual_pipeline_model_parallel_size = stage_layers / per_chunk;
+  } else if (a.num_virtual_stages_per_pipeline_rank) {
+    const int64_t chunks = *a.num_virtual_stages_per_pipeline_rank;
+    ARG_CHECK(stage_layers % chunks == 0, "--num-virtual-stages-per-pipeline-rank (", chunks, ") does not divide the ",
+              stage_layers, " layers of each pipeline stage (--num-layers ", a.num_layers,
+              " / --pipeline-model-parallel-size ", pp, ")");
+    a.virtual_pipeline_model_parallel_size = chunks;
+  }
+  ARG_CHECK(!a.virtual_pipeline_model_parallel_size || pp > 1,
+            "the interleaved schedule (--num-layers-per-virtual-pipeline-stage) needs "
+            "--pipeline-model-parallel-size > 1 (got ", pp, ")");
+  a.data_parallel_size = world / (tp * pp);
+  ARG_CHECK(a.num_attention_heads % tp == 0, "--num-attention-heads (", a.num_attention_heads,
+            ") is not divisible by --tensor-model-parallel-size (", tp, ")");
+  ARG_CHECK(a.num_query_groups % tp == 0, "--num-query-groups (", a.num_query_groups,
+            ") is not divisible by --tensor-model-parallel-size (", tp, ")");
+  if (tp == 1) a.sequence_parallel = false;  // as Megatron-LM does
+}
+
+void validate_training(Arguments& a) {
+  const int64_t per_step = a.micro_batch_size * a.data_parallel_size;
+  if (!a.global_batch_size) a.global_batch_size = per_step;
+  ARG_CHECK(*a.global_batch_size % per_step == 0, "--global-batch-size (", *a.global_batch_size,
+            ") is not divisible by --micro-batch-size (", a.micro_batch_size, ") x data-parallel size (",
+            a.data_parallel_size, ") = ", per_step);
+  a.num_microbatches = *a.global_batch_size / per_step;
+  // The interleaved schedule walks micro-batches in groups of one per stage.
+  const int64_t pp = a.pipeline_model_parallel_size;
+  ARG_CHECK(!a.virtual_pipeline_model_parallel_size || a.num_microbatches % pp == 0,
+            "the interleaved schedule needs the number of micro-batches (", a.num_microbatches,
+            " = --global-batch-size / (--micro-batch-size x data-parallel size)) to be a multiple of "
+            "--pipeline-model-parallel-size (", pp, ")");
+  ARG_CHECK(a.train_iters.has_value() != a.train_samples.has_value(),
+            "give exactly one of --train-iters and --train-samples");
+  if (a.train_samples) {
+    ARG_CHECK(*a.train_samples % *a.global_batch_size == 0, "--train-samples (", *a.train_samples,
+              ") is not a multiple of --global-batch-size (", *a.global_batch_size, ")");
+    a.train_iters = *a.train_samples / *a.global_batch_size;
+  }
+}
+
+void validate_learning_rate(const Arguments& a) {
+  ARG_CHECK(a.lr.has_value(), "--lr is required");
+  ARG_CHECK(a.min_lr <= *a.lr, "--min-lr (", a.min_lr, ") must be between 0 and --lr (", *a.lr, ")");
+  ARG_CHECK(!(a.lr_warmup_fraction && a.lr_warmup_iters > 0),
+            "give only one of --lr-warmup-fraction and --lr-warmup-iters");
+  const int64_t decay_iters = a.lr_decay_iters.value_or(*a.train_iters);
+  ARG_CHECK(a.lr_decay_style == "constant" || a.lr_decay_style == "inverse-square-root" || a.lr_warmup_fraction ||
+                a.lr_warmup_samples > 0 || a.lr_warmup_iters < decay_iters,
+            "--lr-warmup-iters (", a.lr_warmup_iters, ") must be smaller than the decay length (",
+            a.lr_decay_iters ? "--lr-decay-iters" : "--train-iters", " = ", decay_iters, ")");
+}
+
+void validate_mixed_precision(const Arguments& a) {
+  ARG_CHECK(!(a.bf16 && a.fp16), "--bf16 and --fp16 exclude each other");
+  ARG_CHECK(!a.loss_scale || a.fp16, "--loss-scale applies to --fp16 only");
+}
+
+void validate_data(const Arguments& a) {
+  ARG_CHECK(a.mock_data != !a.data_path.empty(), a.mock_data ? "--mock-data and --data-path exclude each other"
+                                                             : "give --data-path (or --mock-data)");
+  ARG_CHECK(a.data_path.empty() || !a.tokenizer_type.empty(), "--tokenizer-type is required with --data-path");
+  if (a.tokenizer_type == "GPT2BPETokenizer") {
+    ARG_CHECK(!a.vocab_file.empty() && !a.merge_file.empty(),
+              "--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");
+  } else {
+    ARG_CHECK(a.vocab_size.has_value(),
+              a.tokenizer_type.empty() ? "--mock-data" : "--tokenizer-type NullTokenizer", " needs --vocab-size (> 1)");
+  }
+}
+
+void validate_checkpointing(const Arguments& a) {
+  ARG_CHECK(!a.save_interval || !a.save.empty(), "--save-interval needs --save");
+  ARG_CHECK(!a.exit_signal_handler || !a.save.empty(), "--exit-signal-handler needs --save (where to save on SIGTERM)");
+  ARG_CHECK(!a.load.empty() || !(a.finetune || a.ckpt_step || a.load_fallback),
+            a.finetune ? "--finetune" : (a.ckpt_step ? "--ckpt-step" : "--load-fallback"), " needs --load");
+  ARG_CHECK(!(a.ckpt_step && a.load_fallback), "--ckpt-step and --load-fallback exclude each other");
+}
+
+}  // namespace
+
+void Arguments::validate(int64_t world) {
+  ARG_CHECK(world > 0, "the world size must be positive (got ", world, ")");
+  world_size = world;
+  resolve_aliases(*this);
+  check_ranges(*this);
+  validate_network_size(*this);
+  validate_distributed(*this, world);
+  validate_training(*this);
+  validate_learning_rate(*this);
+  validate_mixed_precision(*this);
+  validate_data(*this);
+  validate_checkpointing(*this);
+}
+
+}  // namespace megatron::training
