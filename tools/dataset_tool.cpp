@@ -16,7 +16,7 @@
 #include "megatron/datasets/numpy_random.h"
 #include "megatron/datasets/samplers.h"
 #include "megatron/tokenizer/gpt2_bpe.h"
-#include "megatron/tokenizer/json.h"
+#include "megatron/utils/json.h"
 
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
@@ -147,8 +147,8 @@ int tokenize(const std::string& vocab, const std::string& merges, const std::str
   TORCH_CHECK(in, "[dataset_tool] ", input, ": cannot open");
   std::string line;
   while (std::getline(in, line)) {
-    const auto text = megatron::tokenizer::parse_json(line);
-    TORCH_CHECK(text.type == megatron::tokenizer::JsonValue::Type::kString,
+    const auto text = megatron::utils::parse_json(line);
+    TORCH_CHECK(text.type == megatron::utils::JsonValue::Type::kString,
                 "[dataset_tool] expected one JSON string per line");
     const auto ids = tok.tokenize(text.string);
     for (size_t i = 0; i < ids.size(); ++i)

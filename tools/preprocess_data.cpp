@@ -3,7 +3,7 @@
 // of lines; documents are written in input order.
 #include "megatron/datasets/indexed_dataset.h"
 #include "megatron/tokenizer/gpt2_bpe.h"
-#include "megatron/tokenizer/json.h"
+#include "megatron/utils/json.h"
 #include "megatron/tokenizer/tokenizer.h"
 
 #include <c10/util/Exception.h>
@@ -25,7 +25,7 @@ namespace {
 
 using megatron::datasets::DType;
 using megatron::datasets::IndexedDatasetBuilder;
-using megatron::tokenizer::JsonValue;
+using megatron::utils::JsonValue;
 
 struct Args {
   std::string input, output_prefix;
@@ -58,8 +58,8 @@ Encoded encode_line(const std::string& line, const Args& args,
   }
   JsonValue doc;
   try {
-    doc = megatron::tokenizer::parse_json(line);
-  } catch (const megatron::tokenizer::JsonError& err) {
+    doc = megatron::utils::parse_json(line);
+  } catch (const megatron::utils::JsonError& err) {
     e.ok = false;
     e.error = std::string("malformed JSON: ") + err.what();
     return e;

@@ -1,7 +1,7 @@
 // Trains a GPT-2 style byte-level BPE vocabulary (vocab.json, merges.txt) from a JSONL corpus,
 // usable with --tokenizer-type GPT2BPETokenizer here and by HF tokenizers / Megatron-LM.
 #include "megatron/tokenizer/bpe_trainer.h"
-#include "megatron/tokenizer/json.h"
+#include "megatron/utils/json.h"
 
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
@@ -31,16 +31,16 @@ int main(int argc, char** argv) {
     while (std::getline(in, line)) {
       ++line_no;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      megatron::tokenizer::JsonValue doc;
+      megatron::utils::JsonValue doc;
       try {
-        doc = megatron::tokenizer::parse_json(line);
-      } catch (const megatron::tokenizer::JsonError& e) {
+        doc = megatron::utils::parse_json(line);
+      } catch (const megatron::utils::JsonError& e) {
         TORCH_CHECK(false, "[train_tokenizer] ", input, ":", line_no,
                     ": malformed JSON: ", e.what());
       }
       for (const auto& k : keys) {
         const auto* v = doc.find(k);
-        TORCH_CHECK(v != nullptr && v->type == megatron::tokenizer::JsonValue::Type::kString,
+        TORCH_CHECK(v != nullptr && v->type == megatron::utils::JsonValue::Type::kString,
                     "[train_tokenizer] ", input, ":", line_no, ": key '", k,
                     "' missing or not a string");
         trainer.add_text(v->string);

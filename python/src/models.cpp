@@ -89,7 +89,7 @@ void init_models(py::module_& m) {
       .def("load_state_dict_file", &gpt::GPTModelImpl::load_state_dict_file, py::arg("path"),
            py::arg("strict") = true, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("config", [](const gpt::GPTModelImpl& s) { return s.config; })
-      .def_property_readonly("padded_vocab_size", [](const gpt::GPTModelImpl& s) { return s.padded_vocab_size; })
+      .def_property_readonly("padded_vocab_size", [](const gpt::GPTModelImpl& s) { return s.padded_vocab_size(); })
       .def_property_readonly("pre_process", [](const gpt::GPTModelImpl& s) { return s.options.pre_process(); })
       .def_property_readonly("post_process", [](const gpt::GPTModelImpl& s) { return s.options.post_process(); });
 }

@@ -1,6 +1,6 @@
 #include "megatron/tokenizer/gpt2_bpe.h"
 
-#include "megatron/tokenizer/json.h"
+#include "megatron/utils/json.h"
 #include "unicode_tables.h"
 
 #include <c10/util/Exception.h>
@@ -18,6 +18,9 @@ namespace {
 using detail::is_letter;
 using detail::is_number;
 using detail::is_space;
+using utils::JsonError;
+using utils::JsonValue;
+using utils::parse_json;
 
 constexpr uint32_t kInvalid = 0xFFFFFFFF;  // an undecodable byte: the "other" class
 

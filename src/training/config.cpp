@@ -1,5 +1,7 @@
 #include "megatron/training/config.h"
 
+#include <algorithm>
+
 namespace megatron::training {
 
 transformer::TransformerConfig core_transformer_config_from_args(const TrainingContext& ctx) {
@@ -33,6 +35,51 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
     c.recompute_granularity(transformer::RecomputeGranularity::kSelective);
   }
   return c.finalize();
+}
+
+optimizer::OptimizerConfig optimizer_config_from_args(const Arguments& args) {
+  optimizer::OptimizerConfig oc;
+  oc.optimizer = args.optimizer;
+  oc.lr = *args.lr;
+  oc.weight_decay = args.weight_decay;
+  oc.adam_beta1 = args.adam_beta1;
+  oc.adam_beta2 = args.adam_beta2;
+  oc.adam_eps = args.adam_eps;
+  oc.sgd_momentum = args.sgd_momentum;
+  oc.clip_grad = args.clip_grad;
+  oc.use_distributed_optimizer = args.use_distributed_optimizer;
+  if (args.fp16) {
+    optimizer::GradScalerConfig sc;
+    sc.initial_scale = args.loss_scale.value_or(args.initial_loss_scale);
+    sc.dynamic = !args.loss_scale;
+    sc.min_scale = std::min(args.min_loss_scale, sc.initial_scale);
+    sc.growth_interval = args.loss_scale_window;
+    sc.hysteresis = args.hysteresis;
+    oc.grad_scaler = sc;
+  }
+  return oc;
+}
+
+optimizer::ParamSchedulerConfig scheduler_config_from_args(const Arguments& args) {
+  const int64_t gbs = *args.global_batch_size;
+  optimizer::ParamSchedulerConfig c;
+  c.init_lr = args.lr_warmup_init;
+  c.max_lr = *args.lr;
+  c.min_lr = args.min_lr;
+  c.lr_decay_style = args.lr_decay_style;
+  c.lr_wsd_decay_style = args.lr_wsd_decay_style;
+  c.lr_decay_steps = args.lr_decay_samples ? *args.lr_decay_samples
+                                           : (args.lr_decay_iters ? *args.lr_decay_iters : *args.train_iters) * gbs;
+  c.lr_decay_steps = std::max<int64_t>(c.lr_decay_steps, 1);
+  if (args.lr_warmup_fraction) {
+    c.lr_warmup_steps = static_cast<int64_t>(*args.lr_warmup_fraction * c.lr_decay_steps);
+  } else if (args.lr_warmup_samples > 0) {
+    c.lr_warmup_steps = args.lr_warmup_samples;
+  } else {
+    c.lr_warmup_steps = args.lr_warmup_iters * gbs;
+  }
+  if (args.lr_wsd_decay_iters) c.wsd_decay_steps = *args.lr_wsd_decay_iters * gbs;
+  return c;
 }
 
 }  // namespace megatron::training

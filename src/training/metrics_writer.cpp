@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "megatron/tokenizer/json.h"
+#include "megatron/utils/json.h"
 #include "megatron/training/training.h"
 
 namespace megatron::training {
@@ -42,7 +42,7 @@ void MetricsWriter::write_iteration(const IterationRecord& r, int64_t consumed_s
                                     double elapsed_ms, double tokens_per_second, double tflops) {
   std::ostringstream j;
   j << "{\"type\": \"train\", \"iteration\": " << r.iteration << ", \"consumed_samples\": " << consumed_samples;
-  for (const auto& [k, v] : r.metrics) j << ", " << tokenizer::json_quote(k) << ": " << number(v);
+  for (const auto& [k, v] : r.metrics) j << ", " << utils::json_quote(k) << ": " << number(v);
   j << ", \"learning_rate\": " << number(r.learning_rate) << ", \"grad_norm\": " << number(r.grad_norm)
     << ", \"loss_scale\": " << number(r.loss_scale) << ", \"skipped\": " << (r.skipped ? "true" : "false")
     << ", \"elapsed_ms\": " << number(elapsed_ms) << ", \"tokens_per_second\": " << number(tokens_per_second)
@@ -52,9 +52,9 @@ void MetricsWriter::write_iteration(const IterationRecord& r, int64_t consumed_s
 
 void MetricsWriter::write_evaluation(const EvaluationRecord& r) {
   std::ostringstream j;
-  j << "{\"type\": " << tokenizer::json_quote(r.split) << ", \"iteration\": " << r.iteration;
+  j << "{\"type\": " << utils::json_quote(r.split) << ", \"iteration\": " << r.iteration;
   for (const auto& [k, v] : r.metrics) {
-    j << ", " << tokenizer::json_quote(k) << ": " << number(v) << ", " << tokenizer::json_quote(k + " PPL") << ": "
+    j << ", " << utils::json_quote(k) << ": " << number(v) << ", " << utils::json_quote(k + " PPL") << ": "
       << number(std::exp(std::min(20.0, v)));
   }
   write_line(j.str() + "}");

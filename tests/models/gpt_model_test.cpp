@@ -80,7 +80,7 @@ void compare_models(GPTModelOptions base, bool sequence_parallel) {
   const int n = tp::group_size(g);
   GPTModel ref(single_rank(base, n));
   GPTModel par(on_world(base, sequence_parallel));
-  ASSERT_EQ(ref->padded_vocab_size, par->padded_vocab_size);
+  ASSERT_EQ(ref->padded_vocab_size(), par->padded_vocab_size());
 
   // Same full weights at init.
   auto ref_params = ref->sharded_parameters();
@@ -96,7 +96,7 @@ void compare_models(GPTModelOptions base, bool sequence_parallel) {
   // Logits (gathered).
   at::Tensor logits_ref = ref->forward(input_ids());
   at::Tensor logits = par->forward(input_ids());
-  EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{kBatch, kSeq, ref->padded_vocab_size}));
+  EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{kBatch, kSeq, ref->padded_vocab_size()}));
   EXPECT_REL_CLOSE(logits, logits_ref, kTol);
 
   // Loss and gradients.
@@ -157,7 +157,7 @@ TEST(GPTModel, ParallelOutputKeepsVocabShard) {
   auto g = world_tp_group();
   GPTModel par(on_world(gpt2_options(gpt2_config())).parallel_output(true));
   at::Tensor logits = par->forward(input_ids());
-  EXPECT_EQ(logits.size(2), par->padded_vocab_size / tp::group_size(g));
+  EXPECT_EQ(logits.size(2), par->padded_vocab_size() / tp::group_size(g));
 }
 
 // Pipeline stages hold the same weights as the whole model: layer i of stage k is global layer

@@ -1,5 +1,5 @@
 #include "megatron/tokenizer/gpt2_bpe.h"
-#include "megatron/tokenizer/json.h"
+#include "megatron/utils/json.h"
 #include "megatron/tokenizer/null_tokenizer.h"
 
 #include <c10/util/Exception.h>
@@ -19,6 +19,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 using megatron::testing::error_of;
+using utils::JsonError;
+using utils::parse_json;
 
 std::vector<std::string> pieces(std::string_view text) {
   std::vector<std::string> out;

@@ -2,11 +2,15 @@
 // for every inconsistent combination.
 #include "megatron/training/arguments.h"
 
+#include "megatron/training/checkpoint_schema.h"
+
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
+#include <regex>
+#include <sstream>
 
 #include "error_of.h"
 
@@ -193,6 +197,89 @@ TEST(Arguments, MegatronScriptFlags) {
   EXPECT_NE(error_of(with(base(), {"--exit-interval", "0"})).find("--exit-interval must be positive (got 0)"),
             std::string::npos);
   EXPECT_NE(error_of(with(base(), {"--transformer-impl", "fast"})).find("--transformer-impl"), std::string::npos);
+}
+
+// The table in arguments_table.h is the one list of settings: a field declared in the struct but
+// missing there (or the other way round, or out of order) fails here.
+TEST(ArgumentsTable, ListsEveryStructFieldInOrder) {
+  std::ifstream in(std::string(MEGATRON_SOURCE_DIR) + "/include/megatron/training/arguments.h");
+  ASSERT_TRUE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string header = text.str();
+  const size_t begin = header.find("struct Arguments {"), end = header.find("void validate(", begin);
+  ASSERT_NE(begin, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  std::vector<std::string> declared;
+  static const std::regex field(R"(^\s+[A-Za-z_:<>, 0-9]+[ >](\w+)(\s*=[^;]*)?;)");
+  std::istringstream lines(header.substr(begin, end - begin));
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, field)) declared.push_back(m[1]);
+  }
+  std::vector<std::string> tabled;
+  for (const auto& f : argument_fields()) tabled.push_back(f.name);
+  EXPECT_GT(declared.size(), 100u);
+  EXPECT_EQ(declared, tabled);
+}
+
+// Every flag of the table is bound, documented in --help, and every saved one goes through a
+// checkpoint's args dict and back.
+TEST(ArgumentsTable, EveryFlagIsBoundHelpedAndSaved) {
+  const auto help = arguments_help();
+  auto a = *parse_arguments(with(base(), {"--ffn-hidden-size", "96", "--kv-channels", "16", "--lr-warmup-fraction",
+                                          "0.1", "--seed", "7", "--data-cache-path", "x"}),
+                            1);
+  const auto dict = arguments_to_dict(a);
+  const Arguments back = arguments_from_dict(dict);
+  const auto again = arguments_to_dict(back);
+  for (const auto& f : argument_fields()) {
+    if (f.group == ArgGroup::derived) {
+      EXPECT_TRUE(f.flag.empty()) << f.name;
+      EXPECT_EQ(help.find(flag_of(f.name) + " "), std::string::npos) << f.name << " is derived, not a flag";
+    } else {
+      EXPECT_NE(help.find(f.flag), std::string::npos) << f.flag << " is not in --help";
+      EXPECT_NE(std::string(f.help), "") << f.name;
+    }
+    EXPECT_EQ(dict.contains(f.name), f.saved) << f.name;
+    if (f.saved) EXPECT_TRUE(dict.at(f.name) == again.at(f.name)) << f.name << " does not round-trip";
+  }
+  EXPECT_EQ(back.ffn_hidden_size, std::optional<int64_t>(96));
+  EXPECT_EQ(back.seed, 7u);
+  EXPECT_EQ(back.data_cache_path, "");  // not saved: where a run reads is not part of the model
+}
+
+// Each value is checked against its range in the table, from flags as from the TOML file.
+TEST(ArgumentsTable, RangesAreChecked) {
+  EXPECT_NE(error_of(with(base(), {"--adam-beta1", "2"})).find("--adam-beta1 must be in [0, 1) (got 2)"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--adam-eps", "-1"})).find("--adam-eps must be positive (got -1)"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--hidden-dropout", "1"})).find("--hidden-dropout must be in [0, 1) (got 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--lr-warmup-fraction", "1.5"}))
+                .find("--lr-warmup-fraction must be between 0 and 1 (got 1.5)"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--weight-decay", "nan"})).find("--weight-decay must not be negative (got nan)"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--normalization", "BatchNorm"}))
+                .find("--normalization must be one of LayerNorm, RMSNorm (got 'BatchNorm')"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--num-workers", "-1"})).find("--num-workers must not be negative (got -1)"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32"})
+                .find("--num-layers is required and must be positive (got 0)"),
+            std::string::npos);
+  const std::string path = ::testing::TempDir() + "/megatron_range.toml";
+  {
+    std::ofstream f(path);
+    f << "clip-grad = -0.5\n";
+  }
+  EXPECT_NE(error_of(with(base(), {"--config", path})).find("--clip-grad must not be negative (got -0.5)"),
+            std::string::npos);
+  std::remove(path.c_str());
+  // The defaults themselves are valid.
+  EXPECT_EQ(error_of(base()), "");
 }
 
 TEST(Arguments, HelpListsMegatronGroups) {

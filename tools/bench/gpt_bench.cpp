@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     const int64_t warmup = i64("warmup"), steps = i64("steps");
     for (int64_t round = 0; round < i64("rounds"); ++round) {
       if (reference) {
-        auto r = run_reference(a.at("python"), a, model->padded_vocab_size);
+        auto r = run_reference(a.at("python"), a, model->padded_vocab_size());
         ref_times.insert(ref_times.end(), r.ms.begin(), r.ms.end());
         ref_faults.insert(ref_faults.end(), r.faults.begin(), r.faults.end());
       }
@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
     std::printf("gpt_bench: %lld layers, hidden %lld, %lld heads, seq %lld, batch %lld, vocab %lld, "
                 "%.1fM parameters, fp32 CPU, %d threads, %lld rounds x %lld steps\n",
                 (long long)i64("layers"), (long long)i64("hidden"), (long long)i64("heads"),
-                (long long)s, (long long)b, (long long)model->padded_vocab_size, n_params / 1e6,
+                (long long)s, (long long)b, (long long)model->padded_vocab_size(), n_params / 1e6,
                 at::get_num_threads(), (long long)i64("rounds"), (long long)steps);
     std::printf("megatron-cpp       fwd+bwd median %9.2f ms/step  (min %9.2f)  %8.0f page faults/step%s\n",
                 ms, minimum(times), median(faults), allocator_cache ? "" : " (no allocator cache)");

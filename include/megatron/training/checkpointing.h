@@ -1,10 +1,10 @@
-// Checkpoints in Megatron-LM's legacy layout (docs/checkpoints.md):
-//   <dir>/latest_checkpointed_iteration.txt      the iteration that counts ("release" for imports)
-//   <dir>/iter_0000100/mp_rank_00[_000]/model_optim_rng.pt   one per TP [x PP] rank
-//                                      /distrib_optim.pt     with --use-distributed-optimizer
-//                                      /checksums.txt        size and CRC32 of each file
-// Files are torch.save archives (Python's torch.load opens them). Saving is atomic: everything is
-// written under iter_N.tmp, fsync'ed, renamed to iter_N, and only then does the tracker name it.
+// Saving and loading checkpoints (Megatron-LM's save_checkpoint / load_checkpoint): the
+// orchestration over the layers below it, each in its own header:
+//   checkpoint_files.h    temporary names, fsync, rename, checksums
+//   checkpoint_layout.h   iteration and rank folder names, the tracker, publishing
+//   checkpoint_schema.h   RankCheckpoint: the keys of model_optim_rng.pt and distrib_optim.pt
+//   fault_injection.h     the points where tests kill or stop a run
+// Files are torch.save archives (Python's torch.load opens them). docs/checkpoints.md.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -20,6 +20,10 @@
 
 #include "megatron/parallel_state.h"
 #include "megatron/training/arguments.h"
+#include "megatron/training/checkpoint_files.h"
+#include "megatron/training/checkpoint_layout.h"
+#include "megatron/training/checkpoint_schema.h"
+#include "megatron/training/fault_injection.h"
 
 namespace torch::nn {
 class Module;
@@ -34,57 +38,6 @@ class RngTracker;
 
 namespace megatron::training {
 
-constexpr double kCheckpointVersion = 3.0;
-constexpr const char* kTrackerFileName = "latest_checkpointed_iteration.txt";
-constexpr const char* kModelFileName = "model_optim_rng.pt";
-constexpr const char* kDistribOptimFileName = "distrib_optim.pt";
-constexpr const char* kChecksumFileName = "checksums.txt";
-
-// --- layout
-// "iter_0000100", or "release" for nullopt.
-std::string iteration_dir_name(std::optional<int64_t> iteration);
-// "mp_rank_01" without pipeline parallelism, else "mp_rank_01_002" (Megatron-LM's names).
-std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size);
-struct TrackerEntry {
-  std::optional<int64_t> iteration;  // nullopt: "release"
-};
-// nullopt when dir has no tracker file; unreadable content throws naming the file.
-std::optional<TrackerEntry> read_tracker(const std::string& dir);
-// Iterations of the iter_NNNNNNN folders in dir, ascending (whatever their state).
-std::vector<int64_t> list_iterations(const std::string& dir);
-
-// --- files
-// Writes `value` as a torch.save archive to path (whose folder must exist): flushed and
-// fsync'ed; errors (disk full, permissions) throw naming the file. Returns the CRC32 and size.
-struct WrittenFile {
-  std::string path;
-  uint64_t bytes = 0;
-  uint32_t crc32 = 0;
-};
-WrittenFile write_checkpoint_file(const std::string& path, const c10::IValue& value);
-// Reads one file, checking it against its folder's checksums.txt when there is one; a missing,
-// truncated or corrupt file throws one line naming it.
-c10::IValue read_checkpoint_file(const std::string& path);
-// Writes the files of one rank folder as <parent>/<name>.tmp, fsyncs, renames to <parent>/<name>.
-std::vector<WrittenFile> write_rank_dir(const std::string& parent, const std::string& name,
-                                        const std::map<std::string, c10::IValue>& files);
-// Makes <dir>/<iteration dir>.tmp the checkpoint <dir>/<iteration dir> (replacing an existing
-// one atomically) and then points the tracker at it; keep_last > 0 deletes older iter_ folders
-// beyond the newest keep_last. Single caller (rank 0).
-void publish_checkpoint(const std::string& dir, std::optional<int64_t> iteration, int64_t keep_last = 0);
-// Deletes a file or folder tree if it exists (nftw; std::filesystem::remove_all is avoided
-// because LibTorch's libtorch.so exports a copy of it that crashes on non-empty folders).
-void remove_tree(const std::string& path);
-// Writes the tracker file atomically.
-void write_tracker(const std::string& dir, std::optional<int64_t> iteration);
-
-// --- arguments
-// Every setting of Arguments as a dict of plain values (None for unset optionals), and back.
-c10::impl::GenericDict arguments_to_dict(const Arguments& args);
-// Fields absent from the dict keep their defaults; a value of the wrong type throws naming it.
-Arguments arguments_from_dict(const c10::IValue& dict);
-
-// --- training state
 // What pretrain saves and restores; the pointers stay owned by the caller.
 struct TrainingState {
   std::vector<std::shared_ptr<torch::nn::Module>>* model = nullptr;  // one per virtual stage
@@ -113,9 +66,5 @@ SaveResult save_checkpoint(const Arguments& args, const ParallelState& ps, const
 // no checkpoint (training starts from scratch); throws on mismatched arguments and unreadable
 // files (with --load-fallback it tries older iterations first).
 bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingState& state);
-
-// Raises `signal` (default SIGKILL) when MEGATRON_FAULT_INJECTION names `point` ("point" or
-// "point@rank"), for the tests that kill or stop a run at chosen moments.
-void fault_point(const std::string& point, int rank, int signal = 9);
 
 }  // namespace megatron::training

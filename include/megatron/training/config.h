@@ -1,6 +1,9 @@
-// From Arguments to the model's configuration (Megatron-LM's core_transformer_config_from_args).
+// From Arguments to the configurations of the library's parts, in one place (Megatron-LM's
+// core_transformer_config_from_args and get_megatron_optimizer_config).
 #pragma once
 
+#include "megatron/optimizer/optimizer.h"
+#include "megatron/optimizer/param_scheduler.h"
 #include "megatron/training/training.h"
 #include "megatron/transformer/transformer_config.h"
 
@@ -8,5 +11,11 @@ namespace megatron::training {
 
 // The transformer configuration the flags describe, with this rank's TP group and RNG tracker.
 transformer::TransformerConfig core_transformer_config_from_args(const TrainingContext& ctx);
+
+// AdamW/SGD, clipping, the distributed optimizer and, with --fp16, the loss scaler.
+optimizer::OptimizerConfig optimizer_config_from_args(const Arguments& args);
+
+// The learning-rate schedule; its steps are samples, as in Megatron-LM.
+optimizer::ParamSchedulerConfig scheduler_config_from_args(const Arguments& args);
 
 }  // namespace megatron::training

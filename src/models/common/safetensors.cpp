@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "megatron/tokenizer/json.h"
+#include "megatron/utils/json.h"
 
 namespace megatron::models::common {
 namespace {
@@ -37,14 +37,14 @@ void save_safetensors(const std::string& path, const std::map<std::string, at::T
   if (!metadata.empty()) {
     header << "\"__metadata__\":{";
     for (auto it = metadata.begin(); it != metadata.end(); ++it)
-      header << (it == metadata.begin() ? "" : ",") << tokenizer::json_quote(it->first) << ":" << tokenizer::json_quote(it->second);
+      header << (it == metadata.begin() ? "" : ",") << utils::json_quote(it->first) << ":" << utils::json_quote(it->second);
     header << "}";
     first = false;
   }
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
-    header << (first ? "" : ",") << tokenizer::json_quote(name) << ":{\"dtype\":\"" << dtype_name(t.scalar_type())
+    header << (first ? "" : ",") << utils::json_quote(name) << ":{\"dtype\":\"" << dtype_name(t.scalar_type())
            << "\",\"shape\":[";
     for (int64_t d = 0; d < t.dim(); ++d) header << (d ? "," : "") << t.size(d);
     header << "],\"data_offsets\":[" << offset << "," << offset + bytes << "]}";
@@ -87,13 +87,13 @@ std::map<std::string, at::Tensor> load_safetensors(const std::string& path) {
               file_size, " bytes)");
   std::string text(n, '\0');
   in.read(text.data(), static_cast<std::streamsize>(n));
-  tokenizer::JsonValue header;
+  utils::JsonValue header;
   try {
-    header = tokenizer::parse_json(text);
+    header = utils::parse_json(text);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "[safetensors] ", path, ": malformed header: ", e.what());
   }
-  TORCH_CHECK(header.type == tokenizer::JsonValue::Type::kObject, "[safetensors] ", path, ": header is not an object");
+  TORCH_CHECK(header.type == utils::JsonValue::Type::kObject, "[safetensors] ", path, ": header is not an object");
   const uint64_t data_start = 8 + n;
   std::map<std::string, at::Tensor> out;
   for (const auto& [name, info] : header.object) {

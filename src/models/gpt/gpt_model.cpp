@@ -54,7 +54,7 @@ void GPTModelImpl::reset() {
   // The config has checked that num_layers divides into pp x vpp chunks.
   num_local_layers = config.num_layers() / (pp * vpp);
   layer_offset = vp_rank * (config.num_layers() / vpp) + pp_rank * num_local_layers;
-  padded_vocab_size = vocab_size_with_padding(options.vocab_size(),
+  padded_vocab_size_ = vocab_size_with_padding(options.vocab_size(),
                                               options.make_vocab_size_divisible_by(),
                                               config.tensor_model_parallel_size());
   const auto pos_type = options.position_embedding_type();
@@ -67,7 +67,7 @@ void GPTModelImpl::reset() {
                          options.post_process();
   if (options.pre_process())
     embedding = register_module("embedding", common::LanguageModelEmbedding(
-                                                 layer_config, padded_vocab_size,
+                                                 layer_config, padded_vocab_size_,
                                                  options.max_sequence_length(), pos_type, tied_here));
   if (pos_type == PositionEmbeddingType::kRope)
     rotary_pos_emb.emplace(config.head_dim(), options.rotary_percent(), options.rotary_base());
@@ -78,7 +78,7 @@ void GPTModelImpl::reset() {
     const bool tied = options.share_embeddings_and_output_weights();
     output_layer = register_module(
         "output_layer",
-        tp::ColumnParallelLinear(tp::ColumnParallelLinearOptions(config.hidden_size(), padded_vocab_size)
+        tp::ColumnParallelLinear(tp::ColumnParallelLinearOptions(config.hidden_size(), padded_vocab_size_)
                                      .bias(false)
                                      .gather_output(false)
                                      .sequence_parallel(config.sequence_parallel())

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "megatron/models/common/embeddings.h"
+#include "megatron/models/common/language_module.h"
 #include "megatron/parallel_state.h"
 #include "megatron/tensor_parallel/layers.h"
 #include "megatron/transformer/module.h"
@@ -66,15 +67,9 @@ GPTModelOptions gpt_model_options_for_rank(const ParallelState& ps,
                                            int64_t vocab_size, int64_t max_sequence_length,
                                            std::optional<int> virtual_rank = std::nullopt);
 
-// One parameter of this rank with how its full tensor is sharded and initialised.
-struct ShardedParameter {
-  std::string name;       // state-dict name on this stage
-  std::string init_name;  // global name the initialisation is seeded with
-  at::Tensor param;       // this rank's shard
-  tensor_parallel::ParamInit init;
-};
+using common::ShardedParameter;
 
-class GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl>, public transformer::MegatronModule {
+class GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl>, public common::LanguageModule {
  public:
   explicit GPTModelImpl(GPTModelOptions options);
   void reset() override;
@@ -95,22 +90,22 @@ class GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl>, public transform
   // Sums the gradient of the tied word-embedding / output weight over the embedding group (the
   // first and last pipeline stage; Megatron's _allreduce_word_embedding_grads). A no-op without
   // tied weights or when the group is null or this stage holds neither end.
-  void allreduce_word_embedding_grads(const std::shared_ptr<comm::ProcessGroup>& embedding_group);
+  void allreduce_word_embedding_grads(const std::shared_ptr<comm::ProcessGroup>& embedding_group) override;
 
   // With sequence parallelism each TP rank sees a slice of the sequence, so the gradients of the
   // replicated decoder parameters (norms, row-parallel biases) are partial: sums them over the TP
   // group (Megatron does this in finalize_model_grads). No-op without sequence parallelism.
-  void allreduce_sequence_parallel_grads();
+  void allreduce_sequence_parallel_grads() override;
 
   // Every parameter of this rank with its sharding (name order = named_parameters()).
-  std::vector<ShardedParameter> sharded_parameters() const;
+  std::vector<ShardedParameter> sharded_parameters() const override;
   // (Re)initialises every parameter from `seed` (layout independent).
   void initialize_parameters(uint64_t seed);
 
   // This stage's state dict: name -> this rank's shard (detached, shared storage).
-  std::map<std::string, at::Tensor> state_dict() const;
+  std::map<std::string, at::Tensor> state_dict() const override;
   // Copies tensors into the parameters; strict: the key sets must match exactly.
-  void load_state_dict(const std::map<std::string, at::Tensor>& state, bool strict = true);
+  void load_state_dict(const std::map<std::string, at::Tensor>& state, bool strict = true) override;
   // The same names with FULL (TP = 1) tensors: all-gathers each sharded parameter over the TP
   // group (collective: every TP rank calls it). load_full_state_dict keeps this rank's shard of
   // each full tensor, so a checkpoint written at one TP size loads at another.
@@ -122,9 +117,15 @@ class GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl>, public transform
   void save_state_dict_file(const std::string& path) const;
   void load_state_dict_file(const std::string& path, bool strict = true);
 
+  bool pre_process() const override { return options.pre_process(); }
+  bool post_process() const override { return options.post_process(); }
+  bool share_embeddings_and_output_weights() const override { return options.share_embeddings_and_output_weights(); }
+  int64_t vocab_size() const override { return options.vocab_size(); }
+  int64_t padded_vocab_size() const override { return padded_vocab_size_; }
+
   GPTModelOptions options;
   transformer::TransformerConfig config;
-  int64_t padded_vocab_size = 0;
+  int64_t padded_vocab_size_ = 0;
   int64_t layer_offset = 0, num_local_layers = 0;
   common::LanguageModelEmbedding embedding{nullptr};
   transformer::TransformerBlock decoder{nullptr};

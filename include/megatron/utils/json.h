@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace megatron::tokenizer {
+namespace megatron::utils {
 
 struct JsonValue {
   enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
@@ -42,4 +42,4 @@ JsonValue parse_json(std::string_view text);
 // characters, as names and keys are).
 std::string json_quote(std::string_view s);
 
-}  // namespace megatron::tokenizer
+}  // namespace megatron::utils

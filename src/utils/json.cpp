@@ -1,8 +1,8 @@
-#include "megatron/tokenizer/json.h"
+#include "megatron/utils/json.h"
 
 #include <cstdlib>
 
-namespace megatron::tokenizer {
+namespace megatron::utils {
 namespace {
 
 class Parser {
@@ -220,4 +220,4 @@ std::string json_quote(std::string_view s) {
   return out + "\"";
 }
 
-}  // namespace megatron::tokenizer
+}  // namespace megatron::utils

@@ -1,0 +1,57 @@
+// LanguageModule (megatron/core/models/common/language_module): what pretrain(), checkpointing
+// and finalize_model_grads need from one model chunk of a language model, whatever its
+// architecture. GPTModel implements it; src/training uses nothing else of a model.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "megatron/tensor_parallel/layers.h"
+#include "megatron/transformer/module.h"
+
+namespace megatron::comm {
+class ProcessGroup;
+}
+
+namespace megatron::models::common {
+
+// One parameter of this rank with how its full tensor is sharded and initialised.
+struct ShardedParameter {
+  std::string name;       // state-dict name on this stage
+  std::string init_name;  // global name the initialisation is seeded with
+  at::Tensor param;       // this rank's shard
+  tensor_parallel::ParamInit init;
+};
+
+class LanguageModule : public transformer::MegatronModule {
+ public:
+  // Every parameter of this rank with its sharding (name order = named_parameters()).
+  virtual std::vector<ShardedParameter> sharded_parameters() const = 0;
+  // This chunk holds the embedding (first stage) / the output layer and loss (last stage).
+  virtual bool pre_process() const = 0;
+  virtual bool post_process() const = 0;
+  // The output layer reuses the word-embedding weight (on a last stage that is not the first,
+  // a copy of it whose gradient is summed with the first stage's).
+  virtual bool share_embeddings_and_output_weights() const = 0;
+  // The tokenizer's vocabulary, and the padded size the embedding and output layer have.
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t padded_vocab_size() const = 0;
+
+  // name -> this rank's shard (detached, shared storage); load copies into the parameters
+  // (strict: the key sets must match exactly).
+  virtual std::map<std::string, at::Tensor> state_dict() const = 0;
+  virtual void load_state_dict(const std::map<std::string, at::Tensor>& state, bool strict = true) = 0;
+
+  // Gradients a chunk cannot complete alone (Megatron-LM's finalize_model_grads): the tied
+  // word-embedding weight's over the embedding group, and with sequence parallelism the
+  // replicated parameters' over the TP group.
+  virtual void allreduce_word_embedding_grads(const std::shared_ptr<comm::ProcessGroup>& embedding_group) = 0;
+  virtual void allreduce_sequence_parallel_grads() = 0;
+};
+
+}  // namespace megatron::models::common

@@ -1,0 +1,44 @@
+// Where checkpoints live, in Megatron-LM's legacy layout (docs/checkpoints.md):
+//   <dir>/latest_checkpointed_iteration.txt      the iteration that counts ("release" for imports)
+//   <dir>/iter_0000100/mp_rank_00[_000]/model_optim_rng.pt   one per TP [x PP] rank
+//                                      /distrib_optim.pt     with --use-distributed-optimizer
+//                                      /checksums.txt        size and CRC32 of each file
+// An iteration is staged as iter_N.tmp, renamed to iter_N, and only then named by the tracker.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace megatron::training {
+
+constexpr const char* kTrackerFileName = "latest_checkpointed_iteration.txt";
+constexpr const char* kModelFileName = "model_optim_rng.pt";
+constexpr const char* kDistribOptimFileName = "distrib_optim.pt";
+
+// "iter_0000100", or "release" for nullopt.
+std::string iteration_dir_name(std::optional<int64_t> iteration);
+// "mp_rank_01" without pipeline parallelism, else "mp_rank_01_002" (Megatron-LM's names).
+std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size);
+// The layout a saved iteration folder shows ("TP 2, PP 1 (mp_rank_00 ... mp_rank_01)"), for errors.
+std::string describe_layout(const std::string& iter_dir);
+
+struct TrackerEntry {
+  std::optional<int64_t> iteration;  // nullopt: "release"
+};
+// nullopt when dir has no tracker file; unreadable content throws naming the file.
+std::optional<TrackerEntry> read_tracker(const std::string& dir);
+// Writes the tracker file atomically.
+void write_tracker(const std::string& dir, std::optional<int64_t> iteration);
+// Iterations of the iter_NNNNNNN folders in dir, ascending (whatever their state).
+std::vector<int64_t> list_iterations(const std::string& dir);
+
+// Makes <dir>/<iteration dir>.tmp the checkpoint <dir>/<iteration dir> (replacing an existing
+// one atomically) and then points the tracker at it; keep_last > 0 deletes older iter_ folders
+// beyond the newest keep_last. Single caller (rank 0).
+void publish_checkpoint(const std::string& dir, std::optional<int64_t> iteration, int64_t keep_last = 0);
+// Deletes the iter_*.tmp and iter_*.deleting folders interrupted saves left in dir.
+void remove_stale_staging(const std::string& dir);
+
+}  // namespace megatron::training

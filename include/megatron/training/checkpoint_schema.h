@@ -1,0 +1,74 @@
+// What one rank folder of a checkpoint holds, as data: the only code that knows the keys of
+// model_optim_rng.pt and distrib_optim.pt (docs/checkpoints.md lists them). Saving, loading
+// and conversion build or read a RankCheckpoint and never touch the dicts themselves.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "megatron/training/arguments.h"
+
+namespace megatron::training {
+
+constexpr double kCheckpointVersion = 3.0;
+
+// The table's saved settings (arguments_table.h) as a dict of plain values (None for unset
+// optionals), and back: fields absent from the dict keep their defaults; a value of the wrong
+// type throws naming it.
+c10::impl::GenericDict arguments_to_dict(const Arguments& args);
+Arguments arguments_from_dict(const c10::IValue& dict);
+
+struct RankCheckpoint {
+  using TensorMap = std::map<std::string, at::Tensor>;
+  struct GradScalerState {
+    double scale = 1.0;
+    int64_t growth_tracker = 0, hysteresis_tracker = 0;
+  };
+  // Saved as opt_param_scheduler; steps are samples, as in Megatron-LM.
+  struct SchedulerState {
+    double max_lr = 0, min_lr = 0;
+    int64_t lr_warmup_steps = 0, lr_decay_steps = 0;
+    std::string lr_decay_style;
+    int64_t num_steps = 0;
+  };
+  struct ParamGroup {
+    double lr = 0;
+    int64_t num_params = 0;
+  };
+  struct OptimizerState {
+    bool distributed = false;  // param_state lives in distrib_optim.pt
+    // Parameter name ("model<v>.<name>" with virtual stages) -> its state tensors (exp_avg, ...).
+    std::map<std::string, TensorMap> param_state;
+    std::vector<ParamGroup> param_groups;
+    std::optional<GradScalerState> grad_scaler;  // fp16 only
+    SchedulerState scheduler;
+  };
+  struct RngState {
+    at::Tensor torch_rng_state;
+    at::Tensor cuda_rng_state;  // undefined on CPU runs
+    TensorMap rng_tracker_states;
+  };
+
+  Arguments args;
+  int64_t padded_vocab_size = 0, true_vocab_size = 0;  // 0: not recorded
+  int64_t iteration = 0;
+  std::vector<TensorMap> model;                 // one state dict per model chunk
+  std::optional<OptimizerState> optimizer;      // absent: --no-save-optim, or an import
+  std::optional<std::vector<RngState>> rng_state;  // one per data-parallel rank, or one
+  int64_t consumed_train_samples = 0, consumed_valid_samples = 0;
+
+  // The folder's files by name: model_optim_rng.pt, and distrib_optim.pt with a distributed
+  // optimizer.
+  std::map<std::string, c10::IValue> to_files() const;
+  // Reads <rank_dir>'s files (distrib_optim.pt only with read_optimizer); a missing key or a
+  // value of the wrong kind throws one line naming the file.
+  static RankCheckpoint read(const std::string& rank_dir, bool read_optimizer);
+};
+
+}  // namespace megatron::training

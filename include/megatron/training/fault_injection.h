@@ -1,0 +1,12 @@
+// Fault injection for the tests that kill or stop a run at chosen moments: a named point raises a
+// signal when MEGATRON_FAULT_INJECTION names it ("point", or "point@rank" for one rank only).
+#pragma once
+
+#include <string>
+
+namespace megatron::training {
+
+// Raises `signal` (default SIGKILL) when MEGATRON_FAULT_INJECTION names `point` for this rank.
+void fault_point(const std::string& point, int rank, int signal = 9);
+
+}  // namespace megatron::training

@@ -1,0 +1,179 @@
+// Checkpoint files: torch.save archives written under temporary names, fsync'ed, checksummed.
+#include "megatron/training/checkpoint_files.h"
+
+#include <c10/util/Exception.h>
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "crc32.h"
+#include "megatron/comm/launcher_env.h"
+#include "megatron/models/common/serialization.h"
+#include "megatron/training/fault_injection.h"
+
+namespace megatron::training {
+namespace fs = std::filesystem;
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+// A file written through a descriptor: every write checked, fsync'ed before close.
+class FileWriter {
+ public:
+  explicit FileWriter(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    TORCH_CHECK(fd_ >= 0, "[checkpointing] cannot create ", path_, ": ", errno_text());
+  }
+  ~FileWriter() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+      ::unlink(path_.c_str());  // failed midway: free the space, the name was temporary anyway
+    }
+  }
+  void write(const void* data, size_t size) {
+    const char* p = static_cast<const char*>(data);
+    crc_ = crc32_update(crc_, p, size);
+    while (size > 0) {
+      const ssize_t n = ::write(fd_, p, size);
+      if (n < 0 && errno == EINTR) continue;
+      TORCH_CHECK(n > 0, "[checkpointing] writing ", path_, " failed after ", bytes_, " bytes: ", errno_text());
+      p += n;
+      size -= static_cast<size_t>(n);
+      bytes_ += static_cast<uint64_t>(n);
+    }
+  }
+  WrittenFile close() {
+    TORCH_CHECK(::fsync(fd_) == 0, "[checkpointing] fsync of ", path_, " failed: ", errno_text());
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    TORCH_CHECK(rc == 0, "[checkpointing] closing ", path_, " failed: ", errno_text());
+    return {path_, bytes_, crc_};
+  }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t bytes_ = 0;
+  uint32_t crc_ = 0;
+};
+
+// name -> (bytes, crc32) from a rank folder's checksums.txt; empty when there is none.
+std::map<std::string, std::pair<uint64_t, uint32_t>> read_checksums(const std::string& dir) {
+  std::map<std::string, std::pair<uint64_t, uint32_t>> out;
+  const std::string path = dir + "/" + kChecksumFileName;
+  std::ifstream in(path);
+  if (!in) return out;
+  std::string name, crc;
+  uint64_t bytes = 0;
+  while (in >> name >> bytes >> crc) out[name] = {bytes, static_cast<uint32_t>(std::stoul(crc, nullptr, 16))};
+  TORCH_CHECK(in.eof(), "[checkpointing] ", path, " is malformed; expected lines '<file> <bytes> <crc32 hex>'");
+  return out;
+}
+
+uint32_t file_crc32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  TORCH_CHECK(in, "[checkpointing] cannot read ", path);
+  std::vector<char> buffer(8 << 20);
+  uint32_t crc = 0;
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    crc = crc32_update(crc, buffer.data(), static_cast<size_t>(in.gcount()));
+  }
+  return crc;
+}
+
+std::string join(const std::string& a, const std::string& b) { return (fs::path(a) / b).string(); }
+
+}  // namespace
+
+void fsync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  TORCH_CHECK(fd >= 0, "[checkpointing] cannot open folder ", dir, ": ", errno_text());
+  const int rc = ::fsync(fd);
+  const std::string err = errno_text();
+  ::close(fd);
+  TORCH_CHECK(rc == 0, "[checkpointing] fsync of folder ", dir, " failed: ", err);
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  FileWriter w(path);
+  w.write(text.data(), text.size());
+  w.close();
+}
+
+WrittenFile write_checkpoint_file(const std::string& path, const c10::IValue& value) {
+  FileWriter out(path);
+  const int rank = comm::LauncherEnv::from_environment().rank;
+  int chunks = 0;
+  models::common::write_archive(value, [&](const void* data, size_t size) {
+    out.write(data, size);
+    if (++chunks == 3) fault_point("save:mid_file", rank);  // a file cut short
+  });
+  return out.close();
+}
+
+c10::IValue read_checkpoint_file(const std::string& path) {
+  TORCH_CHECK(fs::is_regular_file(path), "[checkpointing] ", path, " does not exist");
+  const auto parent = fs::path(path).parent_path().string();
+  const auto sums = read_checksums(parent);
+  if (auto it = sums.find(fs::path(path).filename().string()); it != sums.end()) {
+    const uint64_t size = fs::file_size(path);
+    TORCH_CHECK(size == it->second.first, "[checkpointing] ", path, " is truncated or overwritten: ", size,
+                " bytes, ", kChecksumFileName, " says ", it->second.first);
+    const uint32_t crc = file_crc32(path);
+    char want[16], got[16];
+    std::snprintf(want, sizeof(want), "%08x", it->second.second);
+    std::snprintf(got, sizeof(got), "%08x", crc);
+    TORCH_CHECK(crc == it->second.second, "[checkpointing] ", path, " is corrupt: CRC32 ", got, ", ",
+                kChecksumFileName, " says ", want);
+  }
+  try {
+    return models::common::read_archive(path);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "[checkpointing] ", path, " cannot be read: ", e.what_without_backtrace());
+  }
+}
+
+std::vector<WrittenFile> write_rank_dir(const std::string& parent, const std::string& name,
+                                        const std::map<std::string, c10::IValue>& files) {
+  const std::string final_dir = join(parent, name), tmp = final_dir + ".tmp";
+  remove_tree(tmp);
+  fs::create_directories(tmp);
+  std::vector<WrittenFile> written;
+  std::ostringstream sums;
+  for (const auto& [file, value] : files) {
+    written.push_back(write_checkpoint_file(join(tmp, file), value));
+    char crc[16];
+    std::snprintf(crc, sizeof(crc), "%08x", written.back().crc32);
+    sums << file << " " << written.back().bytes << " " << crc << "\n";
+  }
+  write_text_file(join(tmp, kChecksumFileName), sums.str());
+  fsync_dir(tmp);
+  fault_point("save:before_rank_rename", comm::LauncherEnv::from_environment().rank);
+  remove_tree(final_dir);
+  fs::rename(tmp, final_dir);
+  fsync_dir(parent);
+  for (auto& w : written) w.path = join(final_dir, fs::path(w.path).filename().string());
+  return written;
+}
+
+void remove_tree(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return;
+  const int rc = ::nftw(
+      path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
+      FTW_DEPTH | FTW_PHYS);
+  TORCH_CHECK(rc == 0, "[checkpointing] cannot delete ", path, ": ", errno_text());
+}
+
+}  // namespace megatron::training

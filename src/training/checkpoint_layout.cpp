@@ -1,0 +1,141 @@
+// Iteration and rank folder names, the tracker file, and publishing a staged iteration.
+#include "megatron/training/checkpoint_layout.h"
+
+#include <c10/util/Exception.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "megatron/comm/launcher_env.h"
+#include "megatron/training/checkpoint_files.h"
+#include "megatron/training/fault_injection.h"
+
+namespace megatron::training {
+namespace fs = std::filesystem;
+namespace {
+
+std::string join(const std::string& a, const std::string& b) { return (fs::path(a) / b).string(); }
+std::string errno_text() { return std::strerror(errno); }
+
+}  // namespace
+
+std::string iteration_dir_name(std::optional<int64_t> iteration) {
+  if (!iteration) return "release";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "iter_%07lld", static_cast<long long>(*iteration));
+  return buf;
+}
+
+std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size) {
+  char buf[32];
+  if (pp_size == 1) std::snprintf(buf, sizeof(buf), "mp_rank_%02d", tp_rank);
+  else std::snprintf(buf, sizeof(buf), "mp_rank_%02d_%03d", tp_rank, pp_rank);
+  return buf;
+}
+
+std::optional<TrackerEntry> read_tracker(const std::string& dir) {
+  const std::string path = join(dir, kTrackerFileName);
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.erase(text.find_last_not_of(" \n\r\t") + 1);
+  if (text == "release") return TrackerEntry{std::nullopt};
+  TORCH_CHECK(!text.empty() && std::all_of(text.begin(), text.end(), ::isdigit), "[checkpointing] ", path,
+              " should hold an iteration number or 'release', found '", text, "'");
+  return TrackerEntry{std::stoll(text)};
+}
+
+std::vector<int64_t> list_iterations(const std::string& dir) {
+  std::vector<int64_t> out;
+  static const std::regex pattern("iter_([0-9]{7,})");
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && std::regex_match(name, m, pattern)) out.push_back(std::stoll(m[1]));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string describe_layout(const std::string& iter_dir) {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(iter_dir, ec))
+    if (e.path().filename().string().rfind("mp_rank_", 0) == 0) names.insert(e.path().filename().string());
+  if (names.empty()) return "no mp_rank_* folders";
+  std::set<std::string> tp, pp;
+  for (const auto& n : names) {
+    tp.insert(n.substr(8, 2));
+    if (n.size() > 10) pp.insert(n.substr(11));
+  }
+  return "TP " + std::to_string(tp.size()) + ", PP " + std::to_string(std::max<size_t>(1, pp.size())) + " (" +
+         *names.begin() + (names.size() > 1 ? " ... " + *names.rbegin() : "") + ")";
+}
+
+void write_tracker(const std::string& dir, std::optional<int64_t> iteration) {
+  const std::string path = join(dir, kTrackerFileName), tmp = path + ".tmp";
+  write_text_file(tmp, iteration ? std::to_string(*iteration) : "release");
+  fault_point("save:tracker_tmp", comm::LauncherEnv::from_environment().rank);
+  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[checkpointing] cannot rename ", tmp, " to ", path, ": ",
+              errno_text());
+  fsync_dir(dir);
+}
+
+void publish_checkpoint(const std::string& dir, std::optional<int64_t> iteration, int64_t keep_last) {
+  const int rank = comm::LauncherEnv::from_environment().rank;
+  const std::string final_dir = join(dir, iteration_dir_name(iteration)), staging = final_dir + ".tmp";
+  fsync_dir(staging);
+  fault_point("save:before_publish", rank);
+  if (fs::exists(final_dir)) {
+    // Re-saving an iteration: swap the folders atomically, so one complete copy always has the name.
+    if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) != 0) {
+      TORCH_CHECK(errno == EINVAL || errno == ENOSYS, "[checkpointing] cannot replace ", final_dir, " with ",
+                  staging, ": ", errno_text());
+      const std::string old = final_dir + ".old";  // a file system without RENAME_EXCHANGE
+      remove_tree(old);
+      fs::rename(final_dir, old);
+      fs::rename(staging, final_dir);
+      fs::rename(old, staging);
+    }
+    remove_tree(staging);  // the previous copy
+  } else {
+    fs::rename(staging, final_dir);
+  }
+  fsync_dir(dir);
+  fault_point("save:before_tracker", rank);
+  write_tracker(dir, iteration);
+  if (keep_last <= 0 || !iteration) return;
+  // Older checkpoints beyond the newest keep_last; later iterations (another history) stay.
+  std::vector<int64_t> older;
+  for (int64_t it : list_iterations(dir))
+    if (it < *iteration) older.push_back(it);
+  const int64_t remove = static_cast<int64_t>(older.size()) - (keep_last - 1);
+  for (int64_t i = 0; i < remove; ++i) {
+    const std::string victim = join(dir, iteration_dir_name(older[i]));
+    const std::string doomed = victim + ".deleting";  // never a half-deleted folder under a valid name
+    remove_tree(doomed);
+    fs::rename(victim, doomed);
+    remove_tree(doomed);
+  }
+}
+
+void remove_stale_staging(const std::string& dir) {
+  for (const auto& e : fs::directory_iterator(dir)) {  // leftovers of interrupted saves
+    const std::string name = e.path().filename().string();
+    const bool stale = name.size() > 4 && (name.compare(name.size() - 4, 4, ".tmp") == 0 ||
+                   (name.size() > 9 && name.compare(name.size() - 9, 9, ".deleting") == 0));
+    if (e.is_directory() && name.rfind("iter_", 0) == 0 && stale) remove_tree(e.path());
+  }
+}
+
+}  // namespace megatron::training

@@ -1,0 +1,99 @@
+// Hugging Face schemas: per architecture, one table of how its tensors and config.json keys
+// correspond to megatron/core's full (TP = 1) state dict and Arguments. Export and import walk
+// the same table in opposite directions; adding an architecture is adding a table.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "megatron/training/arguments.h"
+#include "megatron/utils/json.h"
+
+namespace megatron::training::hf {
+
+// How one megatron tensor is made of Hugging Face tensors.
+enum class Transform {
+  kCopy,
+  kTranspose,      // GPT-2's Conv1D keeps [in, out], a Linear [out, in]
+  kQkv,            // q, k, v <-> megatron's grouped linear_qkv rows [groups x (q per group, k, v) x head dim]
+  kQkvConcat,      // one tensor cat(q, k, v) <-> linear_qkv
+  kQkvConcatConv1D,  // one tensor cat(q, k, v).t() <-> linear_qkv (GPT-2's c_attn.weight)
+  kGateUp,         // gate_proj, up_proj <-> linear_fc1 = cat(gate, up)
+};
+
+// When a tensor exists.
+enum class When { kAlways, kWithBias, kUntied };
+
+struct TensorRule {
+  std::string megatron;         // "{i}" stands for a layer number
+  std::vector<std::string> hf;  // the Hugging Face names, "{i}" likewise
+  Transform transform = Transform::kCopy;
+  When when = When::kAlways;
+  bool vocab_rows = false;  // rows are the vocabulary: export keeps the true vocabulary's
+};
+
+// One config.json key and the setting it carries.
+struct ConfigRule {
+  std::string key;
+  // The value's JSON text for these settings.
+  std::function<std::string(const Arguments&)> write;
+  // Reads the key's value (nullptr when config.json lacks it) into the settings; `where` names
+  // the file in errors.
+  std::function<void(const utils::JsonValue*, Arguments&, const std::string& where)> read;
+};
+
+struct Architecture {
+  std::string model_type;   // config.json's "model_type": "gpt2", "llama"
+  std::string class_name;   // "GPT2LMHeadModel", "LlamaForCausalLM"
+  std::string name_prefix;  // hub files of this model type may lack it ("transformer.")
+  std::vector<TensorRule> tensors;
+  std::vector<ConfigRule> config;
+  // The settings the architecture fixes (normalization, MLP, positions), set on import.
+  std::function<void(Arguments&)> fixed;
+  // Whether settings fit the architecture: "" or one line saying what does not.
+  std::function<std::string(const Arguments&)> mismatch;
+};
+
+// The tables, one file each (hf_gpt2.cpp, hf_llama.cpp); architectures() lists them.
+Architecture gpt2_architecture();
+Architecture llama_architecture();
+const std::vector<Architecture>& architectures();
+// The architecture whose model_type is `type`, or whose settings these are; one clear error
+// otherwise (naming what was found and what is supported).
+const Architecture& architecture_of_model_type(const std::string& type, const std::string& where);
+const Architecture& architecture_of(const Arguments& args);
+
+// Full megatron state dict -> Hugging Face tensors (contiguous, vocabulary rows cut to true_vocab).
+std::map<std::string, at::Tensor> export_tensors(const Architecture& arch, const Arguments& args,
+                                                 const std::map<std::string, at::Tensor>& model, int64_t true_vocab);
+// Hugging Face tensors -> full megatron state dict; a missing tensor throws naming it and `where`.
+std::map<std::string, at::Tensor> import_tensors(const Architecture& arch, const Arguments& args,
+                                                 const std::map<std::string, at::Tensor>& hf, const std::string& where);
+
+// config.json of these settings (vocab_size = true_vocab, torch_dtype from dtype), and back.
+std::string export_config(const Architecture& arch, const Arguments& args, int64_t true_vocab,
+                          const std::string& torch_dtype);
+Arguments import_config(const Architecture& arch, const utils::JsonValue& config, const std::string& where);
+
+// --- what the tables are written with
+
+std::string json_number(double v);  // shortest text that reads back to v
+std::string json_bool(bool v);
+double number_or(const utils::JsonValue* v, double fallback);
+bool bool_or(const utils::JsonValue* v, bool fallback);
+// A key one setting carries: an integer (required on import), a float with its default.
+ConfigRule integer(std::string key, int64_t Arguments::*field);
+ConfigRule real(std::string key, double Arguments::*field, double fallback);
+// Written as it is; nothing to read back.
+ConfigRule constant(std::string key, std::string json);
+// The MLP width (--ffn-hidden-size, default 4 x hidden); required on import or defaulted.
+ConfigRule ffn_size(std::string key, bool required);
+// vocab_size, initializer_range and tie_word_embeddings, which every table ends with.
+void common_tail(std::vector<ConfigRule>& rules, bool tied_by_default);
+
+}  // namespace megatron::training::hf

@@ -1,0 +1,237 @@
+// The train loop: train_step over the pipeline schedule, periodic evaluation and saves, and
+// Megatron-LM's early exits.
+#include "trainer.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/nn/module.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+
+#include "megatron/distributed/finalize_model_grads.h"
+#include "megatron/logging.h"
+#include "megatron/memory.h"
+#include "metrics_accumulator.h"
+
+namespace megatron::training::detail {
+namespace {
+
+// --exit-signal-handler: SIGTERM only raises this flag; the loop saves and stops after the
+// iteration in progress (a process-wide signal can only reach process-wide state).
+volatile std::sig_atomic_t g_exit_signal_received = 0;
+extern "C" void on_exit_signal(int) { g_exit_signal_received = 1; }
+
+class ExitSignalHandler {
+ public:
+  explicit ExitSignalHandler(bool enabled) : enabled_(enabled) {
+    if (!enabled_) return;
+    g_exit_signal_received = 0;
+    previous_ = std::signal(SIGTERM, on_exit_signal);
+  }
+  ~ExitSignalHandler() {
+    if (enabled_) std::signal(SIGTERM, previous_);
+  }
+  ExitSignalHandler(const ExitSignalHandler&) = delete;
+  ExitSignalHandler& operator=(const ExitSignalHandler&) = delete;
+
+ private:
+  bool enabled_;
+  void (*previous_)(int) = SIG_DFL;
+};
+
+std::vector<datasets::DataIterator*> raw(const Iterators& its) {
+  std::vector<datasets::DataIterator*> out;
+  for (const auto& it : its) out.push_back(it.get());
+  return out;
+}
+
+// The largest value of x over the world's ranks.
+double world_max(const ParallelState& ps, double x) {
+  auto t = at::full({1}, x, at::kDouble);
+  ps.get_world_group().all_reduce(t, comm::ReduceOp::kMax);
+  return t.item<double>();
+}
+
+}  // namespace
+
+TrainingState checkpoint_state(const TrainingContext& ctx, TrainerParts& parts, const TrainingProgress& progress) {
+  TrainingState s;
+  s.model = &parts.model;
+  s.optimizer = parts.optimizer.get();
+  s.scheduler = parts.scheduler.get();
+  s.rng_tracker = ctx.rng_tracker;
+  s.device = ctx.device;
+  s.iteration = progress.iteration;
+  s.consumed_train_samples = progress.consumed_train_samples;
+  s.consumed_valid_samples = progress.consumed_valid_samples;
+  s.vocab_size = parts.vocab_size;
+  s.padded_vocab_size = parts.padded_vocab_size;
+  return s;
+}
+
+Trainer::Trainer(const TrainingContext& ctx, TrainerParts parts, TrainingProgress progress,
+                 Clock::time_point start_time)
+    : args_(ctx.args),
+      ctx_(ctx),
+      ps_(ctx.parallel_state),
+      parts_(std::move(parts)),
+      forward_backward_func_(pipeline_parallel::get_forward_backward_func(ps_)),
+      metrics_writer_(ps_.get_rank() == ps_.get_world_size() - 1 ? args_.metrics_file : ""),
+      progress_(progress),
+      start_time_(start_time) {
+  result_.loaded_iteration = progress.loaded_iteration;
+  last_saved_iteration_ = progress.loaded_iteration;
+}
+
+std::vector<torch::nn::Module*> Trainer::chunks() const {
+  std::vector<torch::nn::Module*> out;
+  for (const auto& m : parts_.model) out.push_back(m.get());
+  return out;
+}
+
+void Trainer::set_train(bool on) {
+  for (auto& m : parts_.model) m->train(on);
+}
+
+pipeline_parallel::ScheduleOptions Trainer::schedule_options(bool forward_only) const {
+  pipeline_parallel::ScheduleOptions o;
+  o.num_microbatches = args_.num_microbatches;
+  o.seq_length = args_.seq_length;
+  o.micro_batch_size = args_.micro_batch_size;
+  o.hidden_size = args_.hidden_size;
+  o.sequence_parallel = args_.sequence_parallel;
+  o.tensor_model_parallel_size = args_.tensor_model_parallel_size;
+  o.pipeline_dtype = args_.bf16 ? at::kBFloat16 : (args_.fp16 ? at::kHalf : at::kFloat);
+  o.device = ctx_.device;
+  o.forward_only = forward_only;
+  return o;
+}
+
+// One iteration: forward/backward over every micro-batch through the pipeline schedule, then
+// the optimizer step.
+IterationRecord Trainer::train_step(int64_t iteration) {
+  auto& optim = *parts_.optimizer;
+  IterationRecord record;
+  record.iteration = iteration;
+  record.learning_rate = optim.lr();
+  record.loss_scale = optim.loss_scale();
+  set_train(true);
+  optim.zero_grad();
+  timers_.start("forward-backward");
+  auto options = schedule_options(false);
+  const double loss_scale = optim.loss_scale();
+  if (loss_scale != 1.0) options.grad_scale_func = [loss_scale](const at::Tensor& loss) { return loss * loss_scale; };
+  auto fb = forward_backward_func_(parts_.forward_step, raw(parts_.train), chunks(), options);
+  timers_.stop("forward-backward");
+  timers_.start("optimizer");
+  MetricsAccumulator metrics;
+  for (const auto& reported : fb.losses_reduced) metrics.add(reported);
+  record.metrics = metrics.average(ps_.get_data_parallel_group());
+  // A non-finite loss on any rank counts everywhere, so that all ranks take the same branch.
+  if (world_max(ps_, fb.loss_finite ? 0.0 : 1.0) > 0) {
+    TORCH_CHECK(args_.skip_nan_iterations, "[training] the loss is NaN or Inf at iteration ", iteration,
+                "; lower --lr, check the data, or pass --skip-nan-iterations to skip such updates");
+    record.skipped = true;
+    record.grad_norm = std::nan("");
+  } else {
+    distributed::finalize_model_grads(parts_.model, ps_);
+    auto step = optim.step();
+    record.skipped = !step.update_successful;
+    record.grad_norm = step.grad_norm;
+  }
+  timers_.stop("optimizer");
+  progress_.consumed_train_samples += *args_.global_batch_size;
+  // As in Megatron-LM, a skipped update does not advance the learning-rate schedule.
+  if (!record.skipped) optim.set_lr(parts_.scheduler->step(*args_.global_batch_size));
+  return record;
+}
+
+void Trainer::save(int64_t iteration) {
+  if (last_saved_iteration_ == iteration) return;
+  TrainingProgress at = progress_;
+  at.iteration = iteration;
+  save_checkpoint(args_, ps_, checkpoint_state(ctx_, parts_, at));
+  empty_cpu_allocator_cache();  // the save's one-off buffers would otherwise stay cached
+  result_.saved_iterations.push_back(iteration);
+  last_saved_iteration_ = iteration;
+}
+
+std::string Trainer::exit_reason(int64_t iteration) {
+  if (args_.exit_signal_handler && world_max(ps_, g_exit_signal_received ? 1.0 : 0.0) > 0) {
+    result_.exited_on_signal = true;
+    return "exiting program after receiving SIGTERM.";
+  }
+  if (args_.exit_duration_in_mins) {
+    // Minutes since pretrain() began, the slowest rank's.
+    const double minutes = world_max(ps_, std::chrono::duration<double>(Clock::now() - start_time_).count() / 60.0);
+    if (minutes > *args_.exit_duration_in_mins) {
+      char text[64];
+      std::snprintf(text, sizeof(text), "exiting program after %.2f minutes", minutes);
+      return text;
+    }
+  }
+  if (args_.exit_interval && iteration % *args_.exit_interval == 0 && iteration < *args_.train_iters)
+    return "exiting program at iteration " + std::to_string(iteration);
+  return "";
+}
+
+void Trainer::train() {
+  std::vector<IterationRecord> window;
+  ExitSignalHandler signal_handler(args_.exit_signal_handler);
+  const int64_t start_iteration = progress_.iteration;
+  result_.iteration = start_iteration;
+  for (int64_t iteration = start_iteration + 1; iteration <= *args_.train_iters; ++iteration) {
+    const auto start = Clock::now();
+    IterationRecord record = train_step(iteration);
+    record.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    window.push_back(record);
+    result_.iterations.push_back(record);
+    progress_.iteration = result_.iteration = iteration;
+    if (iteration % args_.log_interval == 0 || iteration == *args_.train_iters) {
+      training_log(iteration, window);
+      window.clear();
+    }
+    if (!parts_.valid.empty() && args_.eval_iters > 0 && iteration % args_.eval_interval == 0)
+      evaluate_and_print_results(iteration, parts_.valid, "valid");
+    if (!args_.save.empty() && args_.save_interval && iteration % *args_.save_interval == 0) save(iteration);
+    fault_point("train:sigterm_after_iteration_" + std::to_string(iteration), ps_.get_rank(), SIGTERM);
+    // Megatron-LM's exits before --train-iters: each saves (where --save is set) and stops.
+    if (const std::string reason = exit_reason(iteration); !reason.empty()) {
+      if (!window.empty()) training_log(iteration, window);
+      if (!args_.save.empty()) save(iteration);
+      log_rank_0(LogLevel::kInfo, reason);
+      result_.exited_early = true;
+      return;
+    }
+  }
+  if (!args_.save.empty() && result_.iteration > start_iteration) save(result_.iteration);
+}
+
+std::map<std::string, double> Trainer::evaluate(const Iterators& its) {
+  set_train(false);
+  at::NoGradGuard no_grad;
+  MetricsAccumulator metrics;
+  for (int64_t i = 0; i < args_.eval_iters; ++i) {
+    auto fb = forward_backward_func_(parts_.forward_step, raw(its), chunks(), schedule_options(true));
+    for (const auto& reported : fb.losses_reduced) metrics.add(reported);
+  }
+  set_train(true);
+  return metrics.average(ps_.get_data_parallel_group());
+}
+
+void Trainer::evaluate_final() {
+  if (!parts_.valid.empty() && args_.eval_iters > 0 && *args_.train_iters % args_.eval_interval != 0)
+    evaluate_and_print_results(*args_.train_iters, parts_.valid, "valid");
+  if (!parts_.test.empty() && args_.eval_iters > 0)
+    evaluate_and_print_results(*args_.train_iters, parts_.test, "test");
+}
+
+TrainingResult Trainer::result() const {
+  TrainingResult r = result_;
+  r.consumed_train_samples = progress_.consumed_train_samples;
+  return r;
+}
+
+}  // namespace megatron::training::detail

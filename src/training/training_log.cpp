@@ -1,0 +1,89 @@
+// What the loop prints: Megatron-LM's iteration line and its validation/test lines, mirrored as
+// JSON lines in --metrics-file.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "megatron/logging.h"
+#include "trainer.h"
+
+namespace megatron::training::detail {
+namespace {
+
+std::string format(const char* fmt, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), fmt, value);
+  return buffer;
+}
+
+}  // namespace
+
+void Trainer::evaluate_and_print_results(int64_t iteration, const Iterators& its, const std::string& split) {
+  auto values = evaluate(its);
+  // As Megatron-LM, a checkpoint records how far validation has read, so a resumed run
+  // validates on the same samples as an uninterrupted one.
+  if (split == "valid") progress_.consumed_valid_samples += args_.eval_iters * *args_.global_batch_size;
+  std::string text = " validation loss at iteration " + std::to_string(iteration) +
+                     (split == "test" ? " on test set" : "") + " | ";
+  for (const auto& [key, value] : values) {
+    text += key + " value: " + format("%.6E", value) + " | ";
+    text += key + " PPL: " + format("%.6E", std::exp(std::min(20.0, value))) + " | ";
+  }
+  const std::string rule(text.size() + 1, '-');
+  log_rank_last(LogLevel::kInfo, rule);
+  log_rank_last(LogLevel::kInfo, text);
+  log_rank_last(LogLevel::kInfo, rule);
+  result_.evaluations.push_back({iteration, split, values});
+  if (ps_.get_rank() == ps_.get_world_size() - 1) metrics_writer_.write_evaluation(result_.evaluations.back());
+}
+
+// Megatron-LM's iteration line, averaged over the iterations since the last one.
+void Trainer::training_log(int64_t iteration, const std::vector<IterationRecord>& window) {
+  std::map<std::string, double> sums;
+  int64_t advanced = 0, skipped = 0, nan = 0;
+  double elapsed = 0;
+  for (const auto& r : window) {
+    elapsed += r.elapsed_ms;
+    if (r.skipped) {
+      ++skipped;
+      bool has_nan = false;
+      for (const auto& [k, v] : r.metrics) has_nan = has_nan || !std::isfinite(v);
+      nan += has_nan;
+      continue;
+    }
+    ++advanced;
+    for (const auto& [k, v] : r.metrics) sums[k] += v;
+  }
+  const auto& optim = *parts_.optimizer;
+  const int64_t gbs = *args_.global_batch_size;
+  const double ms = elapsed / window.size();
+  const double flops = num_floating_point_operations(args_, gbs, parts_.padded_vocab_size);
+  const double tflops = flops / (ms / 1000.0) / 1e12 / args_.world_size;
+  const double tokens_per_s = gbs * args_.seq_length / (ms / 1000.0);
+  const auto& last = window.back();
+  std::ostringstream line;
+  char head[128];
+  std::snprintf(head, sizeof(head), " iteration %8lld/%8lld |", static_cast<long long>(iteration),
+                static_cast<long long>(*args_.train_iters));
+  line << head << " consumed samples: " << format("%12.0f", static_cast<double>(progress_.consumed_train_samples))
+       << " | elapsed time per iteration (ms): " << format("%.1f", ms)
+       << " | throughput per GPU (TFLOP/s/GPU): " << format("%.3f", tflops)
+       << " | tokens per second: " << format("%.1f", tokens_per_s)
+       << " | learning rate: " << format("%.6E", optim.lr())
+       << " | global batch size: " << format("%5.0f", static_cast<double>(gbs)) << " |";
+  for (const auto& [k, v] : sums) line << " " << k << ": " << format("%.6E", v / std::max<int64_t>(1, advanced)) << " |";
+  line << " loss scale: " << format("%.1f", optim.loss_scale()) << " |";
+  if (!last.skipped) line << " grad norm: " << format("%.3f", last.grad_norm) << " |";
+  line << " number of skipped iterations: " << format("%3.0f", static_cast<double>(skipped))
+       << " | number of nan iterations: " << format("%3.0f", static_cast<double>(nan)) << " |";
+  log_rank_last(LogLevel::kInfo, line.str());
+  log_rank_last(LogLevel::kInfo, timers_.report(ps_.get_world_group(), static_cast<double>(window.size())));
+  if (ps_.get_rank() == ps_.get_world_size() - 1) {
+    IterationRecord logged = last;  // with the interval's averages, as printed
+    for (auto& [k, v] : logged.metrics) v = sums.count(k) ? sums[k] / std::max<int64_t>(1, advanced) : v;
+    metrics_writer_.write_iteration(logged, progress_.consumed_train_samples, ms, tokens_per_s, tflops);
+  }
+}
+
+}  // namespace megatron::training::detail
