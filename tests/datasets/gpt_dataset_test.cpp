@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 
@@ -116,11 +117,25 @@ TEST(GPTDataset, EpochsAndSeparateFinalEpoch) {
   GPTDataset a(low, {0, 50}, per_epoch + 2, Split::kTrain, config);
   EXPECT_EQ(a.num_epochs(), 2);
   EXPECT_TRUE(a.separate_final_epoch());
-  // The first per_epoch samples come from the first epoch's documents only.
-  // Nearly two epochs: one shuffle over both.
+  // The first epoch's documents are shuffled on their own, and its per_epoch samples only among
+  // themselves: the final epoch's samples all come after them.
+  auto first_docs = a.document_index().to_vector();
+  ASSERT_EQ(first_docs.size(), 100u);
+  first_docs.resize(50);
+  std::sort(first_docs.begin(), first_docs.end());
+  std::vector<int32_t> every_doc(50);
+  std::iota(every_doc.begin(), every_doc.end(), 0);
+  EXPECT_EQ(first_docs, every_doc);
+  const auto shuffle = a.shuffle_index().to_vector();
+  ASSERT_GT(static_cast<int64_t>(shuffle.size()), per_epoch);
+  for (size_t i = 0; i < shuffle.size(); ++i)
+    EXPECT_EQ(shuffle[i] < per_epoch, static_cast<int64_t>(i) < per_epoch) << "shuffle_index[" << i << "]";
+  // Nearly two epochs: one shuffle over both, so second-epoch samples come early too.
   GPTDataset b(low, {0, 50}, 2 * per_epoch - 1, Split::kTrain, config);
   EXPECT_EQ(b.num_epochs(), 2);
   EXPECT_FALSE(b.separate_final_epoch());
+  const auto mixed = b.shuffle_index().to_vector();
+  EXPECT_TRUE(std::any_of(mixed.begin(), mixed.begin() + per_epoch, [&](int64_t x) { return x >= per_epoch; }));
 }
 
 TEST(GPTDataset, CacheIsWrittenOnceAndReused) {

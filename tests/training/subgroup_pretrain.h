@@ -5,6 +5,7 @@
 
 #include <torch/nn/module.h>
 
+#include <map>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -21,6 +22,7 @@ struct SubgroupRun {
   training::TrainingResult result;
   std::shared_ptr<comm::ProcessGroup> group;
   std::vector<std::shared_ptr<torch::nn::Module>> built;  // the model chunks pretrain() built
+  std::vector<std::map<std::string, at::Tensor>> initial;  // their parameters as built (copies)
 };
 
 inline SubgroupRun pretrain_on_first_ranks(training::Arguments a, int n, const std::string& name) {
@@ -34,13 +36,17 @@ inline SubgroupRun pretrain_on_first_ranks(training::Arguments a, int n, const s
   a.validate(n);
   auto callbacks = training::gpt_callbacks(training::build_tokenizer(a));
   auto built = std::make_shared<std::vector<std::shared_ptr<torch::nn::Module>>>();
-  auto builder = [callbacks, built](const training::TrainingContext& ctx, bool pre, bool post) {
+  auto initial = std::make_shared<std::vector<std::map<std::string, at::Tensor>>>();
+  auto builder = [callbacks, built, initial](const training::TrainingContext& ctx, bool pre, bool post) {
     auto m = callbacks.model_builder(ctx, pre, post);
     built->push_back(m);
+    auto& copy = initial->emplace_back();
+    for (const auto& p : m->named_parameters()) copy[p.key()] = p.value().detach().clone();
     return m;
   };
   run.result = training::pretrain(a, builder, callbacks.dataset_builder, callbacks.forward_step, run.group);
   run.built = *built;
+  run.initial = *initial;
   return run;
 }
 
