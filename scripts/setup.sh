@@ -43,9 +43,10 @@ fi
 
 # --- Python venv with LibTorch ---------------------------------------------
 # Python packages besides torch: the tests' independent references (numpy, HF tokenizers,
-# transformers and safetensors for the Hugging Face export), and scikit-build-core for
-# `pip install --no-build-isolation .` of the Python package.
-PY_PACKAGES=(numpy pytest tokenizers matplotlib transformers safetensors scikit-build-core)
+# transformers and safetensors for the Hugging Face export), scikit-build-core for
+# `pip install --no-build-isolation .` of the Python package, and pybind11-stubgen for its type
+# stubs (scripts/generate_python_stubs.sh; pinned, since its output is checked in).
+PY_PACKAGES=(numpy pytest tokenizers matplotlib transformers safetensors scikit-build-core pybind11-stubgen==2.5.5)
 
 venv_ready() {
   [[ -x "$VENV/bin/python" ]] &&
@@ -53,7 +54,10 @@ venv_ready() {
 import importlib.metadata as m, sys
 want = sys.argv[1]
 assert m.version("torch").split("+")[0] == want
-for name in sys.argv[2:]: m.version(name)
+for spec in sys.argv[2:]:
+    name, _, want_version = spec.partition("==")
+    installed = m.version(name)  # raises when missing
+    assert not want_version or installed == want_version
 PY
 }
 
