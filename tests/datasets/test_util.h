@@ -1,4 +1,4 @@
-// Temporary folders and file surgery for the dataset tests.
+// Temporary folders (deleted at exit) and file surgery for the dataset tests.
 #pragma once
 
 #include <c10/util/Exception.h>
@@ -10,14 +10,12 @@
 #include <vector>
 
 #include "error_of.h"
+#include "temp_dir.h"
 
 namespace megatron::datasets::testing {
 
 inline std::string make_temp_dir() {
-  std::string templ = "/tmp/megatron_data_test.XXXXXX";
-  char* dir = ::mkdtemp(templ.data());
-  EXPECT_NE(dir, nullptr);
-  return templ;
+  return megatron::testing::make_temp_dir("data_test");
 }
 
 inline std::vector<char> read_bytes(const std::string& path) {

@@ -1,6 +1,6 @@
 #include "megatron/tokenizer/gpt2_bpe.h"
-#include "megatron/utils/json.h"
 #include "megatron/tokenizer/null_tokenizer.h"
+#include "megatron/utils/json.h"
 
 #include <c10/util/Exception.h>
 #include <gmock/gmock.h>
@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "error_of.h"
+#include "temp_dir.h"
 
 namespace megatron::tokenizer {
 namespace {
@@ -24,8 +25,7 @@ using utils::parse_json;
 
 std::vector<std::string> pieces(std::string_view text) {
   std::vector<std::string> out;
-  for (auto p : gpt2_pretokenize(text))
-    out.emplace_back(p);
+  for (auto p : gpt2_pretokenize(text)) out.emplace_back(p);
   return out;
 }
 
@@ -37,8 +37,7 @@ TEST(Pretokenize, FollowsTheGpt2Pattern) {
   EXPECT_THAT(pieces("x\ny"), ElementsAre("x", "\n", "y"));
   EXPECT_THAT(pieces("end  "), ElementsAre("end", "  "));
   EXPECT_THAT(pieces("abc123 ?!x"), ElementsAre("abc", "123", " ?!", "x"));
-  EXPECT_THAT(pieces("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac"),
-              ElementsAre("caf\xc3\xa9", " \xe6\x97\xa5\xe6\x9c\xac"));
+  EXPECT_THAT(pieces("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac"), ElementsAre("caf\xc3\xa9", " \xe6\x97\xa5\xe6\x9c\xac"));
   // Invalid UTF-8 bytes are "other" symbols and keep their bytes.
   EXPECT_THAT(pieces("a\xff\xfe b"), ElementsAre("a", "\xff\xfe", " b"));
 }
@@ -47,8 +46,7 @@ TEST(Pretokenize, FollowsTheGpt2Pattern) {
 struct TinyVocab {
   std::string dir, vocab, merges;
   TinyVocab() {
-    std::string templ = "/tmp/megatron_tok_test.XXXXXX";
-    dir = ::mkdtemp(templ.data());
+    dir = megatron::testing::make_temp_dir("tok_test");
     vocab = dir + "/vocab.json";
     merges = dir + "/merges.txt";
     std::ofstream v(vocab);
@@ -88,8 +86,7 @@ TEST(GPT2BPETokenizer, LongWordsTakeTheHeapPathWithTheSameResult) {
   TinyVocab t;
   GPT2BPETokenizer tok(t.vocab, t.merges);
   std::string word;
-  for (int i = 0; i < 40; ++i)
-    word += "hel";
+  for (int i = 0; i < 40; ++i) word += "hel";
   auto ids = tok.tokenize(word);  // 120 bytes: heap path
   EXPECT_EQ(ids, std::vector<int32_t>(40, 257));
 }
@@ -104,20 +101,17 @@ TEST(GPT2BPETokenizer, ThreadsAgree) {
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&, i] {
       bool all = true;
-      for (int k = 0; k < 200; ++k)
-        all &= tok.tokenize(text) == expected;
+      for (int k = 0; k < 200; ++k) all &= tok.tokenize(text) == expected;
       ok[i] = all;
     });
   }
-  for (auto& th : threads)
-    th.join();
+  for (auto& th : threads) th.join();
   EXPECT_EQ(ok, std::vector<int>(8, 1));
 }
 
 TEST(GPT2BPETokenizer, BadFilesAreNamed) {
   TinyVocab t;
-  EXPECT_THAT(error_of([&] { GPT2BPETokenizer x(t.dir + "/none.json", t.merges); }),
-              HasSubstr("none.json"));
+  EXPECT_THAT(error_of([&] { GPT2BPETokenizer x(t.dir + "/none.json", t.merges); }), HasSubstr("none.json"));
   std::ofstream(t.merges, std::ios::app) << "q zz\n";
   EXPECT_THAT(error_of([&] { GPT2BPETokenizer x(t.vocab, t.merges); }), HasSubstr("merges.txt:4"));
 }
