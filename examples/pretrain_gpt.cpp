@@ -31,8 +31,7 @@ namespace {
 std::unique_ptr<tokenizer::Tokenizer> g_tokenizer;  // built once from the flags, as in Megatron-LM
 
 // Megatron's model_provider: the GPT model of this stage (or model chunk).
-std::shared_ptr<torch::nn::Module> model_builder(const TrainingContext& ctx, bool pre_process,
-                                                 bool post_process) {
+std::shared_ptr<torch::nn::Module> model_builder(const TrainingContext& ctx, bool pre_process, bool post_process) {
   return training::gpt_model_provider(ctx, pre_process, post_process, g_tokenizer->vocab_size());
 }
 

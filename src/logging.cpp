@@ -30,8 +30,8 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
 
 void init_logging(const LoggingOptions& options) {
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
-    throw std::invalid_argument(fmt::format("[logging] rank {} is out of range for world size {}",
-                                            options.rank, options.world_size));
+    throw std::invalid_argument(
+        fmt::format("[logging] rank {} is out of range for world size {}", options.rank, options.world_size));
   }
   std::string name = options.level;
   if (name.empty()) {
@@ -41,25 +41,29 @@ void init_logging(const LoggingOptions& options) {
   auto level = spdlog::level::from_str(name);
   // from_str maps unknown names to "off"; only "off" itself may mean off.
   if (level == spdlog::level::off && name != "off") {
-    throw std::invalid_argument(fmt::format(
-        "[logging] unknown log level '{}'; expected trace, debug, info, warn, error or off", name));
+    throw std::invalid_argument(
+        fmt::format("[logging] unknown log level '{}'; expected trace, debug, info, warn, error or off", name));
   }
 
   g_rank = options.rank;
   g_world_size = options.world_size;
-  auto logger = std::make_shared<spdlog::logger>(
-      "megatron", std::make_shared<spdlog::sinks::stdout_sink_mt>());
-  logger->set_pattern(fmt::format("[%Y-%m-%d %H:%M:%S.%e] [rank {}/{}] [%l] %v", options.rank,
-                                  options.world_size));
+  auto logger = std::make_shared<spdlog::logger>("megatron", std::make_shared<spdlog::sinks::stdout_sink_mt>());
+  logger->set_pattern(fmt::format("[%Y-%m-%d %H:%M:%S.%e] [rank {}/{}] [%l] %v", options.rank, options.world_size));
   logger->set_level(level);
   logger->flush_on(spdlog::level::trace);  // lines from several ranks must not sit in buffers
   spdlog::set_default_logger(std::move(logger));
 }
 
-int logging_rank() { return g_rank; }
-int logging_world_size() { return g_world_size; }
+int logging_rank() {
+  return g_rank;
+}
+int logging_world_size() {
+  return g_world_size;
+}
 
-bool log_enabled(LogLevel level) { return spdlog::default_logger_raw()->should_log(to_spdlog(level)); }
+bool log_enabled(LogLevel level) {
+  return spdlog::default_logger_raw()->should_log(to_spdlog(level));
+}
 
 void log(LogLevel level, std::string_view message) {
   spdlog::default_logger_raw()->log(to_spdlog(level), message);

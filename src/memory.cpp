@@ -8,8 +8,8 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <list>
 #include <map>
@@ -74,9 +74,7 @@ class CountingAllocator final : public c10::Allocator {
 
   c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
 
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
-  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
 
  private:
   c10::Allocator* base_ = nullptr;
@@ -100,9 +98,15 @@ HostMemoryTracker::~HostMemoryTracker() {
   g_installed = false;
 }
 
-int64_t HostMemoryTracker::allocated_bytes() const { return g_allocated.load(); }
-int64_t HostMemoryTracker::peak_bytes() const { return g_peak.load(); }
-void HostMemoryTracker::reset_peak() { g_peak = g_allocated.load(); }
+int64_t HostMemoryTracker::allocated_bytes() const {
+  return g_allocated.load();
+}
+int64_t HostMemoryTracker::peak_bytes() const {
+  return g_peak.load();
+}
+void HostMemoryTracker::reset_peak() {
+  g_peak = g_allocated.load();
+}
 
 }  // namespace megatron
 
@@ -112,7 +116,7 @@ namespace megatron {
 namespace {
 
 constexpr size_t kMinCachedBytes = 16 << 10;  // smaller blocks come from malloc's free lists
-constexpr size_t kRound = 4 << 10;              // one page
+constexpr size_t kRound = 4 << 10;            // one page
 constexpr int64_t kDefaultMaxCachedBytes = 8LL << 30;
 
 constexpr size_t kHugePage = 2 << 20;
@@ -154,15 +158,14 @@ class CachingCPUAllocator final : public c10::Allocator {
 
   c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
 
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
-  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
 
   void install(int64_t max_cached_bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (max_cached_bytes >= 0) max_cached_bytes_ = max_cached_bytes;
     if (base_ == nullptr) {
-      TORCH_CHECK(!g_installed, "[memory] enable the CPU allocator cache before a HostMemoryTracker, "
+      TORCH_CHECK(!g_installed,
+                  "[memory] enable the CPU allocator cache before a HostMemoryTracker, "
                   "not while one is installed");
       base_ = c10::GetCPUAllocator();
       c10::SetCPUAllocator(this, kPriority);
@@ -257,13 +260,23 @@ CachingCPUAllocator& caching_allocator() {
   return *a;
 }
 
-void CachingCPUAllocator::free_block(void* data) { caching_allocator().release(data); }
+void CachingCPUAllocator::free_block(void* data) {
+  caching_allocator().release(data);
+}
 
 }  // namespace
 
-void enable_cpu_allocator_cache(int64_t max_cached_bytes) { caching_allocator().install(max_cached_bytes); }
-bool cpu_allocator_cache_enabled() { return caching_allocator().installed(); }
-void empty_cpu_allocator_cache() { caching_allocator().empty(); }
-CPUAllocatorCacheStats cpu_allocator_cache_stats() { return caching_allocator().stats(); }
+void enable_cpu_allocator_cache(int64_t max_cached_bytes) {
+  caching_allocator().install(max_cached_bytes);
+}
+bool cpu_allocator_cache_enabled() {
+  return caching_allocator().installed();
+}
+void empty_cpu_allocator_cache() {
+  caching_allocator().empty();
+}
+CPUAllocatorCacheStats cpu_allocator_cache_stats() {
+  return caching_allocator().stats();
+}
 
 }  // namespace megatron

@@ -47,12 +47,10 @@ std::string group_name(const char* kind, const std::vector<int>& ranks) {
 
 ParallelState::Layout ParallelState::rank_layout(int world_size, int tp, int pp, int cp) {
   TORCH_CHECK(tp >= 1 && pp >= 1 && cp >= 1, "[parallel_state] tensor_model_parallel_size (", tp,
-              "), pipeline_model_parallel_size (", pp, ") and context_parallel_size (", cp,
-              ") must all be at least 1");
+              "), pipeline_model_parallel_size (", pp, ") and context_parallel_size (", cp, ") must all be at least 1");
   TORCH_CHECK(world_size % (tp * pp * cp) == 0, "[parallel_state] world size (", world_size,
-              ") is not divisible by tensor_model_parallel_size (", tp,
-              ") x pipeline_model_parallel_size (", pp, ") x context_parallel_size (", cp, ") = ",
-              tp * pp * cp);
+              ") is not divisible by tensor_model_parallel_size (", tp, ") x pipeline_model_parallel_size (", pp,
+              ") x context_parallel_size (", cp, ") = ", tp * pp * cp);
   const Grid g{tp, cp, world_size / (tp * pp * cp), pp};
 
   Layout layout;
@@ -64,8 +62,7 @@ ParallelState::Layout ParallelState::rank_layout(int world_size, int tp, int pp,
       for (int pi = vp ? 0 : p; pi < (vp ? g.pp : p + 1); ++pi)
         for (int di = vd ? 0 : d; di < (vd ? g.dp : d + 1); ++di)
           for (int ci = vc ? 0 : c; ci < (vc ? g.cp : c + 1); ++ci)
-            for (int ti = vt ? 0 : t; ti < (vt ? g.tp : t + 1); ++ti)
-              members.push_back(g.rank(ti, ci, di, pi));
+            for (int ti = vt ? 0 : t; ti < (vt ? g.tp : t + 1); ++ti) members.push_back(g.rank(ti, ci, di, pi));
       return members;
     });
   };
@@ -76,21 +73,19 @@ ParallelState::Layout ParallelState::rank_layout(int world_size, int tp, int pp,
   layout.model_parallel = along(true, false, false, true);
   for (const auto& ranks : layout.pipeline_model_parallel) {
     // Tied embeddings live on the first and last stage; positions only on the first.
-    layout.embedding.push_back(ranks.size() > 1 ? std::vector<int>{ranks.front(), ranks.back()}
-                                                : ranks);
+    layout.embedding.push_back(ranks.size() > 1 ? std::vector<int>{ranks.front(), ranks.back()} : ranks);
     layout.position_embedding.push_back({ranks.front()});
   }
   return layout;
 }
 
-ParallelState ParallelState::initialize_model_parallel(std::shared_ptr<comm::ProcessGroup> world,
-                                                       int tp, int pp, std::optional<int> vpp,
-                                                       int cp) {
+ParallelState ParallelState::initialize_model_parallel(std::shared_ptr<comm::ProcessGroup> world, int tp, int pp,
+                                                       std::optional<int> vpp, int cp) {
   TORCH_CHECK(world, "[parallel_state] initialize_model_parallel needs the world group");
   TORCH_CHECK(!vpp || *vpp >= 1, "[parallel_state] virtual_pipeline_model_parallel_size (", *vpp,
               ") must be at least 1");
-  TORCH_CHECK(!vpp || *vpp == 1 || pp > 1, "[parallel_state] virtual_pipeline_model_parallel_size (",
-              *vpp, ") needs pipeline_model_parallel_size > 1, got ", pp);
+  TORCH_CHECK(!vpp || *vpp == 1 || pp > 1, "[parallel_state] virtual_pipeline_model_parallel_size (", *vpp,
+              ") needs pipeline_model_parallel_size > 1, got ", pp);
   Layout layout = rank_layout(world->size(), tp, pp, cp);
 
   ParallelState state;

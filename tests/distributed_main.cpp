@@ -12,7 +12,9 @@ namespace megatron::testing {
 namespace {
 std::shared_ptr<comm::ProcessGroup> g_world;
 }
-std::shared_ptr<comm::ProcessGroup> world() { return g_world; }
+std::shared_ptr<comm::ProcessGroup> world() {
+  return g_world;
+}
 }  // namespace megatron::testing
 
 int main(int argc, char** argv) {
@@ -33,8 +35,7 @@ int main(int argc, char** argv) {
       explicit FailurePrinter(int r) : rank(r) {}
       void OnTestPartResult(const ::testing::TestPartResult& r) override {
         if (r.failed())
-          std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank, r.file_name(),
-                       r.line_number(), r.summary());
+          std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank, r.file_name(), r.line_number(), r.summary());
       }
     };
     listeners.Append(new FailurePrinter(env.rank));

@@ -14,6 +14,6 @@ std::shared_ptr<comm::ProcessGroup> world();
 }  // namespace megatron::testing
 
 // Skips the current test unless the world has at least n ranks (or exactly n with _EQ).
-#define MEGATRON_REQUIRE_WORLD_SIZE(n)                                                     \
-  if (::megatron::testing::world()->size() < (n))                                          \
+#define MEGATRON_REQUIRE_WORLD_SIZE(n)            \
+  if (::megatron::testing::world()->size() < (n)) \
   GTEST_SKIP() << "needs " << (n) << " ranks, have " << ::megatron::testing::world()->size()

@@ -11,7 +11,9 @@ namespace {
 
 constexpr int64_t kMiB = 1 << 20;
 
-at::Tensor block(int64_t bytes) { return at::empty({bytes / 4}, at::kFloat); }
+at::Tensor block(int64_t bytes) {
+  return at::empty({bytes / 4}, at::kFloat);
+}
 
 // One process, one cache: the tests run in order and look at stat differences.
 class CPUAllocatorCache : public testing::Test {

@@ -18,12 +18,9 @@ using testing::error_of;
 // Megatron-LM's docstring example: 16 GPUs, TP=2, PP=4 (so DP=2).
 TEST(RankLayout, MatchesMegatronDocumentedSixteenGpuExample) {
   auto l = ParallelState::rank_layout(16, 2, 4);
-  EXPECT_EQ(l.tensor_model_parallel,
-            (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
-  EXPECT_EQ(l.pipeline_model_parallel,
-            (Groups{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}}));
-  EXPECT_EQ(l.data_parallel,
-            (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}}));
+  EXPECT_EQ(l.tensor_model_parallel, (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
+  EXPECT_EQ(l.pipeline_model_parallel, (Groups{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}}));
+  EXPECT_EQ(l.data_parallel, (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}}));
   EXPECT_EQ(l.embedding, (Groups{{0, 12}, {1, 13}, {2, 14}, {3, 15}}));
   EXPECT_EQ(l.position_embedding, (Groups{{0}, {1}, {2}, {3}}));
   EXPECT_EQ(l.model_parallel, (Groups{{0, 1, 4, 5, 8, 9, 12, 13}, {2, 3, 6, 7, 10, 11, 14, 15}}));
@@ -68,9 +65,7 @@ TEST(RankLayout, BadLayoutsAreClearErrors) {
       << msg;
   msg = error_of([] { ParallelState::rank_layout(8, 0, 1); });
   EXPECT_NE(msg.find("must all be at least 1"), std::string::npos) << msg;
-  msg = error_of([] {
-    ParallelState::initialize_model_parallel(testing::world(), 1, 1, /*vpp=*/2);
-  });
+  msg = error_of([] { ParallelState::initialize_model_parallel(testing::world(), 1, 1, /*vpp=*/2); });
   EXPECT_NE(msg.find("needs pipeline_model_parallel_size > 1"), std::string::npos) << msg;
 }
 

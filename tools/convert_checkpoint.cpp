@@ -5,8 +5,8 @@
 //   convert_checkpoint --load DIR --save OUT --target-tensor-parallel-size 1 --target-pipeline-model-parallel-size 1
 //   convert_checkpoint --load DIR --export-hf OUT_DIR
 //   convert_checkpoint --import-hf HF_DIR --save OUT [--target-... --make-vocab-size-divisible-by 128]
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 
@@ -19,20 +19,24 @@ int main(int argc, char** argv) {
   CLI::App app{"Reshard megatron-cpp checkpoints; export to / import from Hugging Face", "convert_checkpoint"};
   training::ConvertOptions o;  // the flags fill it directly
   app.add_option("--load", o.load, "checkpoint folder to read (its tracker names the iteration)");
-  app.add_option_function<int64_t>("--ckpt-step", [&](const int64_t& v) { o.ckpt_step = v; },
-                                   "read this iteration instead");
+  app.add_option_function<int64_t>(
+      "--ckpt-step", [&](const int64_t& v) { o.ckpt_step = v; }, "read this iteration instead");
   app.add_option("--save", o.save, "checkpoint folder to write");
   app.add_option("--target-tensor-parallel-size", o.target_tensor_model_parallel_size,
-                 "TP size of the written checkpoint")->capture_default_str();
+                 "TP size of the written checkpoint")
+      ->capture_default_str();
   app.add_option("--target-pipeline-model-parallel-size", o.target_pipeline_model_parallel_size,
-                 "PP size of the written checkpoint")->capture_default_str();
-  app.add_option_function<int64_t>("--target-num-layers-per-virtual-pipeline-stage",
-                                    [&](const int64_t& v) { o.target_num_layers_per_virtual_pipeline_stage = v; },
-                                    "interleaved schedule of the written checkpoint");
+                 "PP size of the written checkpoint")
+      ->capture_default_str();
+  app.add_option_function<int64_t>(
+      "--target-num-layers-per-virtual-pipeline-stage",
+      [&](const int64_t& v) { o.target_num_layers_per_virtual_pipeline_stage = v; },
+      "interleaved schedule of the written checkpoint");
   app.add_option("--export-hf", o.export_hf, "write config.json + model.safetensors here");
   app.add_option("--import-hf", o.import_hf, "read a Hugging Face GPT-2 or Llama model from here");
   app.add_option("--make-vocab-size-divisible-by", o.make_vocab_size_divisible_by,
-                 "vocabulary padding of an imported model")->capture_default_str();
+                 "vocabulary padding of an imported model")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

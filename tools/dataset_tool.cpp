@@ -44,15 +44,14 @@ std::vector<std::optional<int64_t>> parse_counts(const std::string& text) {
 }
 
 void print_list(const std::vector<int64_t>& v) {
-  for (size_t i = 0; i < v.size(); ++i)
-    std::cout << (i ? " " : "") << v[i];
+  for (size_t i = 0; i < v.size(); ++i) std::cout << (i ? " " : "") << v[i];
   std::cout << "\n";
 }
 
 int info(const std::string& prefix) {
   ds::IndexedDataset d(prefix);
-  std::cout << "dtype " << ds::dtype_name(d.dtype()) << "\nsequences " << d.num_sequences()
-            << "\ndocuments " << d.num_documents() << "\ntokens " << d.num_tokens() << "\n";
+  std::cout << "dtype " << ds::dtype_name(d.dtype()) << "\nsequences " << d.num_sequences() << "\ndocuments "
+            << d.num_documents() << "\ntokens " << d.num_tokens() << "\n";
   return 0;
 }
 
@@ -68,22 +67,18 @@ int shuffle(uint32_t seed, const std::string& sizes) {
 }
 
 // A blend (several prefixes, optionally weighted): only the samples, through build_gpt_datasets.
-int blend_samples(const std::vector<std::string>& words, ds::GPTDatasetConfig config,
-                  const std::string& counts, const std::string& out, int64_t max_samples,
-                  int64_t mock_vocab = 0) {
+int blend_samples(const std::vector<std::string>& words, ds::GPTDatasetConfig config, const std::string& counts,
+                  const std::string& out, int64_t max_samples, int64_t mock_vocab = 0) {
   auto c = parse_counts(counts);
   c.resize(3);
-  auto sets =
-      mock_vocab > 0
-          ? ds::build_mock_gpt_datasets(mock_vocab, mock_vocab - 1, {c[0], c[1], c[2]}, config)
-          : ds::build_gpt_datasets(ds::parse_data_path(words), {c[0], c[1], c[2]}, config);
+  auto sets = mock_vocab > 0 ? ds::build_mock_gpt_datasets(mock_vocab, mock_vocab - 1, {c[0], c[1], c[2]}, config)
+                             : ds::build_gpt_datasets(ds::parse_data_path(words), {c[0], c[1], c[2]}, config);
   for (int s = 0; s < 3; ++s) {
     if (!sets[s]) continue;
     const auto& d = *sets[s];
     const int64_t n = std::min(max_samples, d.size());
     std::vector<int64_t> samples(static_cast<size_t>(n * d.sample_length()));
-    for (int64_t i = 0; i < n; ++i)
-      d.read_sample(i, samples.data() + i * d.sample_length());
+    for (int64_t i = 0; i < n; ++i) d.read_sample(i, samples.data() + i * d.sample_length());
     const std::string name = out + "/" + ds::split_name(static_cast<ds::Split>(s));
     ds::write_npy(name + "_samples.npy", samples, {n, d.sample_length()});
     std::cout << ds::split_name(static_cast<ds::Split>(s)) << " samples " << d.size() << "\n";
@@ -95,15 +90,14 @@ int blend_samples(const std::vector<std::string>& words, ds::GPTDatasetConfig co
 int integers(uint64_t seed, int64_t low, int64_t high, int64_t n) {
   ds::NumpyPCG64Generator gen(seed);
   std::vector<int64_t> v(static_cast<size_t>(n));
-  for (auto& x : v)
-    x = gen.integers32(low, high);
+  for (auto& x : v) x = gen.integers32(low, high);
   print_list(v);
   return 0;
 }
 
-int gpt_indices(const std::vector<std::string>& data_path, int64_t seq_length, uint32_t seed,
-                const std::string& split, const std::string& counts, const std::string& out,
-                int64_t max_samples, bool keep_partial_valid, int64_t mock_vocab) {
+int gpt_indices(const std::vector<std::string>& data_path, int64_t seq_length, uint32_t seed, const std::string& split,
+                const std::string& counts, const std::string& out, int64_t max_samples, bool keep_partial_valid,
+                int64_t mock_vocab) {
   ds::GPTDatasetConfig config;
   config.sequence_length = seq_length;
   config.random_seed = seed;
@@ -118,8 +112,7 @@ int gpt_indices(const std::vector<std::string>& data_path, int64_t seq_length, u
   const std::string& prefix = data_path.at(0);
   auto c = parse_counts(counts);
   c.resize(3);
-  auto low =
-      std::make_shared<ds::IndexedLowLevelDataset>(std::make_shared<ds::IndexedDataset>(prefix));
+  auto low = std::make_shared<ds::IndexedLowLevelDataset>(std::make_shared<ds::IndexedDataset>(prefix));
   const auto ranges = ds::split_ranges(ds::parse_and_normalize_split(split), low->num_sequences());
   for (int s = 0; s < 3; ++s) {
     if (!ranges[s]) continue;
@@ -131,12 +124,11 @@ int gpt_indices(const std::vector<std::string>& data_path, int64_t seq_length, u
     ds::write_npy(name + "_shuffle_index.npy", d.shuffle_index().to_vector());
     const int64_t n = std::min(max_samples, d.size());
     std::vector<int64_t> samples(static_cast<size_t>(n * d.sample_length()));
-    for (int64_t i = 0; i < n; ++i)
-      d.read_sample(i, samples.data() + i * d.sample_length());
+    for (int64_t i = 0; i < n; ++i) d.read_sample(i, samples.data() + i * d.sample_length());
     ds::write_npy(name + "_samples.npy", samples, {n, d.sample_length()});
-    std::cout << ds::split_name(static_cast<ds::Split>(s)) << " range " << ranges[s]->first << " "
-              << ranges[s]->second << " samples " << d.size() << " epochs " << d.num_epochs()
-              << " separate_final_epoch " << d.separate_final_epoch() << "\n";
+    std::cout << ds::split_name(static_cast<ds::Split>(s)) << " range " << ranges[s]->first << " " << ranges[s]->second
+              << " samples " << d.size() << " epochs " << d.num_epochs() << " separate_final_epoch "
+              << d.separate_final_epoch() << "\n";
   }
   return 0;
 }
@@ -151,23 +143,21 @@ int tokenize(const std::string& vocab, const std::string& merges, const std::str
     TORCH_CHECK(text.type == megatron::utils::JsonValue::Type::kString,
                 "[dataset_tool] expected one JSON string per line");
     const auto ids = tok.tokenize(text.string);
-    for (size_t i = 0; i < ids.size(); ++i)
-      std::cout << (i ? " " : "") << ids[i];
+    for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
     // Mark lines whose decoding does not give the text back.
     std::cout << (tok.detokenize(ids) == text.string ? "" : " !roundtrip") << "\n";
   }
   return 0;
 }
 
-int sampler(const std::string& type, int64_t total, int64_t consumed, int64_t mbs, int64_t rank,
-            int64_t size, int64_t batches, bool sharding) {
+int sampler(const std::string& type, int64_t total, int64_t consumed, int64_t mbs, int64_t rank, int64_t size,
+            int64_t batches, bool sharding) {
   std::unique_ptr<ds::BatchSampler> s;
   if (type == "single") {
     s = std::make_unique<ds::MegatronPretrainingSampler>(total, consumed, mbs, rank, size);
   } else {
     TORCH_CHECK(type == "cyclic", "[dataset_tool] --type: single or cyclic, found ", type);
-    s = std::make_unique<ds::MegatronPretrainingRandomSampler>(total, consumed, mbs, rank, size,
-                                                               sharding);
+    s = std::make_unique<ds::MegatronPretrainingRandomSampler>(total, consumed, mbs, rank, size, sharding);
   }
   for (int64_t b = 0; b < batches; ++b) {
     auto batch = s->next();
@@ -183,10 +173,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Inspect Megatron datasets and index building"};
   app.require_subcommand(1);
   std::vector<std::string> data_path;
-  std::string prefix, sizes, split = "969,30,1", counts = "none,none,none", out, vocab, merges,
-                             input, type = "single";
-  int64_t seq_length = 0, max_samples = 1000, total = 0, consumed = 0, mbs = 1, rank = 0, dp = 1,
-          batches = 10;
+  std::string prefix, sizes, split = "969,30,1", counts = "none,none,none", out, vocab, merges, input, type = "single";
+  int64_t seq_length = 0, max_samples = 1000, total = 0, consumed = 0, mbs = 1, rank = 0, dp = 1, batches = 10;
   uint32_t seed = 1234;
   bool sharding = false, keep_partial = false;
   auto* info_cmd = app.add_subcommand("info", "counts and dtype of a dataset");
@@ -231,8 +219,7 @@ int main(int argc, char** argv) {
     if (*shuffle_cmd) return shuffle(seed, sizes);
     if (*ints) return integers(pcg_seed, low, high, batches);
     if (*gpt)
-      return gpt_indices(data_path, seq_length, seed, split, counts, out, max_samples, keep_partial,
-                         mock_vocab);
+      return gpt_indices(data_path, seq_length, seed, split, counts, out, max_samples, keep_partial, mock_vocab);
     if (*tok) return tokenize(vocab, merges, input);
     if (*smp) return sampler(type, total, consumed, mbs, rank, dp, batches, sharding);
   } catch (const c10::Error& e) {

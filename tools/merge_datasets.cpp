@@ -46,8 +46,7 @@ int main(int argc, char** argv) {
   std::string input, output_prefix;
   std::vector<std::string> prefixes;
   CLI::App app{"Merge Megatron .bin/.idx datasets"};
-  auto* in =
-      app.add_option("--input", input, "directory whose .bin/.idx pairs are merged (sorted)");
+  auto* in = app.add_option("--input", input, "directory whose .bin/.idx pairs are merged (sorted)");
   auto* pre = app.add_option("--prefixes", prefixes, "dataset prefixes, merged in this order");
   in->excludes(pre);
   app.add_option("--output-prefix", output_prefix, "writes {prefix}.bin/.idx")->required();
@@ -57,12 +56,10 @@ int main(int argc, char** argv) {
     TORCH_CHECK(!prefixes.empty(), "[merge_datasets] give --input DIR or --prefixes P...");
     const ds::DType dtype = ds::IndexedDataset(prefixes[0]).dtype();
     ds::IndexedDatasetBuilder builder(ds::bin_path(output_prefix), dtype);
-    for (const auto& p : prefixes)
-      builder.add_index(p);
+    for (const auto& p : prefixes) builder.add_index(p);
     builder.finalize(ds::idx_path(output_prefix));
-    std::cerr << "[merge_datasets] merged " << prefixes.size()
-              << " datasets: " << builder.num_documents() << " documents, "
-              << builder.num_sequences() << " sequences into " << output_prefix << "\n";
+    std::cerr << "[merge_datasets] merged " << prefixes.size() << " datasets: " << builder.num_documents()
+              << " documents, " << builder.num_sequences() << " sequences into " << output_prefix << "\n";
     return 0;
   } catch (const c10::Error& e) {
     std::cerr << e.what_without_backtrace() << "\n";

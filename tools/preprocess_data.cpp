@@ -3,8 +3,8 @@
 // of lines; documents are written in input order.
 #include "megatron/datasets/indexed_dataset.h"
 #include "megatron/tokenizer/gpt2_bpe.h"
-#include "megatron/utils/json.h"
 #include "megatron/tokenizer/tokenizer.h"
+#include "megatron/utils/json.h"
 
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
@@ -49,8 +49,7 @@ struct Encoded {
 
 // One JSONL line, as Megatron's Encoder.encode: a string is one sentence, a list of strings
 // several; empty sentences vanish; EOD goes after the last one when asked.
-Encoded encode_line(const std::string& line, const Args& args,
-                    const megatron::tokenizer::Tokenizer& tok) {
+Encoded encode_line(const std::string& line, const Args& args, const megatron::tokenizer::Tokenizer& tok) {
   Encoded e;
   if (line.find_first_not_of(" \t\r") == std::string::npos) {
     e.blank = true;
@@ -116,10 +115,8 @@ Encoded encode_line(const std::string& line, const Args& args,
 // Persistent workers (their per-thread BPE caches stay warm) splitting each batch of lines.
 class Pool {
  public:
-  Pool(int n, const Args& args, const megatron::tokenizer::Tokenizer& tok)
-      : args_(args), tok_(tok) {
-    for (int w = 0; w < n; ++w)
-      threads_.emplace_back([this, w, n] { run(w, n); });
+  Pool(int n, const Args& args, const megatron::tokenizer::Tokenizer& tok) : args_(args), tok_(tok) {
+    for (int w = 0; w < n; ++w) threads_.emplace_back([this, w, n] { run(w, n); });
   }
   ~Pool() {
     {
@@ -127,8 +124,7 @@ class Pool {
       stop_ = true;
     }
     cv_.notify_all();
-    for (auto& t : threads_)
-      t.join();
+    for (auto& t : threads_) t.join();
   }
   // Starts encoding lines into out; the caller may read the next batch meanwhile.
   void submit(const std::vector<std::string>& lines, std::vector<Encoded>& out) {
@@ -221,9 +217,7 @@ int run(const Args& args) {
     }
     return !batch.empty();
   };
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   auto write_batch = [&](const std::vector<Encoded>& batch) {
     for (const Encoded& e : batch) {
       ++line_no;
@@ -233,11 +227,10 @@ int run(const Args& args) {
       }
       if (!e.ok) {
         ++malformed;
-        TORCH_CHECK(args.skip_malformed, "[preprocess_data] ", args.input, ":", line_no, ": ",
-                    e.error, " (pass --skip-malformed to skip such lines and count them)");
+        TORCH_CHECK(args.skip_malformed, "[preprocess_data] ", args.input, ":", line_no, ": ", e.error,
+                    " (pass --skip-malformed to skip such lines and count them)");
         if (malformed <= 10) {
-          std::cerr << "[preprocess_data] " << args.input << ":" << line_no
-                    << ": skipped: " << e.error << "\n";
+          std::cerr << "[preprocess_data] " << args.input << ":" << line_no << ": skipped: " << e.error << "\n";
         }
         continue;
       }
@@ -248,8 +241,8 @@ int run(const Args& args) {
       if (++docs >= next_log) {
         next_log += args.log_interval;
         const double t = elapsed();
-        std::fprintf(stderr, "Processed %lld documents (%.1f docs/s, %.2f MB/s).\n",
-                     static_cast<long long>(docs), docs / t, bytes / t / 1024 / 1024);
+        std::fprintf(stderr, "Processed %lld documents (%.1f docs/s, %.2f MB/s).\n", static_cast<long long>(docs),
+                     docs / t, bytes / t / 1024 / 1024);
       }
     }
   };
@@ -262,15 +255,13 @@ int run(const Args& args) {
     write_batch(encoded[cur]);
     cur = 1 - cur;
   }
-  for (size_t k = 0; k < builders.size(); ++k)
-    builders[k]->finalize(idx_paths[k]);
+  for (size_t k = 0; k < builders.size(); ++k) builders[k]->finalize(idx_paths[k]);
   const double t = elapsed();
   std::fprintf(stderr,
                "Done: %lld documents, %lld tokens, %lld malformed lines skipped, %lld blank "
                "lines in %.2f s (%.1f docs/s, %.2f MB/s).\n",
-               static_cast<long long>(docs), static_cast<long long>(tokens),
-               static_cast<long long>(malformed), static_cast<long long>(blank), t, docs / t,
-               bytes / t / 1024 / 1024);
+               static_cast<long long>(docs), static_cast<long long>(tokens), static_cast<long long>(malformed),
+               static_cast<long long>(blank), t, docs / t, bytes / t / 1024 / 1024);
   return 0;
 }
 
@@ -281,20 +272,15 @@ int main(int argc, char** argv) {
   CLI::App app{"Tokenize a JSONL corpus into Megatron .bin/.idx files"};
   app.add_option("--input", args.input, "JSONL file, one document per line")->required();
   app.add_option("--json-keys", args.json_keys, "keys to extract (default: text)");
-  app.add_option("--output-prefix", args.output_prefix, "writes {prefix}_{key}_document.bin/.idx")
-      ->required();
-  app.add_option("--tokenizer-type", args.tokenizer.tokenizer_type,
-                 "GPT2BPETokenizer | NullTokenizer")
-      ->required();
+  app.add_option("--output-prefix", args.output_prefix, "writes {prefix}_{key}_document.bin/.idx")->required();
+  app.add_option("--tokenizer-type", args.tokenizer.tokenizer_type, "GPT2BPETokenizer | NullTokenizer")->required();
   app.add_option("--vocab-file", args.tokenizer.vocab_file, "vocab.json (GPT2BPETokenizer)");
   app.add_option("--merge-file", args.tokenizer.merge_file, "merges.txt (GPT2BPETokenizer)");
   app.add_option("--vocab-size", args.tokenizer.vocab_size, "vocabulary size (NullTokenizer)");
   app.add_flag("--append-eod", args.append_eod, "append the EOD token to every document");
   app.add_option("--workers", args.workers, "tokenizer threads")->check(CLI::Range(1, 1024));
-  app.add_option("--log-interval", args.log_interval, "documents between progress lines")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--batch-lines", args.batch_lines, "lines read per batch")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--log-interval", args.log_interval, "documents between progress lines")->check(CLI::PositiveNumber);
+  app.add_option("--batch-lines", args.batch_lines, "lines read per batch")->check(CLI::PositiveNumber);
   app.add_flag("--skip-malformed", args.skip_malformed,
                "skip and count malformed lines instead of stopping at the first");
   CLI11_PARSE(app, argc, argv);

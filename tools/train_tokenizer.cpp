@@ -35,14 +35,12 @@ int main(int argc, char** argv) {
       try {
         doc = megatron::utils::parse_json(line);
       } catch (const megatron::utils::JsonError& e) {
-        TORCH_CHECK(false, "[train_tokenizer] ", input, ":", line_no,
-                    ": malformed JSON: ", e.what());
+        TORCH_CHECK(false, "[train_tokenizer] ", input, ":", line_no, ": malformed JSON: ", e.what());
       }
       for (const auto& k : keys) {
         const auto* v = doc.find(k);
-        TORCH_CHECK(v != nullptr && v->type == megatron::utils::JsonValue::Type::kString,
-                    "[train_tokenizer] ", input, ":", line_no, ": key '", k,
-                    "' missing or not a string");
+        TORCH_CHECK(v != nullptr && v->type == megatron::utils::JsonValue::Type::kString, "[train_tokenizer] ", input,
+                    ":", line_no, ": key '", k, "' missing or not a string");
         trainer.add_text(v->string);
       }
     }

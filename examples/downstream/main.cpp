@@ -12,8 +12,8 @@ int main() {
   try {
     auto env = megatron::comm::LauncherEnv::from_environment();
     megatron::init_logging({env.rank, env.world_size, ""});
-    megatron::log_info(std::string("megatron_cpp ") + MEGATRON_CPP_VERSION + " on torch " +
-                       MEGATRON_CPP_TORCH_VERSION + ", launcher: " + to_string(env.launcher));
+    megatron::log_info(std::string("megatron_cpp ") + MEGATRON_CPP_VERSION + " on torch " + MEGATRON_CPP_TORCH_VERSION +
+                       ", launcher: " + to_string(env.launcher));
     auto total = at::ones({3, 4}).sum().item<float>();
     megatron::log_info("sum of ones(3, 4) = " + std::to_string(static_cast<int>(total)));
   } catch (const std::exception& e) {

@@ -27,8 +27,12 @@ int logging_world_size();
 
 bool log_enabled(LogLevel level);
 void log(LogLevel level, std::string_view message);
-inline void log_info(std::string_view message) { log(LogLevel::kInfo, message); }
-inline void log_warn(std::string_view message) { log(LogLevel::kWarn, message); }
+inline void log_info(std::string_view message) {
+  log(LogLevel::kInfo, message);
+}
+inline void log_warn(std::string_view message) {
+  log(LogLevel::kWarn, message);
+}
 
 // Once per job: only rank 0 logs.
 void log_rank_0(LogLevel level, std::string_view message);

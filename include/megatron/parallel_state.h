@@ -15,20 +15,20 @@ class ParallelState {
  public:
   // Splits world into groups. world size must equal tp * cp * dp * pp for some dp >= 1.
   // Collective over world: every rank calls it with the same arguments.
-  static ParallelState initialize_model_parallel(
-      std::shared_ptr<comm::ProcessGroup> world, int tensor_model_parallel_size = 1,
-      int pipeline_model_parallel_size = 1,
-      std::optional<int> virtual_pipeline_model_parallel_size = std::nullopt,
-      int context_parallel_size = 1);
+  static ParallelState initialize_model_parallel(std::shared_ptr<comm::ProcessGroup> world,
+                                                 int tensor_model_parallel_size = 1,
+                                                 int pipeline_model_parallel_size = 1,
+                                                 std::optional<int> virtual_pipeline_model_parallel_size = std::nullopt,
+                                                 int context_parallel_size = 1);
 
   // The rank lists of every group of each kind, for a world of world_size ranks (pure function;
   // what initialize_model_parallel builds its groups from).
   struct Layout {
-    std::vector<std::vector<int>> tensor_model_parallel, pipeline_model_parallel, data_parallel,
-        context_parallel, model_parallel, embedding, position_embedding;
+    std::vector<std::vector<int>> tensor_model_parallel, pipeline_model_parallel, data_parallel, context_parallel,
+        model_parallel, embedding, position_embedding;
   };
-  static Layout rank_layout(int world_size, int tensor_model_parallel_size,
-                            int pipeline_model_parallel_size, int context_parallel_size = 1);
+  static Layout rank_layout(int world_size, int tensor_model_parallel_size, int pipeline_model_parallel_size,
+                            int context_parallel_size = 1);
 
   // Groups this rank belongs to. The embedding group holds the first and last pipeline stage
   // of this rank's pipeline; ranks on other stages get nullptr, as do ranks outside the
@@ -40,9 +40,7 @@ class ParallelState {
   comm::ProcessGroup& get_context_parallel_group() const { return *cp_; }
   comm::ProcessGroup& get_model_parallel_group() const { return *mp_; }
   std::shared_ptr<comm::ProcessGroup> get_embedding_group() const { return embedding_; }
-  std::shared_ptr<comm::ProcessGroup> get_position_embedding_group() const {
-    return position_embedding_;
-  }
+  std::shared_ptr<comm::ProcessGroup> get_position_embedding_group() const { return position_embedding_; }
   std::shared_ptr<comm::ProcessGroup> tensor_model_parallel_group_ptr() const { return tp_; }
   std::shared_ptr<comm::ProcessGroup> data_parallel_group_ptr() const { return dp_; }
   std::shared_ptr<comm::ProcessGroup> model_parallel_group_ptr() const { return mp_; }
@@ -77,8 +75,7 @@ class ParallelState {
 
  private:
   ParallelState() = default;
-  std::shared_ptr<comm::ProcessGroup> world_, tp_, pp_, dp_, cp_, mp_, embedding_,
-      position_embedding_;
+  std::shared_ptr<comm::ProcessGroup> world_, tp_, pp_, dp_, cp_, mp_, embedding_, position_embedding_;
   std::optional<int> vpp_size_;
 };
 

@@ -53,11 +53,10 @@ std::vector<std::string> command_line_from(const py::object& args) {
 }  // namespace
 
 void init_arguments(py::module_& m) {
-  py::class_<Arguments> cls(
-      m, "Arguments",
-      "Every setting of a training run, with Megatron-LM's flag names as attributes "
-      "(--num-layers -> num_layers). Usually from parse_arguments(); a default-constructed one "
-      "holds the defaults and must pass validate() before pretrain() uses it.");
+  py::class_<Arguments> cls(m, "Arguments",
+                            "Every setting of a training run, with Megatron-LM's flag names as attributes "
+                            "(--num-layers -> num_layers). Usually from parse_arguments(); a default-constructed one "
+                            "holds the defaults and must pass validate() before pretrain() uses it.");
   cls.def(py::init<>())
       .def("validate", &Arguments::validate, py::arg("world_size"),
            "Checks every combination against world_size and fills the derived values "
@@ -77,14 +76,16 @@ void init_arguments(py::module_& m) {
          },
          "Every field by attribute name.")
       .def("__copy__", [](const Arguments& a) { return Arguments(a); })
-      .def("__deepcopy__", [](const Arguments& a, const py::dict&) { return Arguments(a); }, py::arg("memo"))
+      .def(
+          "__deepcopy__", [](const Arguments& a, const py::dict&) { return Arguments(a); }, py::arg("memo"))
       .def("__repr__", [](const py::object& self) {
         return "Arguments(" + py::str(self.attr("to_dict")()).cast<std::string>() + ")";
       });
 
   m.def(
       "parse_arguments",
-      [](const py::object& args, std::optional<int64_t> world_size, const std::string& program) -> std::optional<Arguments> {
+      [](const py::object& args, std::optional<int64_t> world_size,
+         const std::string& program) -> std::optional<Arguments> {
         const auto words = command_line_from(args);
         const int64_t world = world_size.value_or(megatron::comm::LauncherEnv::from_environment().world_size);
         return megatron::training::parse_arguments(words, world, program);

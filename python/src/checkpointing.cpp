@@ -19,7 +19,6 @@ c10::IValue read_file(const std::string& path) {
 }  // namespace
 
 void init_checkpointing(py::module_& m) {
-
   m.def("iteration_dir_name", &tr::iteration_dir_name, py::arg("iteration"),
         "'iter_0000100' for 100, 'release' for None.");
   m.def("rank_dir_name", &tr::rank_dir_name, py::arg("tp_rank"), py::arg("pp_rank"), py::arg("pp_size"),
@@ -38,8 +37,7 @@ void init_checkpointing(py::module_& m) {
   m.def("list_iterations", &tr::list_iterations, py::arg("dir"),
         "Iterations of the iter_NNNNNNN folders in dir, ascending (complete or not).");
   m.def(
-      "read_checkpoint_file",
-      [](const std::string& path) { return torch::jit::toPyObject(read_file(path)); },
+      "read_checkpoint_file", [](const std::string& path) { return torch::jit::toPyObject(read_file(path)); },
       py::arg("path"),
       "One checkpoint file (e.g. .../iter_0000100/mp_rank_00/model_optim_rng.pt) as Python values "
       "(dicts, lists, numbers, CPU tensors), checked against its folder's checksums; a missing, "

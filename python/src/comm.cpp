@@ -32,8 +32,7 @@ void init_comm(py::module_& m) {
   py::class_<LauncherEnv>(m, "LauncherEnv",
                           "This process's rank, world size and local rank, read from mpirun, PMI "
                           "or torchrun-style variables (none: rank 0 of 1).")
-      .def_static("from_environment", &LauncherEnv::from_environment,
-                  "Reads the process environment.")
+      .def_static("from_environment", &LauncherEnv::from_environment, "Reads the process environment.")
       .def_static("from_variables", &LauncherEnv::from_variables, py::arg("variables"),
                   "Same rules over a dict of variables.")
       .def_readonly("launcher", &LauncherEnv::launcher)
@@ -44,9 +43,8 @@ void init_comm(py::module_& m) {
       .def_readonly("master_addr", &LauncherEnv::master_addr)
       .def_readonly("master_port", &LauncherEnv::master_port)
       .def("__repr__", [](const LauncherEnv& e) {
-        return "LauncherEnv(launcher=" + std::string(to_string(e.launcher)) +
-               ", rank=" + std::to_string(e.rank) + ", world_size=" + std::to_string(e.world_size) +
-               ", local_rank=" + std::to_string(e.local_rank) + ")";
+        return "LauncherEnv(launcher=" + std::string(to_string(e.launcher)) + ", rank=" + std::to_string(e.rank) +
+               ", world_size=" + std::to_string(e.world_size) + ", local_rank=" + std::to_string(e.local_rank) + ")";
       });
 
   py::enum_<ReduceOp>(m, "ReduceOp", "Reduction of all_reduce and reduce_scatter.")
@@ -63,23 +61,21 @@ void init_comm(py::module_& m) {
       .def_property_readonly("name", &ProcessGroup::name)
       .def("rank", &ProcessGroup::rank, "This process's rank within the group.")
       .def("size", &ProcessGroup::size)
-      .def_property_readonly("global_ranks", &ProcessGroup::global_ranks,
-                             "World rank of each group rank.")
+      .def_property_readonly("global_ranks", &ProcessGroup::global_ranks, "World rank of each group rank.")
       .def("global_rank", &ProcessGroup::global_rank, py::arg("group_rank"))
-      .def_property_readonly("timeout_seconds",
-                             [](const ProcessGroup& g) { return g.timeout().count() / 1000.0; })
+      .def_property_readonly("timeout_seconds", [](const ProcessGroup& g) { return g.timeout().count() / 1000.0; })
       .def("new_group", &ProcessGroup::new_group, py::arg("ranks"), py::arg("name"), Release(),
            "A subgroup (ranks of this group, in the new group's order); collective over its "
            "members, None on the other ranks.")
-      .def("all_reduce", [](ProcessGroup& g, at::Tensor& t, ReduceOp op) { g.all_reduce(t, op); },
-           py::arg("tensor"), py::arg("op") = ReduceOp::kSum, Release())
+      .def(
+          "all_reduce", [](ProcessGroup& g, at::Tensor& t, ReduceOp op) { g.all_reduce(t, op); }, py::arg("tensor"),
+          py::arg("op") = ReduceOp::kSum, Release())
       .def("all_gather", &ProcessGroup::all_gather, py::arg("output"), py::arg("input"), Release(),
            "output [size * n, ...] = every rank's input [n, ...] along dim 0.")
       .def("reduce_scatter", &ProcessGroup::reduce_scatter, py::arg("output"), py::arg("input"),
            py::arg("op") = ReduceOp::kSum, Release(),
            "input [size * n, ...]; output [n, ...] = this rank's slice of the reduction.")
-      .def("broadcast", &ProcessGroup::broadcast, py::arg("tensor"), py::arg("src"), Release(),
-           "src is a group rank.")
+      .def("broadcast", &ProcessGroup::broadcast, py::arg("tensor"), py::arg("src"), Release(), "src is a group rank.")
       .def("send", &ProcessGroup::send, py::arg("tensor"), py::arg("dst"), Release())
       .def("recv", &ProcessGroup::recv, py::arg("tensor"), py::arg("src"), Release())
       .def("barrier", &ProcessGroup::barrier, Release())
@@ -102,8 +98,7 @@ void init_comm(py::module_& m) {
         py::gil_scoped_release release;
         return megatron::comm::init_distributed(e, options);
       },
-      py::arg("env") = py::none(), py::kw_only(), py::arg("timeout_seconds") = py::none(),
-      py::arg("device") = "cpu",
+      py::arg("env") = py::none(), py::kw_only(), py::arg("timeout_seconds") = py::none(), py::arg("device") = "cpu",
       "Starts the communication runtime (MPI under mpirun; NCCL on the first CUDA tensor) and "
       "returns the world ProcessGroup. env: LauncherEnv.from_environment() when None; device: "
       "where the job's tensors live ('cpu' or 'cuda').");

@@ -55,8 +55,10 @@ ds::DType dtype_from(const py::handle& value) {
   for (uint8_t code = 1; code <= 8; ++code) {
     if (name == numpy_name(static_cast<ds::DType>(code))) return static_cast<ds::DType>(code);
   }
-  TORCH_CHECK_TYPE(false, "[indexed_dataset] dtype: expected one of uint8, int8, int16, int32, int64, float32, "
-                   "float64, uint16, found ", name);
+  TORCH_CHECK_TYPE(false,
+                   "[indexed_dataset] dtype: expected one of uint8, int8, int16, int32, int64, float32, "
+                   "float64, uint16, found ",
+                   name);
 }
 
 // The view of a TokenSpan as a read-only numpy array that keeps `owner` (the dataset) alive.
@@ -79,16 +81,17 @@ template <typename F>
 void with_ids(const py::handle& tokens, const char* what, F&& f) {
   if (THPVariable_Check(tokens.ptr())) {
     at::Tensor t = THPVariable_Unpack(tokens.ptr());
-    TORCH_CHECK_TYPE(!at::isFloatingType(t.scalar_type()) && !at::isComplexType(t.scalar_type()) &&
-                         t.scalar_type() != at::kBool,
-                     "[indexed_dataset] ", what, ": expected integer token ids, found a ", t.scalar_type(), " tensor");
+    TORCH_CHECK_TYPE(
+        !at::isFloatingType(t.scalar_type()) && !at::isComplexType(t.scalar_type()) && t.scalar_type() != at::kBool,
+        "[indexed_dataset] ", what, ": expected integer token ids, found a ", t.scalar_type(), " tensor");
     if (!(t.device().is_cpu() && t.is_contiguous() && (t.scalar_type() == at::kInt || t.scalar_type() == at::kLong)))
       t = t.to(at::kCPU, at::kLong).contiguous();
     if (t.scalar_type() == at::kInt) return f(t.data_ptr<int32_t>(), t.numel());
     return f(t.data_ptr<int64_t>(), t.numel());
   }
   auto array = py::array::ensure(tokens);
-  TORCH_CHECK_TYPE(array, "[indexed_dataset] ", what, ": expected a torch tensor, numpy array or sequence of ints, found ",
+  TORCH_CHECK_TYPE(array, "[indexed_dataset] ", what,
+                   ": expected a torch tensor, numpy array or sequence of ints, found ",
                    py::str(py::type::of(tokens)).cast<std::string>());
   const char kind = array.dtype().kind();
   TORCH_CHECK_TYPE(kind == 'i' || kind == 'u' || array.size() == 0, "[indexed_dataset] ", what,
@@ -171,7 +174,8 @@ void init_datasets(py::module_& m) {
       .value("FLOAT64", ds::DType::kFloat64)
       .value("FLOAT32", ds::DType::kFloat32)
       .value("UINT16", ds::DType::kUInt16)
-      .def_property_readonly("numpy", [](ds::DType d) { return py::dtype(numpy_name(d)); }, "The numpy dtype.")
+      .def_property_readonly(
+          "numpy", [](ds::DType d) { return py::dtype(numpy_name(d)); }, "The numpy dtype.")
       .def_property_readonly("itemsize", [](ds::DType d) { return ds::dtype_size(d); });
   m.def("optimal_dtype", &ds::optimal_dtype, py::arg("vocab_size"),
         "Megatron's token dtype: uint16 when vocab_size < 65500, else int32.");
@@ -216,14 +220,15 @@ void init_datasets(py::module_& m) {
             return py::array_t<int32_t>(static_cast<py::ssize_t>(v.size()), v.data());
           },
           "Lengths [S] int32 (a copy: they sit unaligned in the .idx).")
-      .def_property_readonly("sequence_pointers",
-                             [](const ds::IndexedDataset& d) {
-                               py::array_t<int64_t> out(d.num_sequences());
-                               auto* p = out.mutable_data();
-                               for (int64_t i = 0; i < d.num_sequences(); ++i) p[i] = d.sequence_pointer(i);
-                               return out;
-                             },
-                             "Byte offsets [S] int64 into the .bin (a copy).")
+      .def_property_readonly(
+          "sequence_pointers",
+          [](const ds::IndexedDataset& d) {
+            py::array_t<int64_t> out(d.num_sequences());
+            auto* p = out.mutable_data();
+            for (int64_t i = 0; i < d.num_sequences(); ++i) p[i] = d.sequence_pointer(i);
+            return out;
+          },
+          "Byte offsets [S] int64 into the .bin (a copy).")
       .def_property_readonly(
           "document_indices",
           [](const ds::IndexedDataset& d) {
@@ -235,7 +240,8 @@ void init_datasets(py::module_& m) {
            "Raises when either file was replaced or touched since it was opened.")
       .def("__repr__", [](const ds::IndexedDataset& d) {
         return "IndexedDataset('" + d.path_prefix() + "', dtype=" + numpy_name(d.dtype()) +
-               ", sequences=" + std::to_string(d.num_sequences()) + ", documents=" + std::to_string(d.num_documents()) + ")";
+               ", sequences=" + std::to_string(d.num_sequences()) + ", documents=" + std::to_string(d.num_documents()) +
+               ")";
       });
 
   py::class_<ds::IndexedDatasetBuilder>(
@@ -284,10 +290,13 @@ void init_datasets(py::module_& m) {
       .def("finalize", &ds::IndexedDatasetBuilder::finalize, py::arg("idx_path"), Release(),
            "Writes the .idx and renames both files into place.");
 
-  py::enum_<ds::Split>(m, "Split").value("TRAIN", ds::Split::kTrain).value("VALID", ds::Split::kValid).value("TEST", ds::Split::kTest);
+  py::enum_<ds::Split>(m, "Split")
+      .value("TRAIN", ds::Split::kTrain)
+      .value("VALID", ds::Split::kValid)
+      .value("TEST", ds::Split::kTest);
 
   megatron::python::SettingsClass<ds::GPTDatasetConfig>(m, "GPTDatasetConfig",
-                                                       "Settings of GPTDataset (Megatron's GPTDatasetConfig).")
+                                                        "Settings of GPTDataset (Megatron's GPTDatasetConfig).")
       .field("random_seed", &ds::GPTDatasetConfig::random_seed)
       .field("sequence_length", &ds::GPTDatasetConfig::sequence_length)
       .field("split", &ds::GPTDatasetConfig::split)
@@ -320,8 +329,8 @@ void init_datasets(py::module_& m) {
       .def("check_unchanged", &ds::MegatronDataset::check_unchanged)
       .def("__repr__", [](const py::object& self) {
         const auto& d = self.cast<const ds::MegatronDataset&>();
-        return py::str(py::type::of(self).attr("__name__")).cast<std::string>() + "(samples=" +
-               std::to_string(d.size()) + ", sample_length=" + std::to_string(d.sample_length()) + ")";
+        return py::str(py::type::of(self).attr("__name__")).cast<std::string>() +
+               "(samples=" + std::to_string(d.size()) + ", sample_length=" + std::to_string(d.sample_length()) + ")";
       });
 
   py::class_<ds::GPTDataset, ds::MegatronDataset, std::shared_ptr<ds::GPTDataset>>(
@@ -388,7 +397,8 @@ void init_datasets(py::module_& m) {
       .def_property_readonly("dataset_index",
                              [](py::object self) {
                                const auto& v = self.cast<const ds::BlendedDataset&>().dataset_index();
-                               return megatron::python::readonly_view(v.data(), {static_cast<py::ssize_t>(v.size())}, self);
+                               return megatron::python::readonly_view(v.data(), {static_cast<py::ssize_t>(v.size())},
+                                                                      self);
                              })
       .def_property_readonly("dataset_sample_index", [](py::object self) {
         const auto& v = self.cast<const ds::BlendedDataset&>().dataset_sample_index();
@@ -414,8 +424,8 @@ void init_datasets(py::module_& m) {
       "Megatron's sample request per split.");
   m.def(
       "build_gpt_datasets",
-      [](const py::object& data_path, const std::vector<std::optional<int64_t>>& sizes, const ds::GPTDatasetConfig& config,
-         double mid_level_surplus) {
+      [](const py::object& data_path, const std::vector<std::optional<int64_t>>& sizes,
+         const ds::GPTDatasetConfig& config, double mid_level_surplus) {
         const auto blend = ds::parse_data_path(words_of(data_path));
         DatasetArray out;
         {
@@ -429,15 +439,16 @@ void init_datasets(py::module_& m) {
       "config and the sample counts in sizes (None: one epoch); None for a split of weight 0.");
   m.def(
       "build_gpt_datasets_on_ranks",
-      [](const py::object& data_path, const std::vector<std::optional<int64_t>>& sizes, const ds::GPTDatasetConfig& config,
-         std::shared_ptr<megatron::comm::ProcessGroup> group, double mid_level_surplus) {
+      [](const py::object& data_path, const std::vector<std::optional<int64_t>>& sizes,
+         const ds::GPTDatasetConfig& config, std::shared_ptr<megatron::comm::ProcessGroup> group,
+         double mid_level_surplus) {
         TORCH_CHECK_VALUE(group, "[datasets] build_gpt_datasets_on_ranks: expected a ProcessGroup, found None");
         const auto blend = ds::parse_data_path(words_of(data_path));
         DatasetArray out;
         {
           py::gil_scoped_release release;
-          out = ds::build_gpt_datasets_on_ranks(blend, sizes_from(sizes), config, group->rank(),
-                                                [&] { group->barrier(); }, mid_level_surplus);
+          out = ds::build_gpt_datasets_on_ranks(
+              blend, sizes_from(sizes), config, group->rank(), [&] { group->barrier(); }, mid_level_surplus);
         }
         return datasets_tuple(out);
       },
@@ -477,7 +488,7 @@ void init_datasets(py::module_& m) {
            py::arg("data_parallel_size"), py::arg("data_sharding") = true);
 
   megatron::python::SettingsClass<ds::BatchOptions>(m, "BatchOptions",
-                                                   "How samples become a batch (Megatron's GPT sample construction).")
+                                                    "How samples become a batch (Megatron's GPT sample construction).")
       .field("eod_token", &ds::BatchOptions::eod_token)
       .field("sequence_length", &ds::BatchOptions::sequence_length)
       .field("reset_position_ids", &ds::BatchOptions::reset_position_ids)
@@ -502,16 +513,16 @@ void init_datasets(py::module_& m) {
       "The samples indices of dataset as one batch: dict of tokens, labels, loss_mask, "
       "attention_mask (None when not created), position_ids.");
 
-  py::class_<ds::DataIterator>(
-      m, "DataIterator",
-      "Batches from a dataset and a sampler (what forward_step reads): next(it) is a dict of "
-      "tokens, labels, loss_mask, attention_mask (None when not created) and position_ids; "
-      "optionally prefetched on a background thread.")
+  py::class_<ds::DataIterator>(m, "DataIterator",
+                               "Batches from a dataset and a sampler (what forward_step reads): next(it) is a dict of "
+                               "tokens, labels, loss_mask, attention_mask (None when not created) and position_ids; "
+                               "optionally prefetched on a background thread.")
       .def(py::init([](std::shared_ptr<ds::MegatronDataset> dataset, std::shared_ptr<ds::BatchSampler> sampler,
                        const ds::BatchOptions& options, int prefetch, int64_t check_files_every) {
              TORCH_CHECK_VALUE(dataset && sampler, "[data_iterator] expected a dataset and a sampler, found None");
-             return std::make_unique<ds::DataIterator>(std::move(dataset), std::make_unique<SharedSampler>(std::move(sampler)),
-                                                       options, prefetch, check_files_every);
+             return std::make_unique<ds::DataIterator>(std::move(dataset),
+                                                       std::make_unique<SharedSampler>(std::move(sampler)), options,
+                                                       prefetch, check_files_every);
            }),
            py::arg("dataset"), py::arg("sampler"), py::arg("options") = ds::BatchOptions(), py::arg("prefetch") = 0,
            py::arg("check_files_every") = 100,

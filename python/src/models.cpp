@@ -26,10 +26,10 @@ void init_models(py::module_& m) {
       "layer (last stage), with megatron/core's state-dict names.")
       .def(py::init([](const megatron::transformer::TransformerConfig& config, int64_t vocab_size,
                        int64_t max_sequence_length, int64_t make_vocab_size_divisible_by, bool pre_process,
-                       bool post_process, int64_t pipeline_model_parallel_rank, int64_t virtual_pipeline_model_parallel_rank,
-                       bool share_embeddings_and_output_weights, const std::string& position_embedding_type,
-                       double rotary_percent, double rotary_base, bool parallel_output, double label_smoothing,
-                       uint64_t seed) {
+                       bool post_process, int64_t pipeline_model_parallel_rank,
+                       int64_t virtual_pipeline_model_parallel_rank, bool share_embeddings_and_output_weights,
+                       const std::string& position_embedding_type, double rotary_percent, double rotary_base,
+                       bool parallel_output, double label_smoothing, uint64_t seed) {
              TORCH_CHECK_VALUE(position_embedding_type == "learned_absolute" || position_embedding_type == "rope",
                                "[GPTModel] position_embedding_type: expected 'learned_absolute' or 'rope', found '",
                                position_embedding_type, "'");
@@ -40,8 +40,9 @@ void init_models(py::module_& m) {
                  .pipeline_model_parallel_rank(pipeline_model_parallel_rank)
                  .virtual_pipeline_model_parallel_rank(virtual_pipeline_model_parallel_rank)
                  .share_embeddings_and_output_weights(share_embeddings_and_output_weights)
-                 .position_embedding_type(position_embedding_type == "rope" ? gpt::PositionEmbeddingType::kRope
-                                                                            : gpt::PositionEmbeddingType::kLearnedAbsolute)
+                 .position_embedding_type(position_embedding_type == "rope"
+                                              ? gpt::PositionEmbeddingType::kRope
+                                              : gpt::PositionEmbeddingType::kLearnedAbsolute)
                  .rotary_percent(rotary_percent)
                  .rotary_base(rotary_base)
                  .parallel_output(parallel_output)
@@ -51,19 +52,18 @@ void init_models(py::module_& m) {
              return std::make_shared<gpt::GPTModelImpl>(o);
            }),
            py::arg("config"), py::arg("vocab_size"), py::arg("max_sequence_length"), py::kw_only(),
-           py::arg("make_vocab_size_divisible_by") = 128, py::arg("pre_process") = true,
-           py::arg("post_process") = true, py::arg("pipeline_model_parallel_rank") = 0,
-           py::arg("virtual_pipeline_model_parallel_rank") = 0,
+           py::arg("make_vocab_size_divisible_by") = 128, py::arg("pre_process") = true, py::arg("post_process") = true,
+           py::arg("pipeline_model_parallel_rank") = 0, py::arg("virtual_pipeline_model_parallel_rank") = 0,
            py::arg("share_embeddings_and_output_weights") = true,
            py::arg("position_embedding_type") = "learned_absolute", py::arg("rotary_percent") = 1.0,
-           py::arg("rotary_base") = 10000.0, py::arg("parallel_output") = false,
-           py::arg("label_smoothing") = 0.0, py::arg("seed") = 1234)
+           py::arg("rotary_base") = 10000.0, py::arg("parallel_output") = false, py::arg("label_smoothing") = 0.0,
+           py::arg("seed") = 1234)
       .def(
           "forward",
           [](gpt::GPTModelImpl& self, const at::Tensor& input_ids, std::optional<at::Tensor> position_ids,
              std::optional<at::Tensor> attention_mask, std::optional<at::Tensor> labels) {
-            return self.forward(input_ids, position_ids.value_or(at::Tensor()),
-                                attention_mask.value_or(at::Tensor()), labels.value_or(at::Tensor()));
+            return self.forward(input_ids, position_ids.value_or(at::Tensor()), attention_mask.value_or(at::Tensor()),
+                                labels.value_or(at::Tensor()));
           },
           py::arg("input_ids"), py::arg("position_ids") = py::none(), py::arg("attention_mask") = py::none(),
           py::arg("labels") = py::none(),
@@ -86,8 +86,8 @@ void init_models(py::module_& m) {
            py::arg("strict") = true, "Keeps this rank's shard of each full tensor.")
       .def("save_state_dict_file", &gpt::GPTModelImpl::save_state_dict_file, py::arg("path"),
            py::call_guard<py::gil_scoped_release>(), "A torch.save-compatible file of this rank's state dict.")
-      .def("load_state_dict_file", &gpt::GPTModelImpl::load_state_dict_file, py::arg("path"),
-           py::arg("strict") = true, py::call_guard<py::gil_scoped_release>())
+      .def("load_state_dict_file", &gpt::GPTModelImpl::load_state_dict_file, py::arg("path"), py::arg("strict") = true,
+           py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("config", [](const gpt::GPTModelImpl& s) { return s.config; })
       .def_property_readonly("padded_vocab_size", [](const gpt::GPTModelImpl& s) { return s.padded_vocab_size(); })
       .def_property_readonly("pre_process", [](const gpt::GPTModelImpl& s) { return s.options.pre_process(); })

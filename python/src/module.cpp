@@ -40,12 +40,10 @@ PYBIND11_MODULE(_C, m) {
       "Installs the rank-prefixed logger (level: trace, debug, info, warn, error, off; "
       "empty: $MEGATRON_LOG_LEVEL or info).");
 
-  m.def("enable_cpu_allocator_cache", &megatron::enable_cpu_allocator_cache,
-        py::arg("max_cached_bytes") = -1,
+  m.def("enable_cpu_allocator_cache", &megatron::enable_cpu_allocator_cache, py::arg("max_cached_bytes") = -1,
         "Keeps freed CPU blocks of 16 KiB or more for the next allocation of the same size "
         "(what pretrain() installs). max_cached_bytes < 0 keeps the current limit (8 GiB).");
-  m.def("empty_cpu_allocator_cache", &megatron::empty_cpu_allocator_cache,
-        "Returns every cached CPU block to the OS.");
+  m.def("empty_cpu_allocator_cache", &megatron::empty_cpu_allocator_cache, "Returns every cached CPU block to the OS.");
   m.def(
       "cpu_allocator_cache_stats",
       [] {

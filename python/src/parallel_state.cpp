@@ -1,7 +1,7 @@
 // ParallelState (Megatron's parallel_state: groups and ranks of the TP x CP x DP x PP grid) and
 // rank_layout, the pure rank arithmetic behind it.
-#include "bindings.h"
 #include "megatron/parallel_state.h"
+#include "bindings.h"
 
 void init_parallel_state(py::module_& m) {
   using megatron::ParallelState;
@@ -23,8 +23,8 @@ void init_parallel_state(py::module_& m) {
         d["position_embedding"] = l.position_embedding;
         return d;
       },
-      py::arg("world_size"), py::arg("tensor_model_parallel_size") = 1,
-      py::arg("pipeline_model_parallel_size") = 1, py::arg("context_parallel_size") = 1,
+      py::arg("world_size"), py::arg("tensor_model_parallel_size") = 1, py::arg("pipeline_model_parallel_size") = 1,
+      py::arg("context_parallel_size") = 1,
       "The rank lists of every group of each kind (Megatron-LM's order: TP, CP, DP, PP).");
 
   // Groups that ParallelState hands out by reference share its ownership here, so that a group
@@ -41,10 +41,8 @@ void init_parallel_state(py::module_& m) {
             return std::make_shared<ParallelState>(
                 ParallelState::initialize_model_parallel(std::move(world), tp, pp, vpp, cp));
           },
-          py::arg("world"), py::arg("tensor_model_parallel_size") = 1,
-          py::arg("pipeline_model_parallel_size") = 1,
-          py::arg("virtual_pipeline_model_parallel_size") = py::none(),
-          py::arg("context_parallel_size") = 1,
+          py::arg("world"), py::arg("tensor_model_parallel_size") = 1, py::arg("pipeline_model_parallel_size") = 1,
+          py::arg("virtual_pipeline_model_parallel_size") = py::none(), py::arg("context_parallel_size") = 1,
           "Splits the world group into groups; collective over world, same arguments on every rank.")
       .def("get_world_group", [alias](const Self& s) { return alias(s, s->get_world_group()); })
       .def("get_tensor_model_parallel_group", [](const Self& s) { return s->tensor_model_parallel_group_ptr(); })
@@ -75,19 +73,17 @@ void init_parallel_state(py::module_& m) {
       .def("get_pipeline_model_parallel_last_rank", &ParallelState::get_pipeline_model_parallel_last_rank)
       .def("get_pipeline_model_parallel_next_rank", &ParallelState::get_pipeline_model_parallel_next_rank)
       .def("get_pipeline_model_parallel_prev_rank", &ParallelState::get_pipeline_model_parallel_prev_rank)
-      .def("is_pipeline_first_stage", &ParallelState::is_pipeline_first_stage,
-           py::arg("virtual_rank") = py::none())
-      .def("is_pipeline_last_stage", &ParallelState::is_pipeline_last_stage,
-           py::arg("virtual_rank") = py::none())
+      .def("is_pipeline_first_stage", &ParallelState::is_pipeline_first_stage, py::arg("virtual_rank") = py::none())
+      .def("is_pipeline_last_stage", &ParallelState::is_pipeline_last_stage, py::arg("virtual_rank") = py::none())
       .def("is_rank_in_embedding_group", &ParallelState::is_rank_in_embedding_group)
       .def("is_rank_in_position_embedding_group", &ParallelState::is_rank_in_position_embedding_group)
       .def("__repr__", [](const ParallelState& s) {
-        return "ParallelState(rank=" + std::to_string(s.get_rank()) + ", tp=" +
-               std::to_string(s.get_tensor_model_parallel_rank()) + "/" +
-               std::to_string(s.get_tensor_model_parallel_world_size()) + ", pp=" +
-               std::to_string(s.get_pipeline_model_parallel_rank()) + "/" +
-               std::to_string(s.get_pipeline_model_parallel_world_size()) + ", dp=" +
-               std::to_string(s.get_data_parallel_rank()) + "/" +
+        return "ParallelState(rank=" + std::to_string(s.get_rank()) +
+               ", tp=" + std::to_string(s.get_tensor_model_parallel_rank()) + "/" +
+               std::to_string(s.get_tensor_model_parallel_world_size()) +
+               ", pp=" + std::to_string(s.get_pipeline_model_parallel_rank()) + "/" +
+               std::to_string(s.get_pipeline_model_parallel_world_size()) +
+               ", dp=" + std::to_string(s.get_data_parallel_rank()) + "/" +
                std::to_string(s.get_data_parallel_world_size()) + ")";
       });
 }

@@ -23,8 +23,9 @@ void init_tensor_parallel(py::module_& m) {
       .def("is_sharded", &tp::ShardLayout::is_sharded)
       .def("shard", &tp::ShardLayout::shard, py::arg("full"), "This rank's shard of a full tensor (a copy).")
       .def("unshard", &tp::ShardLayout::unshard, py::arg("shards"), "The full tensor from every rank's shard.")
-      .def("full_shape", [](const tp::ShardLayout& l, std::vector<int64_t> shape) { return l.full_shape(shape); },
-           py::arg("shard_shape"));
+      .def(
+          "full_shape", [](const tp::ShardLayout& l, std::vector<int64_t> shape) { return l.full_shape(shape); },
+          py::arg("shard_shape"));
   py::class_<tp::ParamInit> init(m, "ParamInit", "Megatron's initialiser of a parameter and its sharding.");
   py::enum_<tp::ParamInit::Kind>(init, "Kind")
       .value("NORMAL", tp::ParamInit::kNormal)
@@ -35,11 +36,10 @@ void init_tensor_parallel(py::module_& m) {
       .def_readonly("layout", &tp::ParamInit::layout);
 
   ModuleClass<tp::ColumnParallelLinearImpl>(
-      m, "ColumnParallelLinear",
-      "Y = XA + b with A split by columns across the TP group: weight [out/tp, in].")
-      .def(py::init([](int64_t input_size, int64_t output_size, bool bias, bool gather_output,
-                       bool sequence_parallel, bool skip_weight_param_allocation, int64_t num_chunks,
-                       double init_method_std, bool perform_initialization, GroupPtr tp_group) {
+      m, "ColumnParallelLinear", "Y = XA + b with A split by columns across the TP group: weight [out/tp, in].")
+      .def(py::init([](int64_t input_size, int64_t output_size, bool bias, bool gather_output, bool sequence_parallel,
+                       bool skip_weight_param_allocation, int64_t num_chunks, double init_method_std,
+                       bool perform_initialization, GroupPtr tp_group) {
              tp::ColumnParallelLinearOptions o(input_size, output_size);
              o.bias(bias)
                  .gather_output(gather_output)
@@ -56,13 +56,14 @@ void init_tensor_parallel(py::module_& m) {
            py::arg("skip_weight_param_allocation") = false, py::arg("num_chunks") = 1,
            py::arg("init_method_std") = 0.02, py::arg("perform_initialization") = true,
            py::arg("tp_group") = py::none())
-      .def("forward",
-           [](tp::ColumnParallelLinearImpl& self, const at::Tensor& input, std::optional<at::Tensor> weight) {
-             return self.forward(input, weight.value_or(at::Tensor()));
-           },
-           py::arg("input"), py::arg("weight") = py::none(),
-           "input [*, in] (or [s/tp, b, in] with sequence_parallel) -> [*, out/tp], or [*, out] "
-           "with gather_output; weight: the tied weight when skip_weight_param_allocation.")
+      .def(
+          "forward",
+          [](tp::ColumnParallelLinearImpl& self, const at::Tensor& input, std::optional<at::Tensor> weight) {
+            return self.forward(input, weight.value_or(at::Tensor()));
+          },
+          py::arg("input"), py::arg("weight") = py::none(),
+          "input [*, in] (or [s/tp, b, in] with sequence_parallel) -> [*, out/tp], or [*, out] "
+          "with gather_output; weight: the tied weight when skip_weight_param_allocation.")
       .def_property_readonly("output_size_per_partition",
                              [](const tp::ColumnParallelLinearImpl& s) { return s.output_size_per_partition; })
       .def("param_inits", &tp::ColumnParallelLinearImpl::param_inits);
@@ -72,8 +73,7 @@ void init_tensor_parallel(py::module_& m) {
       "Y = XA + b with A split by rows across the TP group: weight [out, in/tp]; the partial "
       "products are all-reduced (reduce-scattered along s with sequence_parallel).")
       .def(py::init([](int64_t input_size, int64_t output_size, bool bias, bool input_is_parallel,
-                       bool sequence_parallel, double init_method_std, bool perform_initialization,
-                       GroupPtr tp_group) {
+                       bool sequence_parallel, double init_method_std, bool perform_initialization, GroupPtr tp_group) {
              tp::RowParallelLinearOptions o(input_size, output_size);
              o.bias(bias)
                  .input_is_parallel(input_is_parallel)
@@ -109,25 +109,27 @@ void init_tensor_parallel(py::module_& m) {
            py::arg("reduce_scatter_embeddings") = false, py::arg("init_method_std") = 0.02,
            py::arg("perform_initialization") = true, py::arg("tp_group") = py::none())
       .def("forward", &tp::VocabParallelEmbeddingImpl::forward, py::arg("input"), "ids [*] -> [*, h].")
-      .def_property_readonly("vocab_start_index", [](const tp::VocabParallelEmbeddingImpl& s) { return s.vocab_start_index; })
-      .def_property_readonly("vocab_end_index", [](const tp::VocabParallelEmbeddingImpl& s) { return s.vocab_end_index; })
+      .def_property_readonly("vocab_start_index",
+                             [](const tp::VocabParallelEmbeddingImpl& s) { return s.vocab_start_index; })
+      .def_property_readonly("vocab_end_index",
+                             [](const tp::VocabParallelEmbeddingImpl& s) { return s.vocab_end_index; })
       .def("param_inits", &tp::VocabParallelEmbeddingImpl::param_inits);
 
-  m.def("copy_to_tensor_model_parallel_region", &tp::copy_to_tensor_model_parallel_region,
-        py::arg("input"), py::arg("group"), "forward: identity; backward: all-reduce.");
-  m.def("reduce_from_tensor_model_parallel_region", &tp::reduce_from_tensor_model_parallel_region,
-        py::arg("input"), py::arg("group"), "forward: all-reduce; backward: identity.");
-  m.def("scatter_to_tensor_model_parallel_region", &tp::scatter_to_tensor_model_parallel_region,
-        py::arg("input"), py::arg("group"), "forward: this rank's slice of the last dim; backward: all-gather it.");
-  m.def("gather_from_tensor_model_parallel_region", &tp::gather_from_tensor_model_parallel_region,
-        py::arg("input"), py::arg("group"), "forward: all-gather the last dim; backward: this rank's slice.");
-  m.def("scatter_to_sequence_parallel_region", &tp::scatter_to_sequence_parallel_region,
-        py::arg("input"), py::arg("group"), "forward: this rank's slice of dim 0; backward: all-gather dim 0.");
-  m.def("gather_from_sequence_parallel_region", &tp::gather_from_sequence_parallel_region,
-        py::arg("input"), py::arg("group"), py::arg("tensor_parallel_output_grad") = true,
+  m.def("copy_to_tensor_model_parallel_region", &tp::copy_to_tensor_model_parallel_region, py::arg("input"),
+        py::arg("group"), "forward: identity; backward: all-reduce.");
+  m.def("reduce_from_tensor_model_parallel_region", &tp::reduce_from_tensor_model_parallel_region, py::arg("input"),
+        py::arg("group"), "forward: all-reduce; backward: identity.");
+  m.def("scatter_to_tensor_model_parallel_region", &tp::scatter_to_tensor_model_parallel_region, py::arg("input"),
+        py::arg("group"), "forward: this rank's slice of the last dim; backward: all-gather it.");
+  m.def("gather_from_tensor_model_parallel_region", &tp::gather_from_tensor_model_parallel_region, py::arg("input"),
+        py::arg("group"), "forward: all-gather the last dim; backward: this rank's slice.");
+  m.def("scatter_to_sequence_parallel_region", &tp::scatter_to_sequence_parallel_region, py::arg("input"),
+        py::arg("group"), "forward: this rank's slice of dim 0; backward: all-gather dim 0.");
+  m.def("gather_from_sequence_parallel_region", &tp::gather_from_sequence_parallel_region, py::arg("input"),
+        py::arg("group"), py::arg("tensor_parallel_output_grad") = true,
         "forward: all-gather dim 0; backward: reduce-scatter dim 0 (or this rank's slice).");
-  m.def("reduce_scatter_to_sequence_parallel_region", &tp::reduce_scatter_to_sequence_parallel_region,
-        py::arg("input"), py::arg("group"), "forward: reduce-scatter dim 0; backward: all-gather dim 0.");
+  m.def("reduce_scatter_to_sequence_parallel_region", &tp::reduce_scatter_to_sequence_parallel_region, py::arg("input"),
+        py::arg("group"), "forward: reduce-scatter dim 0; backward: all-gather dim 0.");
   m.def("vocab_parallel_cross_entropy", &tp::vocab_parallel_cross_entropy, py::arg("vocab_parallel_logits"),
         py::arg("target"), py::arg("group") = py::none(), py::arg("label_smoothing") = 0.0,
         "Per-token loss (fp32) from logits split over the vocabulary [..., V/tp] and target ids "
@@ -141,11 +143,12 @@ void init_tensor_parallel(py::module_& m) {
       .def("add", &tp::RngTracker::add, py::arg("name"), py::arg("seed"))
       .def("has", &tp::RngTracker::has, py::arg("name"))
       .def("reset", &tp::RngTracker::reset)
-      .def("fork", [](tp::RngTracker& t, const py::function& fn,
-                      const std::string& name) { t.fork([&] { fn(); }, name); },
-           py::arg("fn"), py::arg("name") = tp::kModelParallelRngTrackerName,
-           "Calls fn() with the device's default generator set to state `name`, then stores the "
-           "advanced state back and restores the generator.")
+      .def(
+          "fork",
+          [](tp::RngTracker& t, const py::function& fn, const std::string& name) { t.fork([&] { fn(); }, name); },
+          py::arg("fn"), py::arg("name") = tp::kModelParallelRngTrackerName,
+          "Calls fn() with the device's default generator set to state `name`, then stores the "
+          "advanced state back and restores the generator.")
       .def("get_states", &tp::RngTracker::get_states)
       .def("set_states", &tp::RngTracker::set_states, py::arg("states"))
       .def_property_readonly("device", &tp::RngTracker::device);

@@ -1,10 +1,10 @@
 // Tokenizers (GPT-2 byte-level BPE, Megatron's NullTokenizer), Megatron-style construction from
 // the tokenizer flags, and the BPE trainer. Text may be str (UTF-8) or bytes.
+#include "megatron/tokenizer/tokenizer.h"
 #include "bindings.h"
 #include "megatron/tokenizer/bpe_trainer.h"
 #include "megatron/tokenizer/gpt2_bpe.h"
 #include "megatron/tokenizer/null_tokenizer.h"
-#include "megatron/tokenizer/tokenizer.h"
 
 namespace {
 
@@ -24,21 +24,25 @@ void init_tokenizer(py::module_& m) {
 
   py::class_<tok::Tokenizer, std::shared_ptr<tok::Tokenizer>>(
       m, "Tokenizer", "Text <-> token ids (Megatron's MegatronTokenizer interface).")
-      .def("tokenize",
-           [](const tok::Tokenizer& t, const py::object& text) {
-             const std::string s = text_of(text);
-             py::gil_scoped_release release;
-             return t.tokenize(s);
-           },
-           py::arg("text"), "Token ids of str (UTF-8) or bytes.")
-      .def("detokenize",
-           [](const tok::Tokenizer& t, const std::vector<int32_t>& ids) {
-             const std::string bytes = t.detokenize(ids);
-             return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(bytes.data(), bytes.size(), "replace"));
-           },
-           py::arg("ids"), "The text of ids (invalid UTF-8 replaced by U+FFFD; see detokenize_bytes).")
-      .def("detokenize_bytes", [](const tok::Tokenizer& t, const std::vector<int32_t>& ids) { return py::bytes(t.detokenize(ids)); },
-           py::arg("ids"), "The exact bytes of ids.")
+      .def(
+          "tokenize",
+          [](const tok::Tokenizer& t, const py::object& text) {
+            const std::string s = text_of(text);
+            py::gil_scoped_release release;
+            return t.tokenize(s);
+          },
+          py::arg("text"), "Token ids of str (UTF-8) or bytes.")
+      .def(
+          "detokenize",
+          [](const tok::Tokenizer& t, const std::vector<int32_t>& ids) {
+            const std::string bytes = t.detokenize(ids);
+            return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(bytes.data(), bytes.size(), "replace"));
+          },
+          py::arg("ids"), "The text of ids (invalid UTF-8 replaced by U+FFFD; see detokenize_bytes).")
+      .def(
+          "detokenize_bytes",
+          [](const tok::Tokenizer& t, const std::vector<int32_t>& ids) { return py::bytes(t.detokenize(ids)); },
+          py::arg("ids"), "The exact bytes of ids.")
       .def_property_readonly("vocab_size", &tok::Tokenizer::vocab_size)
       .def_property_readonly("eod", &tok::Tokenizer::eod, "The end-of-document id.");
 
@@ -64,8 +68,7 @@ void init_tokenizer(py::module_& m) {
         return std::shared_ptr<tok::Tokenizer>(tok::build_tokenizer(o));
       },
       py::arg("tokenizer_type"), py::kw_only(), py::arg("vocab_file") = "", py::arg("merge_file") = "",
-      py::arg("vocab_size") = 0,
-      "A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer or NullTokenizer).");
+      py::arg("vocab_size") = 0, "A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer or NullTokenizer).");
 
   py::class_<tok::BpeTrainer>(m, "BpeTrainer",
                               "Trains a GPT-2 style byte-level BPE vocabulary (vocab.json + merges.txt).")
@@ -73,8 +76,9 @@ void init_tokenizer(py::module_& m) {
              return tok::BpeTrainer(tok::BpeTrainerOptions{vocab_size, min_frequency});
            }),
            py::arg("vocab_size") = 8192, py::arg("min_frequency") = 2)
-      .def("add_text", [](tok::BpeTrainer& t, const py::object& text) { t.add_text(text_of(text)); },
-           py::arg("text"), "Counts the pre-tokenized words of one document.")
+      .def(
+          "add_text", [](tok::BpeTrainer& t, const py::object& text) { t.add_text(text_of(text)); }, py::arg("text"),
+          "Counts the pre-tokenized words of one document.")
       .def("train_and_save", &tok::BpeTrainer::train_and_save, py::arg("dir"), Release(),
            "Learns the merges and writes {dir}/vocab.json and {dir}/merges.txt.")
       .def_property_readonly("num_words", &tok::BpeTrainer::num_words);

@@ -23,7 +23,9 @@ using megatron::python::share;
 using megatron::python::SharedObject;
 using Models = std::shared_ptr<std::vector<std::shared_ptr<torch::nn::Module>>>;
 
-std::string type_name(const py::handle& h) { return py::str(py::type::of(h).attr("__qualname__")).cast<std::string>(); }
+std::string type_name(const py::handle& h) {
+  return py::str(py::type::of(h).attr("__qualname__")).cast<std::string>();
+}
 
 std::shared_ptr<const ds::MegatronDataset> dataset_from(const py::handle& h, const char* split) {
   if (h.is_none()) return nullptr;
@@ -46,7 +48,8 @@ py::object model_object(torch::nn::Module& model, const Models& models) {
 
 // loss_func(output) -> (loss, {name: tensor or number}).
 std::pair<at::Tensor, std::map<std::string, at::Tensor>> loss_result(const py::object& result) {
-  if (!py::isinstance<py::tuple>(result) || py::len(result) != 2 || !py::isinstance<py::dict>(result.cast<py::tuple>()[1]))
+  if (!py::isinstance<py::tuple>(result) || py::len(result) != 2 ||
+      !py::isinstance<py::dict>(result.cast<py::tuple>()[1]))
     throw py::type_error("[pretrain] loss_func must return (loss tensor, {metric name: value}), found " +
                          py::repr(result).cast<std::string>().substr(0, 200));
   const auto pair = result.cast<py::tuple>();
@@ -77,8 +80,9 @@ tr::ModelBuilder python_model_builder(SharedObject fn) {
     try {
       return model.cast<std::shared_ptr<torch::nn::Module>>();
     } catch (const py::cast_error&) {
-      throw py::type_error("[pretrain] model_builder must return a megatron_cpp module (e.g. megatron_cpp.GPTModel), found " +
-                           type_name(model));
+      throw py::type_error(
+          "[pretrain] model_builder must return a megatron_cpp module (e.g. megatron_cpp.GPTModel), found " +
+          type_name(model));
     }
   };
 }
@@ -91,18 +95,21 @@ tr::DatasetBuilder python_dataset_builder(SharedObject fn) {
     try {
       return result.cast<tr::Datasets>();
     } catch (const py::cast_error&) {
-      throw py::type_error("[pretrain] dataset_builder must return megatron_cpp.Datasets or (train, valid, test), found " +
-                           type_name(result));
+      throw py::type_error(
+          "[pretrain] dataset_builder must return megatron_cpp.Datasets or (train, valid, test), found " +
+          type_name(result));
     }
   };
 }
 
 tr::ForwardStepFunc python_forward_step(SharedObject fn, Models models) {
-  return [fn, models](ds::DataIterator& data_iterator, torch::nn::Module& model) -> std::pair<at::Tensor, tr::LossFunc> {
+  return [fn, models](ds::DataIterator& data_iterator,
+                      torch::nn::Module& model) -> std::pair<at::Tensor, tr::LossFunc> {
     py::gil_scoped_acquire gil;
-    py::object result = (*fn)(py::cast(&data_iterator, py::return_value_policy::reference), model_object(model, models));
-    if (!py::isinstance<py::tuple>(result) || py::len(result) != 2 || !THPVariable_Check(result.cast<py::tuple>()[0].ptr()) ||
-        !PyCallable_Check(result.cast<py::tuple>()[1].ptr()))
+    py::object result =
+        (*fn)(py::cast(&data_iterator, py::return_value_policy::reference), model_object(model, models));
+    if (!py::isinstance<py::tuple>(result) || py::len(result) != 2 ||
+        !THPVariable_Check(result.cast<py::tuple>()[0].ptr()) || !PyCallable_Check(result.cast<py::tuple>()[1].ptr()))
       throw py::type_error("[pretrain] forward_step must return (output tensor, loss_func callable), found " +
                            py::repr(result).cast<std::string>().substr(0, 200));
     const auto pair = result.cast<py::tuple>();
@@ -118,24 +125,28 @@ tr::ForwardStepFunc python_forward_step(SharedObject fn, Models models) {
 }  // namespace
 
 void init_training(py::module_& m) {
-  py::class_<tr::TrainingContext>(
-      m, "TrainingContext",
-      "What pretrain() hands to model_builder and dataset_builder (valid during the call).")
-      .def_property_readonly("args", [](const tr::TrainingContext& c) -> const tr::Arguments& { return c.args; },
-                             py::return_value_policy::reference_internal)
-      .def_property_readonly("parallel_state",
-                             [](const tr::TrainingContext& c) { return std::make_shared<megatron::ParallelState>(c.parallel_state); })
-      .def_property_readonly("rng_tracker", [](const tr::TrainingContext& c) { return c.rng_tracker; },
-                             "RNG states for dropout inside tensor-parallel regions.")
+  py::class_<tr::TrainingContext>(m, "TrainingContext",
+                                  "What pretrain() hands to model_builder and dataset_builder (valid during the call).")
+      .def_property_readonly(
+          "args", [](const tr::TrainingContext& c) -> const tr::Arguments& { return c.args; },
+          py::return_value_policy::reference_internal)
+      .def_property_readonly(
+          "parallel_state",
+          [](const tr::TrainingContext& c) { return std::make_shared<megatron::ParallelState>(c.parallel_state); })
+      .def_property_readonly(
+          "rng_tracker", [](const tr::TrainingContext& c) { return c.rng_tracker; },
+          "RNG states for dropout inside tensor-parallel regions.")
       .def_property_readonly("device", [](const tr::TrainingContext& c) { return c.device; })
       .def_property_readonly(
           "virtual_pipeline_model_parallel_rank",
           [](const tr::TrainingContext& c) { return c.virtual_pipeline_model_parallel_rank; },
           "Which model chunk of this stage model_builder builds (interleaved schedule), else None.");
 
-  py::class_<tr::Datasets>(m, "Datasets", "What dataset_builder returns: train (required), valid, test, and the EOD id.")
+  py::class_<tr::Datasets>(m, "Datasets",
+                           "What dataset_builder returns: train (required), valid, test, and the EOD id.")
       .def(py::init([](const py::object& train, const py::object& valid, const py::object& test, int64_t eod_token) {
-             return tr::Datasets{dataset_from(train, "train"), dataset_from(valid, "valid"), dataset_from(test, "test"), eod_token};
+             return tr::Datasets{dataset_from(train, "train"), dataset_from(valid, "valid"), dataset_from(test, "test"),
+                                 eod_token};
            }),
            py::arg("train"), py::arg("valid") = py::none(), py::arg("test") = py::none(), py::arg("eod_token") = -1,
            "eod_token is needed by --reset-position-ids, --reset-attention-mask and --eod-mask-loss.")
@@ -146,7 +157,8 @@ void init_training(py::module_& m) {
 
   py::class_<tr::IterationRecord>(m, "IterationRecord", "One training iteration.")
       .def_readonly("iteration", &tr::IterationRecord::iteration)
-      .def_readonly("metrics", &tr::IterationRecord::metrics, "loss_func's metrics averaged over micro-batches and DP ranks.")
+      .def_readonly("metrics", &tr::IterationRecord::metrics,
+                    "loss_func's metrics averaged over micro-batches and DP ranks.")
       .def_readonly("learning_rate", &tr::IterationRecord::learning_rate)
       .def_readonly("grad_norm", &tr::IterationRecord::grad_norm)
       .def_readonly("loss_scale", &tr::IterationRecord::loss_scale)
@@ -162,7 +174,8 @@ void init_training(py::module_& m) {
       .def_readonly("split", &tr::EvaluationRecord::split)
       .def_readonly("metrics", &tr::EvaluationRecord::metrics);
   py::class_<tr::TrainingResult>(m, "TrainingResult", "What pretrain() returns.")
-      .def_readonly("iterations", &tr::TrainingResult::iterations, "Those this run trained (after a loaded checkpoint).")
+      .def_readonly("iterations", &tr::TrainingResult::iterations,
+                    "Those this run trained (after a loaded checkpoint).")
       .def_readonly("evaluations", &tr::TrainingResult::evaluations)
       .def_readonly("consumed_train_samples", &tr::TrainingResult::consumed_train_samples)
       .def_readonly("iteration", &tr::TrainingResult::iteration, "The last iteration trained (or loaded).")
@@ -180,13 +193,17 @@ void init_training(py::module_& m) {
         py::arg("padded_vocab_size"), "Megatron-LM's model FLOPs of one iteration (forward + backward).");
   m.def(
       "build_tokenizer",
-      [](const tr::Arguments& args) { return std::shared_ptr<megatron::tokenizer::Tokenizer>(tr::build_tokenizer(args)); },
+      [](const tr::Arguments& args) {
+        return std::shared_ptr<megatron::tokenizer::Tokenizer>(tr::build_tokenizer(args));
+      },
       py::arg("args"),
       "The tokenizer the flags name (--tokenizer-type, NullTokenizer when empty; --vocab-file, "
       "--merge-file, --vocab-size).");
   m.def(
       "gpt_loss_func",
-      [](const at::Tensor& loss_mask, const at::Tensor& output_tensor) { return tr::gpt_loss_func(loss_mask, output_tensor); },
+      [](const at::Tensor& loss_mask, const at::Tensor& output_tensor) {
+        return tr::gpt_loss_func(loss_mask, output_tensor);
+      },
       py::arg("loss_mask"), py::arg("output_tensor"),
       "pretrain_gpt's loss_func in C++: (masked mean of the per-token losses, {'lm loss': it}).");
 

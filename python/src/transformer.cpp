@@ -35,17 +35,21 @@ T field_from(py::handle value, const char*) {
 }
 template <>
 Normalization field_from<Normalization>(py::handle v, const char* f) {
-  return enum_from<Normalization>(v, f, {{"LayerNorm", Normalization::kLayerNorm}, {"RMSNorm", Normalization::kRMSNorm}});
+  return enum_from<Normalization>(v, f,
+                                  {{"LayerNorm", Normalization::kLayerNorm}, {"RMSNorm", Normalization::kRMSNorm}});
 }
 template <>
 Activation field_from<Activation>(py::handle v, const char* f) {
-  return enum_from<Activation>(v, f, {{"gelu", Activation::kGelu}, {"gelu_tanh", Activation::kGeluTanh}, {"silu", Activation::kSilu}});
+  return enum_from<Activation>(
+      v, f, {{"gelu", Activation::kGelu}, {"gelu_tanh", Activation::kGeluTanh}, {"silu", Activation::kSilu}});
 }
 template <>
 RecomputeGranularity field_from<RecomputeGranularity>(py::handle v, const char* f) {
   if (v.is_none()) return RecomputeGranularity::kNone;
-  return enum_from<RecomputeGranularity>(
-      v, f, {{"", RecomputeGranularity::kNone}, {"full", RecomputeGranularity::kFull}, {"selective", RecomputeGranularity::kSelective}});
+  return enum_from<RecomputeGranularity>(v, f,
+                                         {{"", RecomputeGranularity::kNone},
+                                          {"full", RecomputeGranularity::kFull},
+                                          {"selective", RecomputeGranularity::kSelective}});
 }
 template <>
 RecomputeMethod field_from<RecomputeMethod>(py::handle v, const char* f) {
@@ -58,7 +62,9 @@ using Getter = std::function<py::object(const TransformerConfig&)>;
 }  // namespace
 
 void init_transformer(py::module_& m) {
-  py::enum_<Normalization>(m, "Normalization").value("LAYER_NORM", Normalization::kLayerNorm).value("RMS_NORM", Normalization::kRMSNorm);
+  py::enum_<Normalization>(m, "Normalization")
+      .value("LAYER_NORM", Normalization::kLayerNorm)
+      .value("RMS_NORM", Normalization::kRMSNorm);
   py::enum_<Activation>(m, "Activation")
       .value("GELU", Activation::kGelu)
       .value("GELU_TANH", Activation::kGeluTanh)
@@ -67,7 +73,9 @@ void init_transformer(py::module_& m) {
       .value("NONE", RecomputeGranularity::kNone)
       .value("FULL", RecomputeGranularity::kFull)
       .value("SELECTIVE", RecomputeGranularity::kSelective);
-  py::enum_<RecomputeMethod>(m, "RecomputeMethod").value("UNIFORM", RecomputeMethod::kUniform).value("BLOCK", RecomputeMethod::kBlock);
+  py::enum_<RecomputeMethod>(m, "RecomputeMethod")
+      .value("UNIFORM", RecomputeMethod::kUniform)
+      .value("BLOCK", RecomputeMethod::kBlock);
 
   py::class_<TransformerConfig> cls(
       m, "TransformerConfig",
@@ -78,16 +86,16 @@ void init_transformer(py::module_& m) {
   // Every field once: a property, a keyword of the constructor, and an entry of repr().
   auto setters = std::make_shared<std::map<std::string, Setter>>();
   auto getters = std::make_shared<std::vector<std::pair<std::string, Getter>>>();
-#define MEGATRON_CONFIG_FIELD(name)                                                              \
-  {                                                                                              \
-    using T = std::decay_t<decltype(std::declval<const TransformerConfig&>().name())>;           \
-    Getter get = [](const TransformerConfig& c) { return py::cast(c.name()); };                  \
-    Setter set = [](TransformerConfig& c, py::handle v) { c.name(field_from<T>(v, #name)); };     \
-    cls.def_property(                                                                            \
-        #name, [get](const TransformerConfig& c) { return get(c); },                             \
-        [set](TransformerConfig& c, py::object v) { set(c, v); });                               \
-    (*setters)[#name] = set;                                                                     \
-    getters->emplace_back(#name, get);                                                           \
+#define MEGATRON_CONFIG_FIELD(name)                                                           \
+  {                                                                                           \
+    using T = std::decay_t<decltype(std::declval<const TransformerConfig&>().name())>;        \
+    Getter get = [](const TransformerConfig& c) { return py::cast(c.name()); };               \
+    Setter set = [](TransformerConfig& c, py::handle v) { c.name(field_from<T>(v, #name)); }; \
+    cls.def_property(                                                                         \
+        #name, [get](const TransformerConfig& c) { return get(c); },                          \
+        [set](TransformerConfig& c, py::object v) { set(c, v); });                            \
+    (*setters)[#name] = set;                                                                  \
+    getters->emplace_back(#name, get);                                                        \
   }
   MEGATRON_CONFIG_FIELD(num_layers)
   MEGATRON_CONFIG_FIELD(hidden_size)

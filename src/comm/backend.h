@@ -14,11 +14,11 @@ namespace megatron::comm::detail {
 // What an operation is, for the timeout message: "all_reduce(sum) on group 'tp' ...".
 // Cheap to build on every call: the peer list is only worked out for the message.
 struct OpInfo {
-  std::string op;     // "all_reduce(sum)", "send", ...
-  std::string group;  // group name
-  int rank = 0;       // this process's rank in the group
+  std::string op;                                       // "all_reduce(sum)", "send", ...
+  std::string group;                                    // group name
+  int rank = 0;                                         // this process's rank in the group
   std::shared_ptr<const std::vector<int>> group_ranks;  // group rank -> world rank
-  std::vector<int> peer_group_ranks;  // the ranks waited on; empty: every other member
+  std::vector<int> peer_group_ranks;                    // the ranks waited on; empty: every other member
   // The caller waits right away: a backend may run its blocking call (faster in MPI) under a
   // watchdog that ends the job at the timeout, instead of polling a non-blocking one.
   bool blocking = false;
@@ -30,8 +30,7 @@ std::string describe_timeout(const OpInfo& info, std::chrono::milliseconds timeo
 // once after completion (copy-back, averaging).
 class PollingWork : public Work {
  public:
-  PollingWork(OpInfo info, std::chrono::milliseconds timeout, std::function<bool()> test,
-              std::function<void()> finish);
+  PollingWork(OpInfo info, std::chrono::milliseconds timeout, std::function<bool()> test, std::function<void()> finish);
   bool is_completed() override;
   void wait(std::chrono::milliseconds timeout) override;
 
@@ -52,8 +51,7 @@ class Backend {
   // Tensors are contiguous and checked; `info` describes the call for errors.
   virtual WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op, const OpInfo& info) = 0;
   virtual WorkHandle all_gather(at::Tensor& output, const at::Tensor& input, const OpInfo& info) = 0;
-  virtual WorkHandle reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op,
-                                    const OpInfo& info) = 0;
+  virtual WorkHandle reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op, const OpInfo& info) = 0;
   virtual WorkHandle broadcast(at::Tensor& tensor, int src, const OpInfo& info) = 0;
   virtual WorkHandle batch_p2p(const std::vector<P2POp>& ops, const OpInfo& info) = 0;
   virtual WorkHandle barrier(const OpInfo& info) = 0;
@@ -79,10 +77,8 @@ void mpi_abort(int exit_code);
 
 #ifdef MEGATRON_WITH_NCCL
 struct NcclRendezvous;  // how a new NCCL communicator gets its unique id
-std::unique_ptr<Backend> make_nccl_backend(BackendContext ctx, std::vector<int> global_ranks,
-                                           std::string name,
-                                           std::shared_ptr<NcclRendezvous> rendezvous,
-                                           Backend* host_backend);
+std::unique_ptr<Backend> make_nccl_backend(BackendContext ctx, std::vector<int> global_ranks, std::string name,
+                                           std::shared_ptr<NcclRendezvous> rendezvous, Backend* host_backend);
 std::shared_ptr<NcclRendezvous> make_nccl_rendezvous(const LauncherEnv& env, Backend* host_world,
                                                      std::chrono::milliseconds timeout);
 #endif

@@ -19,8 +19,7 @@ class LocalBackend : public Backend {
     return done();
   }
 
-  WorkHandle reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp,
-                            const OpInfo&) override {
+  WorkHandle reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp, const OpInfo&) override {
     output.copy_(input.view(output.sizes()));
     return done();
   }
@@ -31,13 +30,13 @@ class LocalBackend : public Backend {
     // Sends to self are matched with receives from self in order, like MPI's non-overtaking rule.
     std::vector<const P2POp*> sends, recvs;
     for (const auto& op : ops) (op.kind == P2POp::kSend ? sends : recvs).push_back(&op);
-    TORCH_CHECK(sends.size() == recvs.size(), "[comm] ", info.op, " on a single-process group: ",
-                sends.size(), " sends but ", recvs.size(), " receives; a send to itself needs a "
+    TORCH_CHECK(sends.size() == recvs.size(), "[comm] ", info.op, " on a single-process group: ", sends.size(),
+                " sends but ", recvs.size(),
+                " receives; a send to itself needs a "
                 "matching receive in the same batch");
     for (size_t i = 0; i < sends.size(); ++i) {
-      TORCH_CHECK(sends[i]->tensor.numel() == recvs[i]->tensor.numel(), "[comm] ", info.op,
-                  ": receive of ", recvs[i]->tensor.numel(), " elements for a send of ",
-                  sends[i]->tensor.numel());
+      TORCH_CHECK(sends[i]->tensor.numel() == recvs[i]->tensor.numel(), "[comm] ", info.op, ": receive of ",
+                  recvs[i]->tensor.numel(), " elements for a send of ", sends[i]->tensor.numel());
       recvs[i]->tensor.view(sends[i]->tensor.sizes()).copy_(sends[i]->tensor);
     }
     return done();

@@ -52,9 +52,15 @@ void reduce_16bit(void* in, void* inout, int* len, Combine combine) {
   for (int i = 0; i < *len; ++i) b[i] = T(combine(static_cast<float>(a[i]), static_cast<float>(b[i])));
 }
 
-struct Sum { float operator()(float a, float b) const { return a + b; } };
-struct Max { float operator()(float a, float b) const { return a > b ? a : b; } };
-struct Min { float operator()(float a, float b) const { return a < b ? a : b; } };
+struct Sum {
+  float operator()(float a, float b) const { return a + b; }
+};
+struct Max {
+  float operator()(float a, float b) const { return a > b ? a : b; }
+};
+struct Min {
+  float operator()(float a, float b) const { return a < b ? a : b; }
+};
 
 template <typename T, typename Combine>
 void reduce_fn(void* in, void* inout, int* len, MPI_Datatype*) {
@@ -109,7 +115,9 @@ class Watchdog {
     return *watchdog;
   }
 
-  Watchdog() { std::thread([this] { run(); }).detach(); }
+  Watchdog() {
+    std::thread([this] { run(); }).detach();
+  }
 
   Slot* register_slot() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -150,8 +158,8 @@ class WatchdogGuard {
 };
 
 int mpi_count(const at::Tensor& t) {
-  TORCH_CHECK(t.numel() <= INT_MAX, "[comm] tensor of ", t.numel(),
-              " elements exceeds MPI's count limit (", INT_MAX, "); split it");
+  TORCH_CHECK(t.numel() <= INT_MAX, "[comm] tensor of ", t.numel(), " elements exceeds MPI's count limit (", INT_MAX,
+              "); split it");
   return static_cast<int>(t.numel());
 }
 
@@ -169,17 +177,15 @@ class MpiBackend : public Backend {
   WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op, const OpInfo& info) override {
     if (info.blocking) {
       WatchdogGuard guard(info, ctx_.timeout);
-      check_mpi(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), mpi_count(tensor),
-                              mpi_type(tensor.scalar_type()), mpi_op(op, tensor.scalar_type()),
-                              comm_),
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), mpi_count(tensor), mpi_type(tensor.scalar_type()),
+                              mpi_op(op, tensor.scalar_type()), comm_),
                 "MPI_Allreduce");
       if (op == ReduceOp::kAvg) tensor.div_(ctx_.size);
       return completed_work();
     }
     auto requests = std::make_shared<std::vector<MPI_Request>>(1);
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), mpi_count(tensor),
-                             mpi_type(tensor.scalar_type()), mpi_op(op, tensor.scalar_type()),
-                             comm_, requests->data()),
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), mpi_count(tensor), mpi_type(tensor.scalar_type()),
+                             mpi_op(op, tensor.scalar_type()), comm_, requests->data()),
               "MPI_Iallreduce");
     std::function<void()> finish;
     if (op == ReduceOp::kAvg) finish = [tensor, n = ctx_.size]() mutable { tensor.div_(n); };
@@ -190,34 +196,32 @@ class MpiBackend : public Backend {
     auto type = mpi_type(input.scalar_type());
     if (info.blocking) {
       WatchdogGuard guard(info, ctx_.timeout);
-      check_mpi(MPI_Allgather(input.data_ptr(), mpi_count(input), type, output.data_ptr(),
-                              mpi_count(input), type, comm_),
-                "MPI_Allgather");
+      check_mpi(
+          MPI_Allgather(input.data_ptr(), mpi_count(input), type, output.data_ptr(), mpi_count(input), type, comm_),
+          "MPI_Allgather");
       return completed_work();
     }
     auto requests = std::make_shared<std::vector<MPI_Request>>(1);
-    check_mpi(MPI_Iallgather(input.data_ptr(), mpi_count(input), type, output.data_ptr(),
-                             mpi_count(input), type, comm_, requests->data()),
+    check_mpi(MPI_Iallgather(input.data_ptr(), mpi_count(input), type, output.data_ptr(), mpi_count(input), type, comm_,
+                             requests->data()),
               "MPI_Iallgather");
     return make_work(requests, info, nullptr, {output, input});
   }
 
-  WorkHandle reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op,
-                            const OpInfo& info) override {
+  WorkHandle reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op, const OpInfo& info) override {
     if (info.blocking) {
       WatchdogGuard guard(info, ctx_.timeout);
       check_mpi(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(), mpi_count(output),
-                                         mpi_type(input.scalar_type()),
-                                         mpi_op(op, input.scalar_type()), comm_),
+                                         mpi_type(input.scalar_type()), mpi_op(op, input.scalar_type()), comm_),
                 "MPI_Reduce_scatter_block");
       if (op == ReduceOp::kAvg) output.div_(ctx_.size);
       return completed_work();
     }
     auto requests = std::make_shared<std::vector<MPI_Request>>(1);
-    check_mpi(MPI_Ireduce_scatter_block(input.data_ptr(), output.data_ptr(), mpi_count(output),
-                                        mpi_type(input.scalar_type()),
-                                        mpi_op(op, input.scalar_type()), comm_, requests->data()),
-              "MPI_Ireduce_scatter_block");
+    check_mpi(
+        MPI_Ireduce_scatter_block(input.data_ptr(), output.data_ptr(), mpi_count(output), mpi_type(input.scalar_type()),
+                                  mpi_op(op, input.scalar_type()), comm_, requests->data()),
+        "MPI_Ireduce_scatter_block");
     std::function<void()> finish;
     if (op == ReduceOp::kAvg) finish = [output, n = ctx_.size]() mutable { output.div_(n); };
     return make_work(requests, info, std::move(finish), {output, input});
@@ -226,15 +230,14 @@ class MpiBackend : public Backend {
   WorkHandle broadcast(at::Tensor& tensor, int src, const OpInfo& info) override {
     if (info.blocking) {
       WatchdogGuard guard(info, ctx_.timeout);
-      check_mpi(MPI_Bcast(tensor.data_ptr(), mpi_count(tensor), mpi_type(tensor.scalar_type()), src,
-                          comm_),
+      check_mpi(MPI_Bcast(tensor.data_ptr(), mpi_count(tensor), mpi_type(tensor.scalar_type()), src, comm_),
                 "MPI_Bcast");
       return completed_work();
     }
     auto requests = std::make_shared<std::vector<MPI_Request>>(1);
-    check_mpi(MPI_Ibcast(tensor.data_ptr(), mpi_count(tensor), mpi_type(tensor.scalar_type()), src,
-                         comm_, requests->data()),
-              "MPI_Ibcast");
+    check_mpi(
+        MPI_Ibcast(tensor.data_ptr(), mpi_count(tensor), mpi_type(tensor.scalar_type()), src, comm_, requests->data()),
+        "MPI_Ibcast");
     return make_work(requests, info, nullptr, {tensor});
   }
 
@@ -245,12 +248,10 @@ class MpiBackend : public Backend {
       const auto& p = ops[i];
       auto type = mpi_type(p.tensor.scalar_type());
       if (p.kind == P2POp::kSend) {
-        check_mpi(MPI_Isend(p.tensor.data_ptr(), mpi_count(p.tensor), type, p.peer, kP2PTag, comm_,
-                            &(*requests)[i]),
+        check_mpi(MPI_Isend(p.tensor.data_ptr(), mpi_count(p.tensor), type, p.peer, kP2PTag, comm_, &(*requests)[i]),
                   "MPI_Isend");
       } else {
-        check_mpi(MPI_Irecv(p.tensor.data_ptr(), mpi_count(p.tensor), type, p.peer, kP2PTag, comm_,
-                            &(*requests)[i]),
+        check_mpi(MPI_Irecv(p.tensor.data_ptr(), mpi_count(p.tensor), type, p.peer, kP2PTag, comm_, &(*requests)[i]),
                   "MPI_Irecv");
       }
       keep.push_back(p.tensor);
@@ -276,11 +277,10 @@ class MpiBackend : public Backend {
     if (it == ranks.end()) return nullptr;
     MPI_Group parent, child;
     check_mpi(MPI_Comm_group(comm_, &parent), "MPI_Comm_group");
-    check_mpi(MPI_Group_incl(parent, static_cast<int>(ranks.size()), ranks.data(), &child),
-              "MPI_Group_incl");
+    check_mpi(MPI_Group_incl(parent, static_cast<int>(ranks.size()), ranks.data(), &child), "MPI_Group_incl");
     MPI_Comm comm;
     // The tag keeps concurrent creations of different groups apart.
-    int tag = static_cast<int>(std::hash<std::string>{}(name) & 0x3fff);
+    int tag = static_cast<int>(std::hash<std::string>{}(name)&0x3fff);
     check_mpi(MPI_Comm_create_group(comm_, child, tag, &comm), "MPI_Comm_create_group");
     MPI_Group_free(&child);
     MPI_Group_free(&parent);
@@ -297,8 +297,7 @@ class MpiBackend : public Backend {
                        std::function<void()> finish, std::vector<at::Tensor> keep_alive) {
     auto test = [requests, keep_alive = std::move(keep_alive)]() {
       int flag = 0;
-      check_mpi(MPI_Testall(static_cast<int>(requests->size()), requests->data(), &flag,
-                            MPI_STATUSES_IGNORE),
+      check_mpi(MPI_Testall(static_cast<int>(requests->size()), requests->data(), &flag, MPI_STATUSES_IGNORE),
                 "MPI_Testall");
       return flag != 0;
     };

@@ -33,8 +33,8 @@ struct NcclRendezvous {
 namespace {
 
 void check_nccl(ncclResult_t rc, const char* call, const std::string& group) {
-  TORCH_CHECK(rc == ncclSuccess, "[comm] ", call, " on group '", group, "' failed: ",
-              ncclGetErrorString(rc), " (", ncclGetLastError(nullptr), ")");
+  TORCH_CHECK(rc == ncclSuccess, "[comm] ", call, " on group '", group, "' failed: ", ncclGetErrorString(rc), " (",
+              ncclGetLastError(nullptr), ")");
 }
 
 ncclDataType_t nccl_type(at::ScalarType type) {
@@ -66,7 +66,10 @@ ncclRedOp_t nccl_op(ReduceOp op, at::ScalarType type) {
 class NcclBackend : public Backend {
  public:
   NcclBackend(ncclComm_t comm, BackendContext ctx, std::string name, int device)
-      : comm_(comm), ctx_(ctx), name_(std::move(name)), device_(device),
+      : comm_(comm),
+        ctx_(ctx),
+        name_(std::move(name)),
+        device_(device),
         stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device)) {}
   ~NcclBackend() override { ncclCommDestroy(comm_); }
 
@@ -78,21 +81,18 @@ class NcclBackend : public Backend {
   }
   WorkHandle all_gather(at::Tensor& out, const at::Tensor& in, const OpInfo& info) override {
     return run(info, {out, in}, [&](cudaStream_t s) {
-      return ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in.scalar_type()),
-                           comm_, s);
+      return ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in.scalar_type()), comm_, s);
     });
   }
-  WorkHandle reduce_scatter(at::Tensor& out, const at::Tensor& in, ReduceOp op,
-                            const OpInfo& info) override {
+  WorkHandle reduce_scatter(at::Tensor& out, const at::Tensor& in, ReduceOp op, const OpInfo& info) override {
     return run(info, {out, in}, [&](cudaStream_t s) {
-      return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(),
-                               nccl_type(in.scalar_type()), nccl_op(op, in.scalar_type()), comm_, s);
+      return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(in.scalar_type()),
+                               nccl_op(op, in.scalar_type()), comm_, s);
     });
   }
   WorkHandle broadcast(at::Tensor& t, int src, const OpInfo& info) override {
     return run(info, {t}, [&](cudaStream_t s) {
-      return ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), src,
-                           comm_, s);
+      return ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), src, comm_, s);
     });
   }
   WorkHandle batch_p2p(const std::vector<P2POp>& ops, const OpInfo& info) override {
@@ -104,9 +104,8 @@ class NcclBackend : public Backend {
       for (const auto& op : ops) {
         if (rc != ncclSuccess) break;
         auto type = nccl_type(op.tensor.scalar_type());
-        rc = op.kind == P2POp::kSend
-                 ? ncclSend(op.tensor.data_ptr(), op.tensor.numel(), type, op.peer, comm_, s)
-                 : ncclRecv(op.tensor.data_ptr(), op.tensor.numel(), type, op.peer, comm_, s);
+        rc = op.kind == P2POp::kSend ? ncclSend(op.tensor.data_ptr(), op.tensor.numel(), type, op.peer, comm_, s)
+                                     : ncclRecv(op.tensor.data_ptr(), op.tensor.numel(), type, op.peer, comm_, s);
       }
       ncclResult_t end = ncclGroupEnd();
       return rc != ncclSuccess ? rc : end;
@@ -176,10 +175,8 @@ std::shared_ptr<NcclRendezvous> make_nccl_rendezvous(const LauncherEnv& env, Bac
   return rendezvous;
 }
 
-std::unique_ptr<Backend> make_nccl_backend(BackendContext ctx, std::vector<int> global_ranks,
-                                           std::string name,
-                                           std::shared_ptr<NcclRendezvous> rendezvous,
-                                           Backend* host_backend) {
+std::unique_ptr<Backend> make_nccl_backend(BackendContext ctx, std::vector<int> global_ranks, std::string name,
+                                           std::shared_ptr<NcclRendezvous> rendezvous, Backend* host_backend) {
   ncclUniqueId id;
   if (ctx.rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId", name);
   if (rendezvous->store) {
@@ -187,8 +184,7 @@ std::unique_ptr<Backend> make_nccl_backend(BackendContext ctx, std::vector<int> 
     // rank has created.
     std::string key = rendezvous->prefix + name + "/" + std::to_string(rendezvous->created[name]++);
     if (ctx.rank == 0) {
-      std::vector<uint8_t> bytes(reinterpret_cast<uint8_t*>(&id),
-                                 reinterpret_cast<uint8_t*>(&id) + sizeof(id));
+      std::vector<uint8_t> bytes(reinterpret_cast<uint8_t*>(&id), reinterpret_cast<uint8_t*>(&id) + sizeof(id));
       rendezvous->store->set(key, bytes);
     } else {
       auto bytes = rendezvous->store->get(key);
@@ -199,8 +195,8 @@ std::unique_ptr<Backend> make_nccl_backend(BackendContext ctx, std::vector<int> 
     TORCH_INTERNAL_ASSERT(host_backend != nullptr);
     auto bytes = at::empty({static_cast<int64_t>(sizeof(id))}, at::kByte);
     if (ctx.rank == 0) std::memcpy(bytes.data_ptr(), &id, sizeof(id));
-    OpInfo info{"broadcast(NCCL unique id)", name, ctx.rank,
-                std::make_shared<const std::vector<int>>(global_ranks), {}, true};
+    OpInfo info{
+        "broadcast(NCCL unique id)", name, ctx.rank, std::make_shared<const std::vector<int>>(global_ranks), {}, true};
     host_backend->broadcast(bytes, 0, info)->wait();
     std::memcpy(&id, bytes.data_ptr(), sizeof(id));
   }

@@ -45,7 +45,9 @@ class ProcessGroupImpl {
     return std::shared_ptr<ProcessGroup>(new ProcessGroup(std::move(impl)));
   }
 
-  int size() const { return static_cast<int>(global_ranks.size()); }
+  int size() const {
+    return static_cast<int>(global_ranks.size());
+  }
 
   // torchrun-style GPU jobs have no MPI: their host tensors (flags, metrics, timers) travel
   // through NCCL on the rank's current CUDA device, synchronously.
@@ -63,8 +65,7 @@ class ProcessGroupImpl {
 
   WorkHandle start_all_reduce(at::Tensor& tensor, ReduceOp op, bool blocking);
   WorkHandle start_all_gather(at::Tensor& output, const at::Tensor& input, bool blocking);
-  WorkHandle start_reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op,
-                                  bool blocking);
+  WorkHandle start_reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op, bool blocking);
   WorkHandle start_broadcast(at::Tensor& tensor, int src, bool blocking);
 
   OpInfo info(std::string op, std::vector<int> peer_group_ranks = {}, bool blocking = false) const {
@@ -75,13 +76,10 @@ class ProcessGroupImpl {
     TORCH_CHECK(tensor.defined(), "[comm] ", op, " on group '", name, "': undefined tensor");
     TORCH_CHECK(tensor.layout() == at::kStrided, "[comm] ", op, " on group '", name,
                 "': only dense tensors can be communicated, got layout ", tensor.layout());
-    static const at::ScalarType kSupported[] = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16,
-                                                at::kLong,  at::kInt,    at::kShort, at::kChar,
-                                                at::kByte,  at::kBool};
-    TORCH_CHECK(std::find(std::begin(kSupported), std::end(kSupported), tensor.scalar_type()) !=
-                    std::end(kSupported),
-                "[comm] ", op, " on group '", name, "': collectives do not support dtype ",
-                tensor.scalar_type());
+    static const at::ScalarType kSupported[] = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kLong,
+                                                at::kInt,   at::kShort,  at::kChar, at::kByte,     at::kBool};
+    TORCH_CHECK(std::find(std::begin(kSupported), std::end(kSupported), tensor.scalar_type()) != std::end(kSupported),
+                "[comm] ", op, " on group '", name, "': collectives do not support dtype ", tensor.scalar_type());
     if (tensor.is_cuda()) {
 #ifdef MEGATRON_WITH_NCCL
       if (!cuda) {
@@ -90,13 +88,15 @@ class ProcessGroupImpl {
       }
       return *cuda;
 #else
-      TORCH_CHECK(false, "[comm] ", op, " on group '", name, "': CUDA tensor, but this build has "
+      TORCH_CHECK(false, "[comm] ", op, " on group '", name,
+                  "': CUDA tensor, but this build has "
                   "no NCCL (configure with MEGATRON_WITH_CUDA=ON and MEGATRON_WITH_NCCL=ON)");
 #endif
     }
     TORCH_CHECK(tensor.is_cpu(), "[comm] ", op, " on group '", name,
                 "': tensors must be on CPU (MPI) or CUDA (NCCL), got ", tensor.device());
-    TORCH_CHECK(host, "[comm] ", op, " on group '", name, "': host tensors need MPI, which "
+    TORCH_CHECK(host, "[comm] ", op, " on group '", name,
+                "': host tensors need MPI, which "
                 "torchrun-style jobs do not have; move the tensor to CUDA or launch with mpirun");
     return *host;
   }
@@ -108,8 +108,7 @@ namespace {
 // back when the operation completes.
 class CopyBackWork : public Work {
  public:
-  CopyBackWork(WorkHandle inner, at::Tensor target, at::Tensor staging,
-               std::chrono::milliseconds timeout)
+  CopyBackWork(WorkHandle inner, at::Tensor target, at::Tensor staging, std::chrono::milliseconds timeout)
       : Work(timeout), inner_(std::move(inner)), target_(target), staging_(staging) {}
   bool is_completed() override {
     if (!done_ && inner_->is_completed()) finish();
@@ -138,16 +137,15 @@ WorkHandle in_place(at::Tensor& tensor, std::chrono::milliseconds timeout, Start
 }
 
 void check_same_kind(const at::Tensor& a, const at::Tensor& b, const OpInfo& info) {
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "[comm] ", info.op, " on group '", info.group,
-              "': input dtype ", a.scalar_type(), " differs from output dtype ", b.scalar_type());
-  TORCH_CHECK(a.device() == b.device(), "[comm] ", info.op, " on group '", info.group,
-              "': input on ", a.device(), " but output on ", b.device());
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "[comm] ", info.op, " on group '", info.group, "': input dtype ",
+              a.scalar_type(), " differs from output dtype ", b.scalar_type());
+  TORCH_CHECK(a.device() == b.device(), "[comm] ", info.op, " on group '", info.group, "': input on ", a.device(),
+              " but output on ", b.device());
 }
 
 void check_reduce_op(ReduceOp op, const at::Tensor& t, const OpInfo& info) {
-  TORCH_CHECK(op != ReduceOp::kAvg || at::isFloatingType(t.scalar_type()), "[comm] ", info.op,
-              " on group '", info.group, "': avg needs a floating-point tensor, got ",
-              t.scalar_type(), "; use sum and divide");
+  TORCH_CHECK(op != ReduceOp::kAvg || at::isFloatingType(t.scalar_type()), "[comm] ", info.op, " on group '",
+              info.group, "': avg needs a floating-point tensor, got ", t.scalar_type(), "; use sum and divide");
 }
 
 std::chrono::milliseconds timeout_from_env(std::chrono::milliseconds fallback) {
@@ -155,8 +153,8 @@ std::chrono::milliseconds timeout_from_env(std::chrono::milliseconds fallback) {
   if (!value) return fallback;
   char* end = nullptr;
   double seconds = std::strtod(value, &end);
-  TORCH_CHECK(end != value && *end == '\0' && seconds > 0, "[comm] MEGATRON_DISTRIBUTED_TIMEOUT_SECONDS='",
-              value, "' is not a positive number of seconds");
+  TORCH_CHECK(end != value && *end == '\0' && seconds > 0, "[comm] MEGATRON_DISTRIBUTED_TIMEOUT_SECONDS='", value,
+              "' is not a positive number of seconds");
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
 }
 
@@ -165,19 +163,28 @@ std::chrono::milliseconds timeout_from_env(std::chrono::milliseconds fallback) {
 ProcessGroup::ProcessGroup(std::unique_ptr<ProcessGroupImpl> impl) : impl_(std::move(impl)) {}
 ProcessGroup::~ProcessGroup() = default;
 
-const std::string& ProcessGroup::name() const { return impl_->name; }
-int ProcessGroup::rank() const { return impl_->rank; }
-int ProcessGroup::size() const { return impl_->size(); }
-const std::vector<int>& ProcessGroup::global_ranks() const { return impl_->global_ranks; }
-std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout; }
+const std::string& ProcessGroup::name() const {
+  return impl_->name;
+}
+int ProcessGroup::rank() const {
+  return impl_->rank;
+}
+int ProcessGroup::size() const {
+  return impl_->size();
+}
+const std::vector<int>& ProcessGroup::global_ranks() const {
+  return impl_->global_ranks;
+}
+std::chrono::milliseconds ProcessGroup::timeout() const {
+  return impl_->timeout;
+}
 
-std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks,
-                                                      const std::string& name) {
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks, const std::string& name) {
   TORCH_CHECK(!ranks.empty(), "[comm] new_group '", name, "': empty rank list");
   std::vector<bool> seen(size(), false);
   for (int r : ranks) {
-    TORCH_CHECK(r >= 0 && r < size(), "[comm] new_group '", name, "': rank ", r,
-                " is not in group '", impl_->name, "' of size ", size());
+    TORCH_CHECK(r >= 0 && r < size(), "[comm] new_group '", name, "': rank ", r, " is not in group '", impl_->name,
+                "' of size ", size());
     TORCH_CHECK(!seen[r], "[comm] new_group '", name, "': rank ", r, " listed twice");
     seen[r] = true;
   }
@@ -198,17 +205,14 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
 }
 
 WorkHandle ProcessGroupImpl::start_all_reduce(at::Tensor& tensor, ReduceOp op, bool blocking) {
-  if (staged_on_device(tensor))
-    return via_device(tensor, [&](at::Tensor& d) { return start_all_reduce(d, op, true); });
+  if (staged_on_device(tensor)) return via_device(tensor, [&](at::Tensor& d) { return start_all_reduce(d, op, true); });
   auto info = this->info(std::string("all_reduce(") + to_string(op) + ")", {}, blocking);
   Backend& backend = backend_for(tensor, info.op);
   check_reduce_op(op, tensor, info);
-  return in_place(tensor, timeout,
-                  [&](at::Tensor& t) { return backend.all_reduce(t, op, info); });
+  return in_place(tensor, timeout, [&](at::Tensor& t) { return backend.all_reduce(t, op, info); });
 }
 
-WorkHandle ProcessGroupImpl::start_all_gather(at::Tensor& output, const at::Tensor& input,
-                                              bool blocking) {
+WorkHandle ProcessGroupImpl::start_all_gather(at::Tensor& output, const at::Tensor& input, bool blocking) {
   if (staged_on_device(input))
     return via_device(output, [&](at::Tensor& d) { return start_all_gather(d, input.to(at::kCUDA), true); });
   auto info = this->info("all_gather", {}, blocking);
@@ -218,36 +222,32 @@ WorkHandle ProcessGroupImpl::start_all_gather(at::Tensor& output, const at::Tens
               "': output must hold group size ", size(), " x input's ", input.numel(),
               " elements = ", input.numel() * size(), ", but has ", output.numel());
   at::Tensor in = input.contiguous();
-  return in_place(output, timeout,
-                  [&](at::Tensor& out) { return backend.all_gather(out, in, info); });
+  return in_place(output, timeout, [&](at::Tensor& out) { return backend.all_gather(out, in, info); });
 }
 
-WorkHandle ProcessGroupImpl::start_reduce_scatter(at::Tensor& output, const at::Tensor& input,
-                                                  ReduceOp op, bool blocking) {
+WorkHandle ProcessGroupImpl::start_reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op,
+                                                  bool blocking) {
   if (staged_on_device(input))
     return via_device(output, [&](at::Tensor& d) { return start_reduce_scatter(d, input.to(at::kCUDA), op, true); });
   auto info = this->info(std::string("reduce_scatter(") + to_string(op) + ")", {}, blocking);
   Backend& backend = backend_for(input, info.op);
   check_same_kind(input, output, info);
   check_reduce_op(op, input, info);
-  TORCH_CHECK(input.numel() == output.numel() * size(), "[comm] reduce_scatter on group '",
-              name, "': input of ", input.numel(), " elements does not split into group size ",
-              size(), " x output's ", output.numel(), " elements");
+  TORCH_CHECK(input.numel() == output.numel() * size(), "[comm] reduce_scatter on group '", name, "': input of ",
+              input.numel(), " elements does not split into group size ", size(), " x output's ", output.numel(),
+              " elements");
   at::Tensor in = input.contiguous();
-  return in_place(output, timeout,
-                  [&](at::Tensor& out) { return backend.reduce_scatter(out, in, op, info); });
+  return in_place(output, timeout, [&](at::Tensor& out) { return backend.reduce_scatter(out, in, op, info); });
 }
 
 WorkHandle ProcessGroupImpl::start_broadcast(at::Tensor& tensor, int src, bool blocking) {
-  if (staged_on_device(tensor))
-    return via_device(tensor, [&](at::Tensor& d) { return start_broadcast(d, src, true); });
-  TORCH_CHECK(src >= 0 && src < size(), "[comm] broadcast on group '", name, "': source rank ",
-              src, " is outside the group of size ", size());
+  if (staged_on_device(tensor)) return via_device(tensor, [&](at::Tensor& d) { return start_broadcast(d, src, true); });
+  TORCH_CHECK(src >= 0 && src < size(), "[comm] broadcast on group '", name, "': source rank ", src,
+              " is outside the group of size ", size());
   auto info = this->info("broadcast(src " + std::to_string(src) + ")",
                          src == rank ? std::vector<int>{} : std::vector<int>{src}, blocking);
   Backend& backend = backend_for(tensor, info.op);
-  return in_place(tensor, timeout,
-                  [&](at::Tensor& t) { return backend.broadcast(t, src, info); });
+  return in_place(tensor, timeout, [&](at::Tensor& t) { return backend.broadcast(t, src, info); });
 }
 
 WorkHandle ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
@@ -257,8 +257,8 @@ WorkHandle ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
   what << "batch_isend_irecv(";
   for (size_t i = 0; i < ops.size(); ++i) {
     const auto& op = ops[i];
-    TORCH_CHECK(op.peer >= 0 && op.peer < size(), "[comm] batch_isend_irecv on group '", name(),
-                "': peer ", op.peer, " is outside the group of size ", size());
+    TORCH_CHECK(op.peer >= 0 && op.peer < size(), "[comm] batch_isend_irecv on group '", name(), "': peer ", op.peer,
+                " is outside the group of size ", size());
     TORCH_CHECK(op.tensor.is_contiguous(), "[comm] batch_isend_irecv on group '", name(),
                 "': tensors must be contiguous");
     what << (i ? ", " : "") << (op.kind == P2POp::kSend ? "send to " : "recv from ") << op.peer;
@@ -268,8 +268,8 @@ WorkHandle ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
   auto info = impl_->info(what.str(), peers);
   Backend& backend = impl_->backend_for(ops.front().tensor, info.op);
   for (const auto& op : ops) {
-    TORCH_CHECK(op.tensor.device().type() == ops.front().tensor.device().type(), "[comm] ",
-                info.op, ": all tensors of a batch must be on the same kind of device");
+    TORCH_CHECK(op.tensor.device().type() == ops.front().tensor.device().type(), "[comm] ", info.op,
+                ": all tensors of a batch must be on the same kind of device");
   }
   return backend.batch_p2p(ops, info);
 }
@@ -280,8 +280,7 @@ WorkHandle ProcessGroup::all_reduce_async(at::Tensor& tensor, ReduceOp op) {
 WorkHandle ProcessGroup::all_gather_async(at::Tensor& output, const at::Tensor& input) {
   return impl_->start_all_gather(output, input, false);
 }
-WorkHandle ProcessGroup::reduce_scatter_async(at::Tensor& output, const at::Tensor& input,
-                                              ReduceOp op) {
+WorkHandle ProcessGroup::reduce_scatter_async(at::Tensor& output, const at::Tensor& input, ReduceOp op) {
   return impl_->start_reduce_scatter(output, input, op, false);
 }
 WorkHandle ProcessGroup::broadcast_async(at::Tensor& tensor, int src) {
@@ -303,9 +302,7 @@ void ProcessGroup::send(const at::Tensor& tensor, int dst) {
   batch_isend_irecv({{P2POp::kSend, tensor.contiguous(), dst}})->wait();
 }
 void ProcessGroup::recv(at::Tensor& tensor, int src) {
-  in_place(tensor, impl_->timeout, [&](at::Tensor& t) {
-    return batch_isend_irecv({{P2POp::kRecv, t, src}});
-  })->wait();
+  in_place(tensor, impl_->timeout, [&](at::Tensor& t) { return batch_isend_irecv({{P2POp::kRecv, t, src}}); })->wait();
 }
 
 void ProcessGroup::barrier() {
@@ -335,16 +332,18 @@ std::shared_ptr<ProcessGroup> init_distributed(const LauncherEnv& env, Distribut
     detail::init_mpi();
     impl->host = detail::make_mpi_world_backend(ctx);
 #else
-    TORCH_CHECK(env.world_size == 1, "[comm] launched by ", to_string(env.launcher), " with ",
-                env.world_size, " ranks, but this build has no MPI; rebuild with MEGATRON_WITH_MPI=ON");
+    TORCH_CHECK(env.world_size == 1, "[comm] launched by ", to_string(env.launcher), " with ", env.world_size,
+                " ranks, but this build has no MPI; rebuild with MEGATRON_WITH_MPI=ON");
     impl->host = detail::make_local_backend(ctx);
 #endif
   } else if (env.world_size == 1) {
     impl->host = detail::make_local_backend(ctx);
   } else {
-    TORCH_CHECK(options.device_type == at::kCUDA, "[comm] torchrun-style launch with WORLD_SIZE=",
-                env.world_size, " for a CPU job: collectives on host tensors run over MPI, so "
-                "launch it as `mpirun -np ", env.world_size, " ...` instead (CUDA jobs may use "
+    TORCH_CHECK(options.device_type == at::kCUDA, "[comm] torchrun-style launch with WORLD_SIZE=", env.world_size,
+                " for a CPU job: collectives on host tensors run over MPI, so "
+                "launch it as `mpirun -np ",
+                env.world_size,
+                " ...` instead (CUDA jobs may use "
                 "either launcher)");
 #ifndef MEGATRON_WITH_NCCL
     TORCH_CHECK(false, "[comm] torchrun-style CUDA job of ", env.world_size,

@@ -15,9 +15,8 @@ std::string describe_timeout(const OpInfo& info, std::chrono::milliseconds timeo
     for (int r = 0; r < static_cast<int>(ranks.size()); ++r)
       if (r != info.rank) peers.push_back(r);
   }
-  out << "[comm] " << info.op << " on group '" << info.group << "' timed out after "
-      << timeout.count() / 1000.0 << " s at group rank " << info.rank << " (world rank "
-      << ranks.at(info.rank) << "), waiting on world ranks [";
+  out << "[comm] " << info.op << " on group '" << info.group << "' timed out after " << timeout.count() / 1000.0
+      << " s at group rank " << info.rank << " (world rank " << ranks.at(info.rank) << "), waiting on world ranks [";
   for (size_t i = 0; i < peers.size(); ++i) out << (i ? "," : "") << ranks.at(peers[i]);
   out << "]; a peer has not reached the same call (crashed, hung, or calls it in another order). "
          "Raise the limit with MEGATRON_DISTRIBUTED_TIMEOUT_SECONDS if it is just slow";

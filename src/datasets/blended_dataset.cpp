@@ -12,17 +12,15 @@ namespace {
 
 std::vector<double> normalize(const std::vector<double>& w) {
   double sum = 0;
-  for (double x : w)
-    sum += x;
+  for (double x : w) sum += x;
   std::vector<double> out;
-  for (double x : w)
-    out.push_back(x / sum);
+  for (double x : w) out.push_back(x / sum);
   return out;
 }
 
-std::array<std::shared_ptr<const MegatronDataset>, 3> build_splits(
-    const std::shared_ptr<const LowLevelDataset>& low,
-    const std::array<std::optional<int64_t>, 3>& sizes, const GPTDatasetConfig& config) {
+std::array<std::shared_ptr<const MegatronDataset>, 3> build_splits(const std::shared_ptr<const LowLevelDataset>& low,
+                                                                   const std::array<std::optional<int64_t>, 3>& sizes,
+                                                                   const GPTDatasetConfig& config) {
   const auto ranges = split_ranges(parse_and_normalize_split(config.split), low->num_sequences());
   std::array<std::shared_ptr<const MegatronDataset>, 3> out;
   for (int s = 0; s < 3; ++s) {
@@ -38,15 +36,14 @@ BlendedDataset::BlendedDataset(std::vector<std::shared_ptr<const MegatronDataset
                                std::vector<double> weights, std::optional<int64_t> size)
     : datasets_(std::move(datasets)), weights_(std::move(weights)) {
   TORCH_CHECK(!datasets_.empty() && datasets_.size() == weights_.size(),
-              "[blended_dataset] expected one weight per dataset, found ", weights_.size(),
-              " weights for ", datasets_.size(), " datasets");
+              "[blended_dataset] expected one weight per dataset, found ", weights_.size(), " weights for ",
+              datasets_.size(), " datasets");
   for (size_t i = 0; i < weights_.size(); ++i) {
     TORCH_CHECK(datasets_[i] != nullptr, "[blended_dataset] dataset ", i, " is missing");
-    TORCH_CHECK(weights_[i] > 0, "[blended_dataset] expected positive weights, dataset ", i,
-                " has ", weights_[i]);
-    TORCH_CHECK(datasets_[i]->sample_length() == datasets_[0]->sample_length(),
-                "[blended_dataset] dataset ", i, " has samples of ", datasets_[i]->sample_length(),
-                " tokens, dataset 0 of ", datasets_[0]->sample_length());
+    TORCH_CHECK(weights_[i] > 0, "[blended_dataset] expected positive weights, dataset ", i, " has ", weights_[i]);
+    TORCH_CHECK(datasets_[i]->sample_length() == datasets_[0]->sample_length(), "[blended_dataset] dataset ", i,
+                " has samples of ", datasets_[i]->sample_length(), " tokens, dataset 0 of ",
+                datasets_[0]->sample_length());
   }
   if (size) {
     weights_ = normalize(weights_);
@@ -63,26 +60,21 @@ BlendedDataset::BlendedDataset(std::vector<std::shared_ptr<const MegatronDataset
     build_exhaustive_blending_indices(counts, dataset_index_, dataset_sample_index_);
   }
   std::vector<int64_t> used(datasets_.size(), 0);
-  for (int16_t d : dataset_index_)
-    ++used[static_cast<size_t>(d)];
+  for (int16_t d : dataset_index_) ++used[static_cast<size_t>(d)];
   for (size_t d = 0; d < datasets_.size(); ++d) {
     TORCH_CHECK(used[d] <= datasets_[d]->size(), "[blended_dataset] the blend draws ", used[d],
-                " samples from dataset ", d, " (", datasets_[d]->description().substr(0, 200),
-                "...) which has only ", datasets_[d]->size(),
-                "; raise the mid-level surplus or the dataset's sample count");
+                " samples from dataset ", d, " (", datasets_[d]->description().substr(0, 200), "...) which has only ",
+                datasets_[d]->size(), "; raise the mid-level surplus or the dataset's sample count");
   }
 }
 
 void BlendedDataset::read_sample(int64_t idx, int64_t* text) const {
-  TORCH_CHECK(idx >= 0 && idx < size(), "[blended_dataset] sample ", idx, " out of range [0, ",
-              size(), ")");
-  datasets_[static_cast<size_t>(dataset_index_[idx])]->read_sample(dataset_sample_index_[idx],
-                                                                   text);
+  TORCH_CHECK(idx >= 0 && idx < size(), "[blended_dataset] sample ", idx, " out of range [0, ", size(), ")");
+  datasets_[static_cast<size_t>(dataset_index_[idx])]->read_sample(dataset_sample_index_[idx], text);
 }
 
 void BlendedDataset::check_unchanged() const {
-  for (const auto& d : datasets_)
-    d->check_unchanged();
+  for (const auto& d : datasets_) d->check_unchanged();
 }
 
 std::string BlendedDataset::description() const {
@@ -114,8 +106,8 @@ DataBlend parse_data_path(const std::vector<std::string>& words) {
   }
   if (weighted) {
     for (size_t i = 0; i < words.size(); i += 2) {
-      TORCH_CHECK(weights[i / 2] > 0, "[blended_dataset] --data-path: weight ", words[i], " for ",
-                  words[i + 1], " must be positive");
+      TORCH_CHECK(weights[i / 2] > 0, "[blended_dataset] --data-path: weight ", words[i], " for ", words[i + 1],
+                  " must be positive");
       blend.prefixes.push_back(words[i + 1]);
     }
     blend.weights = weights;
@@ -126,8 +118,8 @@ DataBlend parse_data_path(const std::vector<std::string>& words) {
 }
 
 std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets(
-    const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes,
-    const GPTDatasetConfig& config, double mid_level_surplus) {
+    const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes, const GPTDatasetConfig& config,
+    double mid_level_surplus) {
   TORCH_CHECK(!blend.prefixes.empty(), "[gpt_dataset] --data-path: no dataset prefixes");
   auto low_level = [](const std::string& prefix) {
     return std::make_shared<IndexedLowLevelDataset>(std::make_shared<IndexedDataset>(prefix));
@@ -145,8 +137,7 @@ std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets(
         TORCH_CHECK(sizes[s].has_value(),
                     "[blended_dataset] weighted --data-path needs a "
                     "sample count for every split");
-        buffer[s] = static_cast<int64_t>(
-            std::ceil(std::ceil(*sizes[s] * weights[d]) * (1 + mid_level_surplus)));
+        buffer[s] = static_cast<int64_t>(std::ceil(std::ceil(*sizes[s] * weights[d]) * (1 + mid_level_surplus)));
       }
       per_prefix.push_back(build_splits(low_level(blend.prefixes[d]), buffer, config));
     }
@@ -164,8 +155,7 @@ std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets(
   }
   // Several prefixes without weights: blend by their sizes.
   for (const auto& prefix : blend.prefixes) {
-    per_prefix.push_back(
-        build_splits(low_level(prefix), {std::nullopt, std::nullopt, std::nullopt}, config));
+    per_prefix.push_back(build_splits(low_level(prefix), {std::nullopt, std::nullopt, std::nullopt}, config));
   }
   for (int s = 0; s < 3; ++s) {
     if (!per_prefix[0][s]) continue;
@@ -185,9 +175,8 @@ std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets(
 }
 
 std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets_on_ranks(
-    const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes,
-    const GPTDatasetConfig& config, int rank, const std::function<void()>& barrier,
-    double mid_level_surplus) {
+    const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes, const GPTDatasetConfig& config,
+    int rank, const std::function<void()>& barrier, double mid_level_surplus) {
   std::array<std::shared_ptr<const MegatronDataset>, 3> out;
   std::exception_ptr error;
   if (rank == 0) {
@@ -208,16 +197,13 @@ std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets_on_rank
   return out;
 }
 
-std::array<std::optional<int64_t>, 3> train_valid_test_num_samples(int64_t train_iters,
-                                                                   int64_t global_batch_size,
-                                                                   int64_t eval_interval,
-                                                                   int64_t eval_iters) {
+std::array<std::optional<int64_t>, 3> train_valid_test_num_samples(int64_t train_iters, int64_t global_batch_size,
+                                                                   int64_t eval_interval, int64_t eval_iters) {
   TORCH_CHECK(train_iters >= 0 && global_batch_size > 0 && eval_interval > 0 && eval_iters >= 0,
               "[gpt_dataset] expected --train-iters >= 0, --global-batch-size > 0, "
               "--eval-interval > 0, --eval-iters >= 0; found ",
               train_iters, ", ", global_batch_size, ", ", eval_interval, ", ", eval_iters);
-  return {train_iters * global_batch_size,
-          (train_iters / eval_interval + 1) * eval_iters * global_batch_size,
+  return {train_iters * global_batch_size, (train_iters / eval_interval + 1) * eval_iters * global_batch_size,
           eval_iters * global_batch_size};
 }
 

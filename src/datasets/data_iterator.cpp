@@ -23,22 +23,18 @@ at::Tensor causal_mask(int64_t s) {
 
 }  // namespace
 
-GPTBatch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& indices,
-                     const BatchOptions& options) {
+GPTBatch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& indices, const BatchOptions& options) {
   const int64_t b = static_cast<int64_t>(indices.size());
   const int64_t len = dataset.sample_length();
   const int64_t extra = options.add_extra_token_to_sequence ? 1 : 0;
   const int64_t s = len - extra;
-  TORCH_CHECK(b > 0 && s > 0, "[data_iterator] empty batch or sequence (batch ", b,
-              ", sample length ", len, ")");
+  TORCH_CHECK(b > 0 && s > 0, "[data_iterator] empty batch or sequence (batch ", b, ", sample length ", len, ")");
   TORCH_CHECK(options.sequence_length <= 0 || options.sequence_length == s,
-              "[data_iterator] the dataset's samples give sequences of ", s,
-              " tokens, expected --seq-length ", options.sequence_length, " (",
-              dataset.description().substr(0, 300), ")");
+              "[data_iterator] the dataset's samples give sequences of ", s, " tokens, expected --seq-length ",
+              options.sequence_length, " (", dataset.description().substr(0, 300), ")");
   const int64_t pad = dataset.pad_token();
   const int64_t eod = options.eod_token;
-  const bool need_eod =
-      options.reset_position_ids || options.reset_attention_mask || options.eod_mask_loss;
+  const bool need_eod = options.reset_position_ids || options.reset_attention_mask || options.eod_mask_loss;
   TORCH_CHECK(!need_eod || eod >= 0,
               "[data_iterator] EOD-based masking needs the tokenizer's "
               "EOD id, got ",
@@ -106,9 +102,8 @@ GPTBatch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>&
   return batch;
 }
 
-DataIterator::DataIterator(std::shared_ptr<const MegatronDataset> dataset,
-                           std::unique_ptr<BatchSampler> sampler, BatchOptions options,
-                           int prefetch, int64_t check_files_every)
+DataIterator::DataIterator(std::shared_ptr<const MegatronDataset> dataset, std::unique_ptr<BatchSampler> sampler,
+                           BatchOptions options, int prefetch, int64_t check_files_every)
     : dataset_(std::move(dataset)),
       sampler_(std::move(sampler)),
       options_(options),

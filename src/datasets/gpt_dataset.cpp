@@ -90,15 +90,14 @@ std::array<double, 3> parse_and_normalize_split(const std::string& split) {
   while (i < split.size()) {
     if (std::isdigit(static_cast<unsigned char>(split[i])) || split[i] == '.') {
       size_t j = i;
-      while (j < split.size() &&
-             (std::isdigit(static_cast<unsigned char>(split[j])) || split[j] == '.')) {
+      while (j < split.size() && (std::isdigit(static_cast<unsigned char>(split[j])) || split[j] == '.')) {
         ++j;
       }
       const std::string number = split.substr(i, j - i);
       char* end = nullptr;
       const double v = std::strtod(number.c_str(), &end);
-      TORCH_CHECK(end == number.c_str() + number.size() && number != ".", "[gpt_dataset] --split '",
-                  split, "': expected numbers like \"969,30,1\", found '", number, "'");
+      TORCH_CHECK(end == number.c_str() + number.size() && number != ".", "[gpt_dataset] --split '", split,
+                  "': expected numbers like \"969,30,1\", found '", number, "'");
       values.push_back(v);
       i = j;
     } else {
@@ -113,8 +112,8 @@ std::array<double, 3> parse_and_normalize_split(const std::string& split) {
   return {values[0] / sum, values[1] / sum, values[2] / sum};
 }
 
-std::array<std::optional<std::pair<int64_t, int64_t>>, 3> split_ranges(
-    const std::array<double, 3>& split, int64_t num_elements) {
+std::array<std::optional<std::pair<int64_t, int64_t>>, 3> split_ranges(const std::array<double, 3>& split,
+                                                                       int64_t num_elements) {
   // Book-ends [0, a, a+b, a+b+c], accumulated as Megatron-LM does.
   const double ends[4] = {0.0, split[0], split[0] + split[1], split[0] + split[1] + split[2]};
   std::array<std::optional<std::pair<int64_t, int64_t>>, 3> out;
@@ -129,9 +128,8 @@ std::array<std::optional<std::pair<int64_t, int64_t>>, 3> split_ranges(
 IndexedLowLevelDataset::IndexedLowLevelDataset(std::shared_ptr<const IndexedDataset> dataset)
     : dataset_(std::move(dataset)), lengths_(dataset_->sequence_lengths()) {
   const DType d = dataset_->dtype();
-  TORCH_CHECK(d != DType::kFloat32 && d != DType::kFloat64, "[gpt_dataset] ",
-              idx_path(dataset_->path_prefix()), ": expected integer token ids, found dtype ",
-              dtype_name(d));
+  TORCH_CHECK(d != DType::kFloat32 && d != DType::kFloat64, "[gpt_dataset] ", idx_path(dataset_->path_prefix()),
+              ": expected integer token ids, found dtype ", dtype_name(d));
 }
 
 const int32_t* IndexedLowLevelDataset::sequence_lengths() const {
@@ -145,28 +143,24 @@ void IndexedLowLevelDataset::read(int64_t idx, int64_t offset, int64_t length, i
 std::string IndexedLowLevelDataset::description() const {
   const auto& d = *dataset_;
   std::ostringstream ss;
-  ss << "indexed:" << d.path_prefix() << " sequences=" << d.num_sequences()
-     << " documents=" << d.num_documents() << " tokens=" << d.num_tokens()
-     << " dtype=" << dtype_name(d.dtype());
+  ss << "indexed:" << d.path_prefix() << " sequences=" << d.num_sequences() << " documents=" << d.num_documents()
+     << " tokens=" << d.num_tokens() << " dtype=" << dtype_name(d.dtype());
   return ss.str();
 }
 
-MockLowLevelDataset::MockLowLevelDataset(int64_t vocab_size, int64_t eod_token,
-                                         int64_t num_sequences)
+MockLowLevelDataset::MockLowLevelDataset(int64_t vocab_size, int64_t eod_token, int64_t num_sequences)
     : vocab_size_(vocab_size), eod_token_(eod_token) {
-  TORCH_CHECK(vocab_size > 1, "[gpt_dataset] mock data needs a vocabulary size > 1, got ",
-              vocab_size);
+  TORCH_CHECK(vocab_size > 1, "[gpt_dataset] mock data needs a vocabulary size > 1, got ", vocab_size);
   lengths_.resize(static_cast<size_t>(num_sequences));
   // Megatron-LM's MockGPTLowLevelDataset: np.random.default_rng(0).integers(1, 4096, n, int32).
   NumpyPCG64Generator rng(0);
-  for (auto& len : lengths_)
-    len = static_cast<int32_t>(rng.integers32(1, 4096));
+  for (auto& len : lengths_) len = static_cast<int32_t>(rng.integers32(1, 4096));
 }
 
 void MockLowLevelDataset::read(int64_t idx, int64_t offset, int64_t length, int64_t* out) const {
   const int64_t len = lengths_.at(static_cast<size_t>(idx));
-  TORCH_CHECK(offset >= 0 && length >= 0 && offset + length <= len, "[gpt_dataset] mock sequence ",
-              idx, " has ", len, " tokens, asked for [", offset, ", ", offset + length, ")");
+  TORCH_CHECK(offset >= 0 && length >= 0 && offset + length <= len, "[gpt_dataset] mock sequence ", idx, " has ", len,
+              " tokens, asked for [", offset, ", ", offset + length, ")");
   for (int64_t i = 0; i < length; ++i) {
     const int64_t pos = offset + i;
     out[i] = pos == len - 1 ? eod_token_ : (pos + 1) % vocab_size_;
@@ -174,28 +168,23 @@ void MockLowLevelDataset::read(int64_t idx, int64_t offset, int64_t length, int6
 }
 
 std::string MockLowLevelDataset::description() const {
-  return "mock: sequences=" + std::to_string(lengths_.size()) +
-         " vocab=" + std::to_string(vocab_size_) + " eod=" + std::to_string(eod_token_);
+  return "mock: sequences=" + std::to_string(lengths_.size()) + " vocab=" + std::to_string(vocab_size_) +
+         " eod=" + std::to_string(eod_token_);
 }
 
-GPTDataset::GPTDataset(std::shared_ptr<const LowLevelDataset> dataset,
-                       std::pair<int64_t, int64_t> range, std::optional<int64_t> num_samples,
-                       Split split, GPTDatasetConfig config)
+GPTDataset::GPTDataset(std::shared_ptr<const LowLevelDataset> dataset, std::pair<int64_t, int64_t> range,
+                       std::optional<int64_t> num_samples, Split split, GPTDatasetConfig config)
     : dataset_(std::move(dataset)),
       range_(range),
       num_samples_(num_samples),
       split_(split),
       config_(std::move(config)) {
-  TORCH_CHECK(config_.sequence_length > 1, "[gpt_dataset] --seq-length must be > 1, got ",
-              config_.sequence_length);
-  TORCH_CHECK(range_.first >= 0 && range_.second <= dataset_->num_sequences() &&
-                  range_.first < range_.second,
+  TORCH_CHECK(config_.sequence_length > 1, "[gpt_dataset] --seq-length must be > 1, got ", config_.sequence_length);
+  TORCH_CHECK(range_.first >= 0 && range_.second <= dataset_->num_sequences() && range_.first < range_.second,
               "[gpt_dataset] ", split_name(split_), " split of ", dataset_->description(),
-              ": expected a non-empty sequence range inside [0, ", dataset_->num_sequences(),
-              "), found [", range_.first, ", ", range_.second,
-              ") (too few documents for --split?)");
-  TORCH_CHECK(!num_samples_ || *num_samples_ >= 0, "[gpt_dataset] negative sample count ",
-              *num_samples_);
+              ": expected a non-empty sequence range inside [0, ", dataset_->num_sequences(), "), found [",
+              range_.first, ", ", range_.second, ") (too few documents for --split?)");
+  TORCH_CHECK(!num_samples_ || *num_samples_ >= 0, "[gpt_dataset] negative sample count ", *num_samples_);
   std::ostringstream desc;
   desc << "class: GPTDataset\n"
        << "dataset: " << dataset_->description() << "\n"
@@ -205,8 +194,8 @@ GPTDataset::GPTDataset(std::shared_ptr<const LowLevelDataset> dataset,
        << "random_seed: " << config_.random_seed << "\n"
        << "sequence_length: " << config_.sequence_length << "\n"
        << "add_extra_token_to_sequence: " << config_.add_extra_token_to_sequence << "\n"
-       << "drop_last_partial_sequence: "
-       << (split_ != Split::kValid || config_.drop_last_partial_validation_sequence) << "\n";
+       << "drop_last_partial_sequence: " << (split_ != Split::kValid || config_.drop_last_partial_validation_sequence)
+       << "\n";
   description_ = desc.str();
 
   std::string cache_dir = config_.path_to_cache;
@@ -215,8 +204,7 @@ GPTDataset::GPTDataset(std::shared_ptr<const LowLevelDataset> dataset,
     cache_dir = indexed->dataset().path_prefix() + "/cache/GPTDataset_indices";
   }
   if (!cache_dir.empty()) {
-    cache_prefix_ =
-        cache_dir + "/" + hex(fnv1a(description_)) + "-GPTDataset-" + split_name(split_) + "-";
+    cache_prefix_ = cache_dir + "/" + hex(fnv1a(description_)) + "-GPTDataset-" + split_name(split_) + "-";
   }
   plan_epochs();
   if (!cache_prefix_.empty() && load_cache()) {
@@ -237,11 +225,9 @@ void GPTDataset::plan_epochs() {
   const int64_t num_docs = range_.second - range_.first;
 
   tokens_per_epoch_ = 0;
-  for (int64_t i = range_.first; i < range_.second; ++i)
-    tokens_per_epoch_ += sizes[i];
-  TORCH_CHECK(tokens_per_epoch_ > extra, "[gpt_dataset] ", split_name(split_), " split of ",
-              dataset_->description(), ": expected more than ", extra, " tokens per epoch, found ",
-              tokens_per_epoch_);
+  for (int64_t i = range_.first; i < range_.second; ++i) tokens_per_epoch_ += sizes[i];
+  TORCH_CHECK(tokens_per_epoch_ > extra, "[gpt_dataset] ", split_name(split_), " split of ", dataset_->description(),
+              ": expected more than ", extra, " tokens per epoch, found ", tokens_per_epoch_);
 
   num_epochs_ = 1;
   if (num_samples_) {
@@ -260,14 +246,12 @@ void GPTDataset::plan_epochs() {
   num_samples_sans_final_epoch_ = 0;
   separate_final_epoch_ = false;
   if (num_epochs_ > 1) {
-    num_samples_sans_final_epoch_ =
-        samples_in((num_epochs_ - 1) * tokens_per_epoch_, seq_length, extra);
+    num_samples_sans_final_epoch_ = samples_in((num_epochs_ - 1) * tokens_per_epoch_, seq_length, extra);
     const int64_t from_final = *num_samples_ - num_samples_sans_final_epoch_;
     const int64_t per_epoch = samples_in(tokens_per_epoch_, seq_length, extra);
     TORCH_INTERNAL_ASSERT(from_final >= 0 && from_final <= per_epoch + 1);
     // Megatron-LM shuffles a final epoch needed for less than 80 % on its own.
-    separate_final_epoch_ =
-        from_final < static_cast<int64_t>(0.80 * static_cast<double>(per_epoch));
+    separate_final_epoch_ = from_final < static_cast<int64_t>(0.80 * static_cast<double>(per_epoch));
   }
 }
 
@@ -297,15 +281,13 @@ void GPTDataset::build_indices() {
   }
 
   const bool drop_last = split_ != Split::kValid || config_.drop_last_partial_validation_sequence;
-  std::vector<int64_t> sample_index =
-      build_sample_idx(sizes, document_index.data(), static_cast<int64_t>(document_index.size()),
-                       static_cast<int32_t>(seq_length), static_cast<int32_t>(num_epochs_),
-                       tokens_per_epoch, drop_last, static_cast<int>(extra));
+  std::vector<int64_t> sample_index = build_sample_idx(
+      sizes, document_index.data(), static_cast<int64_t>(document_index.size()), static_cast<int32_t>(seq_length),
+      static_cast<int32_t>(num_epochs_), tokens_per_epoch, drop_last, static_cast<int>(extra));
   const int64_t total = static_cast<int64_t>(sample_index.size()) / 2 - 1;
   const int64_t first = separate_final_epoch_ ? num_samples_sans_final_epoch : total;
   std::vector<int64_t> shuffle_index(static_cast<size_t>(total));
-  for (int64_t i = 0; i < total; ++i)
-    shuffle_index[i] = i;
+  for (int64_t i = 0; i < total; ++i) shuffle_index[i] = i;
   rng.shuffle(shuffle_index.data(), first);
   if (first < total) rng.shuffle(shuffle_index.data() + first, total - first);
 
@@ -315,9 +297,8 @@ void GPTDataset::build_indices() {
 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::ostringstream msg;
-  msg << "[gpt_dataset] built " << split_name(split_) << " indices: " << total << " samples, "
-      << num_epochs_ << " epoch(s)" << (separate_final_epoch_ ? " (final epoch separate)" : "")
-      << " in " << secs << " s";
+  msg << "[gpt_dataset] built " << split_name(split_) << " indices: " << total << " samples, " << num_epochs_
+      << " epoch(s)" << (separate_final_epoch_ ? " (final epoch separate)" : "") << " in " << secs << " s";
   log_rank_0(LogLevel::kInfo, msg.str());
 }
 
@@ -326,8 +307,7 @@ bool GPTDataset::load_cache() {
   const std::string doc_path = cache_prefix_ + "document_index.npy";
   const std::string sample_path = cache_prefix_ + "sample_index.npy";
   const std::string shuffle_path = cache_prefix_ + "shuffle_index.npy";
-  if (!is_file(desc_path) || !is_file(doc_path) || !is_file(sample_path) ||
-      !is_file(shuffle_path)) {
+  if (!is_file(desc_path) || !is_file(doc_path) || !is_file(sample_path) || !is_file(shuffle_path)) {
     return false;
   }
   TORCH_CHECK(read_text_file(desc_path) == description_, "[gpt_dataset] ", desc_path,
@@ -338,8 +318,8 @@ bool GPTDataset::load_cache() {
   auto shuffle = map_npy(shuffle_path);
   TORCH_CHECK(doc.descr == "<i4" && doc.shape.size() == 1, "[gpt_dataset] ", doc_path,
               ": expected a 1-D int32 array, found descr '", doc.descr, "'");
-  TORCH_CHECK(sample.descr == "<i8" && sample.shape.size() == 2 && sample.shape[1] == 2,
-              "[gpt_dataset] ", sample_path, ": expected an int64 array of shape [S + 1, 2]");
+  TORCH_CHECK(sample.descr == "<i8" && sample.shape.size() == 2 && sample.shape[1] == 2, "[gpt_dataset] ", sample_path,
+              ": expected an int64 array of shape [S + 1, 2]");
   TORCH_CHECK(shuffle.descr == "<i8" && shuffle.shape.size() == 1, "[gpt_dataset] ", shuffle_path,
               ": expected a 1-D int64 array, found descr '", shuffle.descr, "'");
   TORCH_CHECK(reinterpret_cast<uintptr_t>(doc.data) % alignof(int32_t) == 0 &&
@@ -347,49 +327,44 @@ bool GPTDataset::load_cache() {
                   reinterpret_cast<uintptr_t>(shuffle.data) % alignof(int64_t) == 0,
               "[gpt_dataset] ", cache_prefix_, "*.npy: array data not aligned to its type");
   const int64_t total = sample.shape[0] - 1;
-  TORCH_CHECK(shuffle.numel() == total, "[gpt_dataset] ", shuffle_path, ": expected ", total,
-              " entries, found ", shuffle.numel());
-  TORCH_CHECK(doc.numel() == num_epochs_ * (range_.second - range_.first), "[gpt_dataset] ",
-              doc_path, ": expected ", num_epochs_, " epochs of ", range_.second - range_.first,
-              " documents, found ", doc.numel(), " entries (corrupted cache)");
-  document_index_ = IndexArray<int32_t>(doc.file, reinterpret_cast<const int32_t*>(doc.data),
-                                        static_cast<size_t>(doc.numel()));
+  TORCH_CHECK(shuffle.numel() == total, "[gpt_dataset] ", shuffle_path, ": expected ", total, " entries, found ",
+              shuffle.numel());
+  TORCH_CHECK(doc.numel() == num_epochs_ * (range_.second - range_.first), "[gpt_dataset] ", doc_path, ": expected ",
+              num_epochs_, " epochs of ", range_.second - range_.first, " documents, found ", doc.numel(),
+              " entries (corrupted cache)");
+  document_index_ =
+      IndexArray<int32_t>(doc.file, reinterpret_cast<const int32_t*>(doc.data), static_cast<size_t>(doc.numel()));
   sample_index_ = IndexArray<int64_t>(sample.file, reinterpret_cast<const int64_t*>(sample.data),
                                       static_cast<size_t>(sample.numel()));
-  shuffle_index_ = IndexArray<int64_t>(shuffle.file, reinterpret_cast<const int64_t*>(shuffle.data),
-                                       static_cast<size_t>(total));
+  shuffle_index_ =
+      IndexArray<int64_t>(shuffle.file, reinterpret_cast<const int64_t*>(shuffle.data), static_cast<size_t>(total));
   // One pass over the indices so that a damaged cache fails here, not mid-training.
   const int64_t num_doc_entries = static_cast<int64_t>(document_index_.size());
   for (int64_t i = 0; i <= total; ++i) {
-    TORCH_CHECK(sample_index_[2 * i] >= 0 && sample_index_[2 * i] < num_doc_entries,
-                "[gpt_dataset] ", sample_path, ": sample ", i,
-                " points outside the document index (corrupted cache)");
+    TORCH_CHECK(sample_index_[2 * i] >= 0 && sample_index_[2 * i] < num_doc_entries, "[gpt_dataset] ", sample_path,
+                ": sample ", i, " points outside the document index (corrupted cache)");
   }
   for (int64_t v : shuffle_index_) {
-    TORCH_CHECK(v >= 0 && v < total, "[gpt_dataset] ", shuffle_path, ": entry ", v, " outside [0, ",
-                total, ") (corrupted cache)");
-  }
-  for (int32_t d : document_index_) {
-    TORCH_CHECK(d >= range_.first && d < range_.second, "[gpt_dataset] ", doc_path, ": document ",
-                d, " outside the split [", range_.first, ", ", range_.second,
+    TORCH_CHECK(v >= 0 && v < total, "[gpt_dataset] ", shuffle_path, ": entry ", v, " outside [0, ", total,
                 ") (corrupted cache)");
   }
-  log_rank_0(LogLevel::kInfo, "[gpt_dataset] loaded " + std::string(split_name(split_)) +
-                                  " indices from " + cache_prefix_ + "*.npy");
+  for (int32_t d : document_index_) {
+    TORCH_CHECK(d >= range_.first && d < range_.second, "[gpt_dataset] ", doc_path, ": document ", d,
+                " outside the split [", range_.first, ", ", range_.second, ") (corrupted cache)");
+  }
+  log_rank_0(LogLevel::kInfo,
+             "[gpt_dataset] loaded " + std::string(split_name(split_)) + " indices from " + cache_prefix_ + "*.npy");
   return true;
 }
 
 void GPTDataset::save_cache() const {
   make_dirs(cache_prefix_.substr(0, cache_prefix_.rfind('/')));
-  write_npy(cache_prefix_ + "document_index.npy", "<i4",
-            {static_cast<int64_t>(document_index_.size())}, document_index_.data(),
-            document_index_.size() * sizeof(int32_t));
-  write_npy(cache_prefix_ + "sample_index.npy", "<i8",
-            {static_cast<int64_t>(sample_index_.size() / 2), 2}, sample_index_.data(),
-            sample_index_.size() * sizeof(int64_t));
-  write_npy(cache_prefix_ + "shuffle_index.npy", "<i8",
-            {static_cast<int64_t>(shuffle_index_.size())}, shuffle_index_.data(),
-            shuffle_index_.size() * sizeof(int64_t));
+  write_npy(cache_prefix_ + "document_index.npy", "<i4", {static_cast<int64_t>(document_index_.size())},
+            document_index_.data(), document_index_.size() * sizeof(int32_t));
+  write_npy(cache_prefix_ + "sample_index.npy", "<i8", {static_cast<int64_t>(sample_index_.size() / 2), 2},
+            sample_index_.data(), sample_index_.size() * sizeof(int64_t));
+  write_npy(cache_prefix_ + "shuffle_index.npy", "<i8", {static_cast<int64_t>(shuffle_index_.size())},
+            shuffle_index_.data(), shuffle_index_.size() * sizeof(int64_t));
   // The description last: its presence marks a complete cache.
   const std::string path = cache_prefix_ + "description.txt";
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
@@ -398,13 +373,11 @@ void GPTDataset::save_cache() const {
     out << description_;
     TORCH_CHECK(out, "[gpt_dataset] ", tmp, ": write failed");
   }
-  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[gpt_dataset] ", path,
-              ": rename failed");
+  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[gpt_dataset] ", path, ": rename failed");
 }
 
 std::pair<std::vector<int64_t>, std::vector<int64_t>> GPTDataset::get(int64_t idx) const {
-  TORCH_CHECK(idx >= 0 && idx < size(), "[gpt_dataset] sample ", idx, " out of range [0, ", size(),
-              ")");
+  TORCH_CHECK(idx >= 0 && idx < size(), "[gpt_dataset] sample ", idx, " out of range [0, ", size(), ")");
   const int64_t extra = config_.add_extra_token_to_sequence ? 1 : 0;
   const int64_t s = shuffle_index_[idx];
   const int64_t doc_beg = sample_index_[2 * s], off_beg = sample_index_[2 * s + 1];

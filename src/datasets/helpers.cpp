@@ -9,22 +9,20 @@
 
 namespace megatron::datasets {
 
-std::vector<int64_t> build_sample_idx(const int32_t* sizes, const int32_t* document_index,
-                                      int64_t document_index_size, int32_t seq_length,
-                                      int32_t num_epochs, int64_t tokens_per_epoch,
-                                      bool drop_last_partial_sequence,
-                                      int add_extra_token_to_sequence) {
+std::vector<int64_t> build_sample_idx(const int32_t* sizes, const int32_t* document_index, int64_t document_index_size,
+                                      int32_t seq_length, int32_t num_epochs, int64_t tokens_per_epoch,
+                                      bool drop_last_partial_sequence, int add_extra_token_to_sequence) {
   TORCH_CHECK(seq_length > 1, "[gpt_dataset] sequence length must be > 1, got ", seq_length);
   TORCH_CHECK(num_epochs > 0 && tokens_per_epoch > 1 && document_index_size > 0,
-              "[gpt_dataset] cannot build samples from ", tokens_per_epoch,
-              " tokens per epoch over ", num_epochs, " epochs");
+              "[gpt_dataset] cannot build samples from ", tokens_per_epoch, " tokens per epoch over ", num_epochs,
+              " epochs");
   const int64_t extra = add_extra_token_to_sequence;
   int64_t num_samples;
   if (drop_last_partial_sequence) {
     num_samples = (num_epochs * tokens_per_epoch - extra) / seq_length;
   } else {
-    num_samples = static_cast<int64_t>(
-        std::ceil(static_cast<float>(num_epochs * tokens_per_epoch - extra) / seq_length));
+    num_samples =
+        static_cast<int64_t>(std::ceil(static_cast<float>(num_epochs * tokens_per_epoch - extra) / seq_length));
   }
   std::vector<int64_t> sample_idx(2 * (num_samples + 1));
   int64_t sample = 0, doc = 0, doc_offset = 0;
@@ -57,8 +55,7 @@ std::vector<int64_t> build_sample_idx(const int32_t* sizes, const int32_t* docum
   return sample_idx;
 }
 
-void build_blending_indices(const std::vector<double>& weights, int64_t size,
-                            std::vector<int16_t>& dataset_index,
+void build_blending_indices(const std::vector<double>& weights, int64_t size, std::vector<int16_t>& dataset_index,
                             std::vector<int64_t>& dataset_sample_index) {
   const size_t n = weights.size();
   TORCH_CHECK(n > 0 && n < 32767, "[blended_dataset] expected 1..32766 datasets, got ", n);
@@ -81,8 +78,7 @@ void build_blending_indices(const std::vector<double>& weights, int64_t size,
   }
 }
 
-void build_exhaustive_blending_indices(const std::vector<int64_t>& sizes,
-                                       std::vector<int16_t>& dataset_index,
+void build_exhaustive_blending_indices(const std::vector<int64_t>& sizes, std::vector<int16_t>& dataset_index,
                                        std::vector<int64_t>& dataset_sample_index) {
   const size_t n = sizes.size();
   TORCH_CHECK(n > 0 && n < 32767, "[blended_dataset] expected 1..32766 datasets, got ", n);
@@ -93,8 +89,7 @@ void build_exhaustive_blending_indices(const std::vector<int64_t>& sizes,
     if (sizes[d] > 0) unspent.insert(d);
   }
   std::vector<double> weights(n);
-  for (size_t d = 0; d < n; ++d)
-    weights[d] = sizes[d] / static_cast<double>(total);
+  for (size_t d = 0; d < n; ++d) weights[d] = sizes[d] / static_cast<double>(total);
   dataset_index.assign(total, 0);
   dataset_sample_index.assign(total, 0);
   std::vector<int64_t> counts(n, 0);

@@ -54,8 +54,7 @@ int64_t value_at(const void* data, int64_t i) {
 template <typename T>
 void convert(const void* data, int64_t n, int64_t* out) {
   const T* src = static_cast<const T*>(data);
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = static_cast<int64_t>(src[i]);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int64_t>(src[i]);
 }
 
 }  // namespace
@@ -105,8 +104,7 @@ std::string bin_path(const std::string& path_prefix) {
 
 bool indexed_dataset_exists(const std::string& path_prefix) {
   struct stat st;
-  return ::stat(idx_path(path_prefix).c_str(), &st) == 0 &&
-         ::stat(bin_path(path_prefix).c_str(), &st) == 0;
+  return ::stat(idx_path(path_prefix).c_str(), &st) == 0 && ::stat(bin_path(path_prefix).c_str(), &st) == 0;
 }
 
 int64_t TokenSpan::operator[](int64_t i) const {
@@ -117,9 +115,7 @@ int64_t TokenSpan::operator[](int64_t i) const {
     case DType::kUInt16: return value_at<uint16_t>(data, i);
     case DType::kInt32: return value_at<int32_t>(data, i);
     case DType::kInt64: return value_at<int64_t>(data, i);
-    default:
-      TORCH_CHECK(false, "[indexed_dataset] token dtype ", dtype_name(dtype),
-                  " is not an integer type");
+    default: TORCH_CHECK(false, "[indexed_dataset] token dtype ", dtype_name(dtype), " is not an integer type");
   }
 }
 
@@ -131,9 +127,7 @@ void TokenSpan::copy_to(int64_t* out) const {
     case DType::kUInt16: return convert<uint16_t>(data, size, out);
     case DType::kInt32: return convert<int32_t>(data, size, out);
     case DType::kInt64: return convert<int64_t>(data, size, out);
-    default:
-      TORCH_CHECK(false, "[indexed_dataset] token dtype ", dtype_name(dtype),
-                  " is not an integer type");
+    default: TORCH_CHECK(false, "[indexed_dataset] token dtype ", dtype_name(dtype), " is not an integer type");
   }
 }
 
@@ -172,8 +166,7 @@ MappedFile::~MappedFile() {
 bool MappedFile::changed_on_disk() const {
   struct stat st;
   if (::stat(path_.c_str(), &st) != 0) return true;
-  return static_cast<size_t>(st.st_size) != size_ || mtime_ns(st) != mtime_ns_ ||
-         st.st_ino != inode_;
+  return static_cast<size_t>(st.st_size) != size_ || mtime_ns(st) != mtime_ns_ || st.st_ino != inode_;
 }
 
 // Checks on open, each failing with the file and what was wrong: both files present; magic,
@@ -185,39 +178,34 @@ IndexedDataset::IndexedDataset(std::string path_prefix) : path_prefix_(std::move
   const std::string bpath = bin_path(path_prefix_);
   struct stat st;
   TORCH_CHECK(::stat(ipath.c_str(), &st) == 0, "[indexed_dataset] ", ipath,
-              ": index file not found (expected {prefix}.idx next to {prefix}.bin for prefix '",
-              path_prefix_, "')");
+              ": index file not found (expected {prefix}.idx next to {prefix}.bin for prefix '", path_prefix_, "')");
   TORCH_CHECK(::stat(bpath.c_str(), &st) == 0, "[indexed_dataset] ", bpath,
-              ": data file not found (expected {prefix}.bin next to {prefix}.idx for prefix '",
-              path_prefix_, "')");
+              ": data file not found (expected {prefix}.bin next to {prefix}.idx for prefix '", path_prefix_, "')");
   idx_ = std::make_shared<MappedFile>(ipath);
   bin_ = std::make_shared<MappedFile>(bpath);
 
   const uint8_t* p = idx_->data();
   const size_t isize = idx_->size();
-  TORCH_CHECK(isize >= kHeaderSize, "[indexed_dataset] ", ipath, ": expected at least ",
-              kHeaderSize, " header bytes, found a file of ", isize, " bytes (truncated?)");
+  TORCH_CHECK(isize >= kHeaderSize, "[indexed_dataset] ", ipath, ": expected at least ", kHeaderSize,
+              " header bytes, found a file of ", isize, " bytes (truncated?)");
   TORCH_CHECK(std::memcmp(p, kMagic, 9) == 0, "[indexed_dataset] ", ipath,
               ": expected the magic \"MMIDIDX\\0\\0\", found other bytes (not a Megatron "
               "MMIDIDX index, or a legacy/lazy format)");
   const uint64_t version = read_le<uint64_t>(p + 9);
   TORCH_CHECK(version == 1, "[indexed_dataset] ", ipath, ": expected version 1, found ", version);
   const uint8_t code = p[17];
-  TORCH_CHECK(is_valid_dtype_code(code), "[indexed_dataset] ", ipath,
-              ": expected a dtype code in 1..8, found ", static_cast<int>(code));
+  TORCH_CHECK(is_valid_dtype_code(code), "[indexed_dataset] ", ipath, ": expected a dtype code in 1..8, found ",
+              static_cast<int>(code));
   dtype_ = static_cast<DType>(code);
   const uint64_t s = read_le<uint64_t>(p + 18);
   const uint64_t d = read_le<uint64_t>(p + 26);
   // Guard the size arithmetic against absurd counts from a corrupted header.
-  TORCH_CHECK(s <= isize && d <= isize, "[indexed_dataset] ", ipath, ": header claims ", s,
-              " sequences and ", d, " document indices, more than a ", isize,
-              "-byte index can hold");
+  TORCH_CHECK(s <= isize && d <= isize, "[indexed_dataset] ", ipath, ": header claims ", s, " sequences and ", d,
+              " document indices, more than a ", isize, "-byte index can hold");
   const uint64_t expected = kHeaderSize + 4 * s + 8 * s + 8 * d;
-  TORCH_CHECK(isize == expected || isize == expected + s, "[indexed_dataset] ", ipath,
-              ": expected ", expected, " bytes for ", s, " sequences and ", d,
-              " document indices, found ", isize, " bytes");
-  TORCH_CHECK(d >= 1, "[indexed_dataset] ", ipath,
-              ": expected at least one document index (the leading 0), found 0");
+  TORCH_CHECK(isize == expected || isize == expected + s, "[indexed_dataset] ", ipath, ": expected ", expected,
+              " bytes for ", s, " sequences and ", d, " document indices, found ", isize, " bytes");
+  TORCH_CHECK(d >= 1, "[indexed_dataset] ", ipath, ": expected at least one document index (the leading 0), found 0");
   num_sequences_ = static_cast<int64_t>(s);
   num_document_indices_ = static_cast<int64_t>(d);
   // The arrays sit at 34 + ... bytes: not naturally aligned, which x86/ARM64 load fine.
@@ -232,24 +220,20 @@ IndexedDataset::IndexedDataset(std::string path_prefix) : path_prefix_(std::move
   for (int64_t i = 0; i < num_sequences_; ++i) {
     const int64_t len = read_le<int32_t>(p + kHeaderSize + 4 * i);
     const int64_t ptr = read_le<int64_t>(p + kHeaderSize + 4 * s + 8 * i);
-    TORCH_CHECK(len >= 0, "[indexed_dataset] ", ipath, ": sequence ", i, " has negative length ",
-                len);
-    TORCH_CHECK(ptr == next_pointer, "[indexed_dataset] ", ipath, ": sequence ", i,
-                " expected to start at byte ", next_pointer, " (previous pointer + length * ", item,
-                "), found ", ptr);
+    TORCH_CHECK(len >= 0, "[indexed_dataset] ", ipath, ": sequence ", i, " has negative length ", len);
+    TORCH_CHECK(ptr == next_pointer, "[indexed_dataset] ", ipath, ": sequence ", i, " expected to start at byte ",
+                next_pointer, " (previous pointer + length * ", item, "), found ", ptr);
     next_pointer = ptr + len * item;
-    TORCH_CHECK(next_pointer <= bsize, "[indexed_dataset] ", bpath, ": sequence ", i,
-                " ends at byte ", next_pointer, " but the data file has only ", bsize,
-                " bytes (truncated .bin, or a .bin/.idx mismatch)");
+    TORCH_CHECK(next_pointer <= bsize, "[indexed_dataset] ", bpath, ": sequence ", i, " ends at byte ", next_pointer,
+                " but the data file has only ", bsize, " bytes (truncated .bin, or a .bin/.idx mismatch)");
   }
-  TORCH_CHECK(next_pointer == bsize, "[indexed_dataset] ", bpath, ": expected ", next_pointer,
-              " bytes (", next_pointer / item, " ", dtype_name(dtype_),
-              " tokens per the index), found ", bsize, " bytes (.bin/.idx mismatch)");
+  TORCH_CHECK(next_pointer == bsize, "[indexed_dataset] ", bpath, ": expected ", next_pointer, " bytes (",
+              next_pointer / item, " ", dtype_name(dtype_), " tokens per the index), found ", bsize,
+              " bytes (.bin/.idx mismatch)");
   num_tokens_ = next_pointer / item;
 
   int64_t prev = read_le<int64_t>(p + kHeaderSize + 12 * s);
-  TORCH_CHECK(prev == 0, "[indexed_dataset] ", ipath,
-              ": expected the document index to start at 0, found ", prev);
+  TORCH_CHECK(prev == 0, "[indexed_dataset] ", ipath, ": expected the document index to start at 0, found ", prev);
   for (int64_t k = 1; k < num_document_indices_; ++k) {
     const int64_t v = read_le<int64_t>(p + kHeaderSize + 12 * s + 8 * k);
     TORCH_CHECK(v >= prev, "[indexed_dataset] ", ipath, ": document index ", k, " is ", v,
@@ -257,29 +241,26 @@ IndexedDataset::IndexedDataset(std::string path_prefix) : path_prefix_(std::move
     prev = v;
   }
   TORCH_CHECK(prev == num_sequences_, "[indexed_dataset] ", ipath,
-              ": expected the document index to end at the sequence count ", num_sequences_,
-              ", found ", prev);
+              ": expected the document index to end at the sequence count ", num_sequences_, ", found ", prev);
 }
 
 TokenSpan IndexedDataset::get(int64_t idx, int64_t offset, int64_t length) const {
-  TORCH_CHECK(idx >= 0 && idx < num_sequences_, "[indexed_dataset] ", path_prefix_, ": sequence ",
-              idx, " out of range [0, ", num_sequences_, ")");
+  TORCH_CHECK(idx >= 0 && idx < num_sequences_, "[indexed_dataset] ", path_prefix_, ": sequence ", idx,
+              " out of range [0, ", num_sequences_, ")");
   const int64_t len = sequence_length(idx);
   if (length < 0) length = len - offset;
-  TORCH_CHECK(offset >= 0 && offset + length <= len, "[indexed_dataset] ", path_prefix_,
-              ": tokens [", offset, ", ", offset + length, ") outside sequence ", idx,
-              " of length ", len);
+  TORCH_CHECK(offset >= 0 && offset + length <= len, "[indexed_dataset] ", path_prefix_, ": tokens [", offset, ", ",
+              offset + length, ") outside sequence ", idx, " of length ", len);
   TokenSpan span;
   span.dtype = dtype_;
   span.size = length;
-  span.data =
-      bin_->data() + sequence_pointer(idx) + offset * static_cast<int64_t>(dtype_size(dtype_));
+  span.data = bin_->data() + sequence_pointer(idx) + offset * static_cast<int64_t>(dtype_size(dtype_));
   return span;
 }
 
 TokenSpan IndexedDataset::get_document(int64_t d) const {
-  TORCH_CHECK(d >= 0 && d < num_documents(), "[indexed_dataset] ", path_prefix_, ": document ", d,
-              " out of range [0, ", num_documents(), ")");
+  TORCH_CHECK(d >= 0 && d < num_documents(), "[indexed_dataset] ", path_prefix_, ": document ", d, " out of range [0, ",
+              num_documents(), ")");
   const int64_t first = document_index(d), last = document_index(d + 1);
   TokenSpan span;
   span.dtype = dtype_;
@@ -288,9 +269,8 @@ TokenSpan IndexedDataset::get_document(int64_t d) const {
     return span;
   }
   span.data = bin_->data() + sequence_pointer(first);
-  const int64_t end_byte =
-      sequence_pointer(last - 1) +
-      static_cast<int64_t>(sequence_length(last - 1)) * static_cast<int64_t>(dtype_size(dtype_));
+  const int64_t end_byte = sequence_pointer(last - 1) +
+                           static_cast<int64_t>(sequence_length(last - 1)) * static_cast<int64_t>(dtype_size(dtype_));
   span.size = (end_byte - sequence_pointer(first)) / static_cast<int64_t>(dtype_size(dtype_));
   return span;
 }
@@ -318,10 +298,9 @@ void IndexedDataset::check_unchanged() const {
 
 IndexedDatasetBuilder::IndexedDatasetBuilder(std::string bin_path, DType dtype)
     : bin_path_(std::move(bin_path)), dtype_(dtype) {
-  TORCH_CHECK(dtype == DType::kUInt8 || dtype == DType::kInt8 || dtype == DType::kInt16 ||
-                  dtype == DType::kUInt16 || dtype == DType::kInt32 || dtype == DType::kInt64,
-              "[indexed_dataset] ", bin_path_, ": token files need an integer dtype, got ",
-              dtype_name(dtype));
+  TORCH_CHECK(dtype == DType::kUInt8 || dtype == DType::kInt8 || dtype == DType::kInt16 || dtype == DType::kUInt16 ||
+                  dtype == DType::kInt32 || dtype == DType::kInt64,
+              "[indexed_dataset] ", bin_path_, ": token files need an integer dtype, got ", dtype_name(dtype));
   bin_tmp_path_ = bin_path_ + ".tmp." + std::to_string(::getpid());
   fd_ = ::open(bin_tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   TORCH_CHECK(fd_ >= 0, "[indexed_dataset] ", bin_tmp_path_, ": cannot create: ", errno_text());
@@ -345,8 +324,8 @@ void IndexedDatasetBuilder::flush_buffer() {
 template <typename T>
 void IndexedDatasetBuilder::write_tokens(const T* tokens, int64_t n) {
   TORCH_CHECK(!finalized_, "[indexed_dataset] ", bin_path_, ": builder already finalized");
-  TORCH_CHECK(n <= std::numeric_limits<int32_t>::max(), "[indexed_dataset] ", bin_path_,
-              ": a sequence of ", n, " tokens does not fit the int32 length field");
+  TORCH_CHECK(n <= std::numeric_limits<int32_t>::max(), "[indexed_dataset] ", bin_path_, ": a sequence of ", n,
+              " tokens does not fit the int32 length field");
   int64_t lo = 0, hi = 0;
   switch (dtype_) {
     case DType::kUInt8:
@@ -373,9 +352,8 @@ void IndexedDatasetBuilder::write_tokens(const T* tokens, int64_t n) {
   }
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = static_cast<int64_t>(tokens[i]);
-    TORCH_CHECK(v >= lo && v <= hi, "[indexed_dataset] ", bin_path_, ": token id ", v,
-                " (position ", i, " of sequence ", lengths_.size(), ") does not fit ",
-                dtype_name(dtype_), " [", lo, ", ", hi,
+    TORCH_CHECK(v >= lo && v <= hi, "[indexed_dataset] ", bin_path_, ": token id ", v, " (position ", i,
+                " of sequence ", lengths_.size(), ") does not fit ", dtype_name(dtype_), " [", lo, ", ", hi,
                 "]; use a dtype that holds the vocabulary (int32 for vocabularies >= 65500)");
   }
   const size_t item = dtype_size(dtype_);
@@ -419,28 +397,24 @@ void IndexedDatasetBuilder::end_document() {
   document_indices_.push_back(static_cast<int64_t>(lengths_.size()));
 }
 
-void IndexedDatasetBuilder::add_document(const std::vector<int32_t>& tokens,
-                                         const std::vector<int64_t>& lengths) {
+void IndexedDatasetBuilder::add_document(const std::vector<int32_t>& tokens, const std::vector<int64_t>& lengths) {
   int64_t total = 0;
   for (int64_t l : lengths) {
     TORCH_CHECK(l >= 0, "[indexed_dataset] ", bin_path_, ": negative sequence length ", l);
     total += l;
   }
   TORCH_CHECK(total == static_cast<int64_t>(tokens.size()), "[indexed_dataset] ", bin_path_,
-              ": add_document expected the lengths to sum to the ", tokens.size(),
-              " tokens, found ", total);
+              ": add_document expected the lengths to sum to the ", tokens.size(), " tokens, found ", total);
   write_tokens(tokens.data(), static_cast<int64_t>(tokens.size()));
-  for (int64_t l : lengths)
-    lengths_.push_back(static_cast<int32_t>(l));
+  for (int64_t l : lengths) lengths_.push_back(static_cast<int32_t>(l));
   end_document();
 }
 
 void IndexedDatasetBuilder::add_index(const std::string& path_prefix) {
   TORCH_CHECK(!finalized_, "[indexed_dataset] ", bin_path_, ": builder already finalized");
   IndexedDataset other(path_prefix);
-  TORCH_CHECK(other.dtype() == dtype_, "[indexed_dataset] ", idx_path(path_prefix),
-              ": expected dtype ", dtype_name(dtype_), " to merge into ", bin_path_, ", found ",
-              dtype_name(other.dtype()));
+  TORCH_CHECK(other.dtype() == dtype_, "[indexed_dataset] ", idx_path(path_prefix), ": expected dtype ",
+              dtype_name(dtype_), " to merge into ", bin_path_, ", found ", dtype_name(other.dtype()));
   const int64_t offset = static_cast<int64_t>(lengths_.size());
   const auto lengths = other.sequence_lengths();
   lengths_.insert(lengths_.end(), lengths.begin(), lengths.end());
@@ -458,8 +432,7 @@ void IndexedDatasetBuilder::add_index(const std::string& path_prefix) {
 void IndexedDatasetBuilder::finalize(const std::string& idx_path) {
   TORCH_CHECK(!finalized_, "[indexed_dataset] ", bin_path_, ": builder already finalized");
   flush_buffer();
-  TORCH_CHECK(::fsync(fd_) == 0, "[indexed_dataset] ", bin_tmp_path_,
-              ": fsync failed: ", errno_text());
+  TORCH_CHECK(::fsync(fd_) == 0, "[indexed_dataset] ", bin_tmp_path_, ": fsync failed: ", errno_text());
   ::close(fd_);
   fd_ = -1;
 
@@ -481,25 +454,23 @@ void IndexedDatasetBuilder::finalize(const std::string& idx_path) {
     pointers[i] = ptr;
     ptr += static_cast<int64_t>(lengths_[i]) * item;
   }
-  TORCH_INTERNAL_ASSERT(ptr == bytes_written_, "index and data disagree: ", ptr, " vs ",
-                        bytes_written_);
+  TORCH_INTERNAL_ASSERT(ptr == bytes_written_, "index and data disagree: ", ptr, " vs ", bytes_written_);
   try {
     write_all(ifd, header.data(), header.size(), idx_tmp_path_);
     write_all(ifd, lengths_.data(), lengths_.size() * 4, idx_tmp_path_);
     write_all(ifd, pointers.data(), pointers.size() * 8, idx_tmp_path_);
     write_all(ifd, document_indices_.data(), document_indices_.size() * 8, idx_tmp_path_);
-    TORCH_CHECK(::fsync(ifd) == 0, "[indexed_dataset] ", idx_tmp_path_,
-                ": fsync failed: ", errno_text());
+    TORCH_CHECK(::fsync(ifd) == 0, "[indexed_dataset] ", idx_tmp_path_, ": fsync failed: ", errno_text());
   } catch (...) {
     ::close(ifd);
     throw;
   }
   ::close(ifd);
   // The .bin first: a reader that finds the new .idx always finds its .bin.
-  TORCH_CHECK(::rename(bin_tmp_path_.c_str(), bin_path_.c_str()) == 0, "[indexed_dataset] ",
-              bin_path_, ": rename from ", bin_tmp_path_, " failed: ", errno_text());
-  TORCH_CHECK(::rename(idx_tmp_path_.c_str(), idx_path.c_str()) == 0, "[indexed_dataset] ",
-              idx_path, ": rename from ", idx_tmp_path_, " failed: ", errno_text());
+  TORCH_CHECK(::rename(bin_tmp_path_.c_str(), bin_path_.c_str()) == 0, "[indexed_dataset] ", bin_path_,
+              ": rename from ", bin_tmp_path_, " failed: ", errno_text());
+  TORCH_CHECK(::rename(idx_tmp_path_.c_str(), idx_path.c_str()) == 0, "[indexed_dataset] ", idx_path, ": rename from ",
+              idx_tmp_path_, " failed: ", errno_text());
   finalized_ = true;
 }
 

@@ -31,10 +31,8 @@ const char* descr_of<uint32_t>() {
 }
 
 size_t descr_size(const std::string& descr, const std::string& path) {
-  TORCH_CHECK(descr.size() == 3 && (descr[0] == '<' || descr[0] == '|') &&
-                  (descr[1] == 'i' || descr[1] == 'u'),
-              "[npy] ", path, ": expected a little-endian integer array, found descr '", descr,
-              "'");
+  TORCH_CHECK(descr.size() == 3 && (descr[0] == '<' || descr[0] == '|') && (descr[1] == 'i' || descr[1] == 'u'),
+              "[npy] ", path, ": expected a little-endian integer array, found descr '", descr, "'");
   return static_cast<size_t>(descr[2] - '0');
 }
 
@@ -42,8 +40,7 @@ size_t descr_size(const std::string& descr, const std::string& path) {
 
 int64_t NpyArray::numel() const {
   int64_t n = 1;
-  for (int64_t s : shape)
-    n *= s;
+  for (int64_t s : shape) n *= s;
   return n;
 }
 
@@ -77,8 +74,8 @@ std::vector<int64_t> NpyArray::to_int64() const {
   return out;
 }
 
-void write_npy(const std::string& path, const std::string& descr, const std::vector<int64_t>& shape,
-               const void* data, size_t nbytes) {
+void write_npy(const std::string& path, const std::string& descr, const std::vector<int64_t>& shape, const void* data,
+               size_t nbytes) {
   std::ostringstream dict;
   dict << "{'descr': '" << descr << "', 'fortran_order': False, 'shape': (";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -102,8 +99,7 @@ void write_npy(const std::string& path, const std::string& descr, const std::vec
     out.flush();
     TORCH_CHECK(out, "[npy] ", tmp, ": write failed");
   }
-  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[npy] ", path, ": rename from ", tmp,
-              " failed");
+  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[npy] ", path, ": rename from ", tmp, " failed");
 }
 
 template <typename T>
@@ -111,14 +107,10 @@ void write_npy(const std::string& path, const std::vector<T>& values, std::vecto
   if (shape.empty()) shape = {static_cast<int64_t>(values.size())};
   write_npy(path, descr_of<T>(), shape, values.data(), values.size() * sizeof(T));
 }
-template void write_npy<int16_t>(const std::string&, const std::vector<int16_t>&,
-                                 std::vector<int64_t>);
-template void write_npy<int32_t>(const std::string&, const std::vector<int32_t>&,
-                                 std::vector<int64_t>);
-template void write_npy<int64_t>(const std::string&, const std::vector<int64_t>&,
-                                 std::vector<int64_t>);
-template void write_npy<uint32_t>(const std::string&, const std::vector<uint32_t>&,
-                                  std::vector<int64_t>);
+template void write_npy<int16_t>(const std::string&, const std::vector<int16_t>&, std::vector<int64_t>);
+template void write_npy<int32_t>(const std::string&, const std::vector<int32_t>&, std::vector<int64_t>);
+template void write_npy<int64_t>(const std::string&, const std::vector<int64_t>&, std::vector<int64_t>);
+template void write_npy<uint32_t>(const std::string&, const std::vector<uint32_t>&, std::vector<int64_t>);
 
 NpyArray read_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -144,11 +136,10 @@ NpyArray read_npy(const std::string& path) {
   auto d = header.find("'descr'");
   auto q1 = header.find('\'', header.find(':', d) + 1);
   auto q2 = header.find('\'', q1 + 1);
-  TORCH_CHECK(d != std::string::npos && q1 != std::string::npos && q2 != std::string::npos,
-              "[npy] ", path, ": header without descr: ", header);
+  TORCH_CHECK(d != std::string::npos && q1 != std::string::npos && q2 != std::string::npos, "[npy] ", path,
+              ": header without descr: ", header);
   arr.descr = header.substr(q1 + 1, q2 - q1 - 1);
-  TORCH_CHECK(header.find("'fortran_order': False") != std::string::npos, "[npy] ", path,
-              ": expected a C-order array");
+  TORCH_CHECK(header.find("'fortran_order': False") != std::string::npos, "[npy] ", path, ": expected a C-order array");
   auto s = header.find('(', header.find("'shape'"));
   auto e = header.find(')', s);
   std::string dims = header.substr(s + 1, e - s - 1);
@@ -162,15 +153,14 @@ NpyArray read_npy(const std::string& path) {
   const size_t nbytes = static_cast<size_t>(arr.numel()) * item_size;
   arr.data.resize(nbytes);
   in.read(reinterpret_cast<char*>(arr.data.data()), static_cast<std::streamsize>(nbytes));
-  TORCH_CHECK(in && static_cast<size_t>(in.gcount()) == nbytes, "[npy] ", path, ": expected ",
-              nbytes, " data bytes, the file is shorter (truncated?)");
+  TORCH_CHECK(in && static_cast<size_t>(in.gcount()) == nbytes, "[npy] ", path, ": expected ", nbytes,
+              " data bytes, the file is shorter (truncated?)");
   return arr;
 }
 
 int64_t MappedNpy::numel() const {
   int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
+  for (int64_t d : shape) n *= d;
   return n;
 }
 
@@ -186,8 +176,8 @@ MappedNpy map_npy(const std::string& path) {
     start = 10;
   } else {
     TORCH_CHECK(size >= 12, "[npy] ", path, ": truncated header");
-    hlen = static_cast<size_t>(p[8]) | static_cast<size_t>(p[9]) << 8 |
-           static_cast<size_t>(p[10]) << 16 | static_cast<size_t>(p[11]) << 24;
+    hlen = static_cast<size_t>(p[8]) | static_cast<size_t>(p[9]) << 8 | static_cast<size_t>(p[10]) << 16 |
+           static_cast<size_t>(p[11]) << 24;
     start = 12;
   }
   TORCH_CHECK(start + hlen <= size, "[npy] ", path, ": truncated header");
@@ -196,11 +186,10 @@ MappedNpy map_npy(const std::string& path) {
   auto d = header.find("'descr'");
   auto q1 = header.find('\'', header.find(':', d) + 1);
   auto q2 = header.find('\'', q1 + 1);
-  TORCH_CHECK(d != std::string::npos && q1 != std::string::npos && q2 != std::string::npos,
-              "[npy] ", path, ": header without descr: ", header);
+  TORCH_CHECK(d != std::string::npos && q1 != std::string::npos && q2 != std::string::npos, "[npy] ", path,
+              ": header without descr: ", header);
   out.descr = header.substr(q1 + 1, q2 - q1 - 1);
-  TORCH_CHECK(header.find("'fortran_order': False") != std::string::npos, "[npy] ", path,
-              ": expected a C-order array");
+  TORCH_CHECK(header.find("'fortran_order': False") != std::string::npos, "[npy] ", path, ": expected a C-order array");
   auto s = header.find('(', header.find("'shape'"));
   auto e = header.find(')', s);
   std::stringstream ss(header.substr(s + 1, e - s - 1));

@@ -35,16 +35,14 @@ std::vector<uint64_t> seed_sequence_state(uint64_t seed) {
   } while (seed > 0);
   uint32_t pool[4];
   uint32_t hc = kInitA;
-  for (size_t i = 0; i < 4; ++i)
-    pool[i] = hashmix(i < entropy.size() ? entropy[i] : 0, hc);
+  for (size_t i = 0; i < 4; ++i) pool[i] = hashmix(i < entropy.size() ? entropy[i] : 0, hc);
   for (size_t src = 0; src < 4; ++src) {
     for (size_t dst = 0; dst < 4; ++dst) {
       if (src != dst) pool[dst] = mix(pool[dst], hashmix(pool[src], hc));
     }
   }
   for (size_t src = 4; src < entropy.size(); ++src) {
-    for (size_t dst = 0; dst < 4; ++dst)
-      pool[dst] = mix(pool[dst], hashmix(entropy[src], hc));
+    for (size_t dst = 0; dst < 4; ++dst) pool[dst] = mix(pool[dst], hashmix(entropy[src], hc));
   }
   uint32_t words[8];
   uint32_t hb = kInitB;
@@ -56,8 +54,7 @@ std::vector<uint64_t> seed_sequence_state(uint64_t seed) {
     words[i] = v ^ (v >> 16);
   }
   std::vector<uint64_t> out(4);
-  for (size_t k = 0; k < 4; ++k)
-    out[k] = words[2 * k] | static_cast<uint64_t>(words[2 * k + 1]) << 32;
+  for (size_t k = 0; k < 4; ++k) out[k] = words[2 * k] | static_cast<uint64_t>(words[2 * k + 1]) << 32;
   return out;
 }
 

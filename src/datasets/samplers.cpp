@@ -23,10 +23,8 @@ std::vector<int64_t> randperm(int64_t n, uint64_t seed) {
 
 }  // namespace
 
-MegatronPretrainingSampler::MegatronPretrainingSampler(int64_t total_samples,
-                                                       int64_t consumed_samples,
-                                                       int64_t micro_batch_size,
-                                                       int64_t data_parallel_rank,
+MegatronPretrainingSampler::MegatronPretrainingSampler(int64_t total_samples, int64_t consumed_samples,
+                                                       int64_t micro_batch_size, int64_t data_parallel_rank,
                                                        int64_t data_parallel_size, bool drop_last)
     : total_(total_samples),
       consumed_(consumed_samples),
@@ -50,15 +48,14 @@ std::optional<std::vector<int64_t>> MegatronPretrainingSampler::next() {
   // The last partial global batch (drop_last = false) is sliced like a full one.
   const int64_t begin = consumed_ + rank_ * micro_batch_size_;
   const int64_t end = std::min(begin + micro_batch_size_, consumed_ + std::min(left, global));
-  for (int64_t i = begin; i < end; ++i)
-    batch.push_back(i);
+  for (int64_t i = begin; i < end; ++i) batch.push_back(i);
   consumed_ += std::min(left, global);
   return batch;
 }
 
-MegatronPretrainingRandomSampler::MegatronPretrainingRandomSampler(
-    int64_t total_samples, int64_t consumed_samples, int64_t micro_batch_size,
-    int64_t data_parallel_rank, int64_t data_parallel_size, bool data_sharding)
+MegatronPretrainingRandomSampler::MegatronPretrainingRandomSampler(int64_t total_samples, int64_t consumed_samples,
+                                                                   int64_t micro_batch_size, int64_t data_parallel_rank,
+                                                                   int64_t data_parallel_size, bool data_sharding)
     : total_(total_samples),
       consumed_(consumed_samples),
       micro_batch_size_(micro_batch_size),
@@ -89,8 +86,7 @@ void MegatronPretrainingRandomSampler::start_epoch() {
   } else {
     const int64_t full_bucket = (total_ / micro_batch_size_) * micro_batch_size_;
     auto perm = randperm(full_bucket, static_cast<uint64_t>(epoch));
-    for (int64_t i = in_epoch + rank_; i < full_bucket; i += dp_size_)
-      order_.push_back(perm[i]);
+    for (int64_t i = in_epoch + rank_; i < full_bucket; i += dp_size_) order_.push_back(perm[i]);
   }
   pos_ = 0;
   started_ = true;

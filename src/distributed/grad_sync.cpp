@@ -21,8 +21,7 @@ void reduce_bucket(const std::vector<at::Tensor>& bucket, comm::ProcessGroup& gr
 
 }  // namespace
 
-void allreduce_gradients(const std::vector<at::Tensor>& grads, comm::ProcessGroup& group,
-                         int64_t bucket_numel) {
+void allreduce_gradients(const std::vector<at::Tensor>& grads, comm::ProcessGroup& group, int64_t bucket_numel) {
   if (group.size() == 1) return;
   // Reverse order, like Megatron's buckets: the last layers' gradients are ready first.
   std::map<at::ScalarType, std::vector<at::Tensor>> buckets;

@@ -9,8 +9,8 @@ namespace megatron::optimizer {
 GradScaler::GradScaler(GradScalerConfig config)
     : config_(config), scale_(config.initial_scale), hysteresis_tracker_(config.hysteresis) {
   TORCH_CHECK(config.initial_scale > 0 && config.min_scale > 0 && config.min_scale <= config.initial_scale,
-              "[grad_scaler] need 0 < min_scale (", config.min_scale, ") <= initial_scale (",
-              config.initial_scale, ")");
+              "[grad_scaler] need 0 < min_scale (", config.min_scale, ") <= initial_scale (", config.initial_scale,
+              ")");
   TORCH_CHECK(config.growth_interval > 0 && config.hysteresis > 0,
               "[grad_scaler] growth_interval and hysteresis must be positive");
 }

@@ -65,12 +65,15 @@ bool no_weight_decay(const OptimizerParam& p) {
 MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, OptimizerConfig config,
                                      std::shared_ptr<comm::ProcessGroup> data_parallel_group,
                                      std::shared_ptr<comm::ProcessGroup> model_parallel_group)
-    : params_(std::move(params)), config_(std::move(config)), dp_(std::move(data_parallel_group)),
-      mp_(std::move(model_parallel_group)), lr_(config_.lr) {
+    : params_(std::move(params)),
+      config_(std::move(config)),
+      dp_(std::move(data_parallel_group)),
+      mp_(std::move(model_parallel_group)),
+      lr_(config_.lr) {
   TORCH_CHECK(!params_.empty(), "[optimizer] no parameters to optimise");
   for (const auto& p : params_) {
-    TORCH_CHECK(at::isFloatingType(p.param.scalar_type()), "[optimizer] parameter ", p.name,
-                " has dtype ", p.param.scalar_type(), "; expected a floating-point type");
+    TORCH_CHECK(at::isFloatingType(p.param.scalar_type()), "[optimizer] parameter ", p.name, " has dtype ",
+                p.param.scalar_type(), "; expected a floating-point type");
   }
   std::vector<at::Tensor> decay, no_decay;
   if (config_.use_distributed_optimizer && dp_ && dp_->size() > 1) {
@@ -106,11 +109,10 @@ MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, Optimiz
 
   if (config_.optimizer == "adam") {
     auto options = [&](double wd) {
-      return std::make_unique<torch::optim::AdamWOptions>(
-          torch::optim::AdamWOptions(config_.lr)
-              .betas({config_.adam_beta1, config_.adam_beta2})
-              .eps(config_.adam_eps)
-              .weight_decay(wd));
+      return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(config_.lr)
+                                                              .betas({config_.adam_beta1, config_.adam_beta2})
+                                                              .eps(config_.adam_eps)
+                                                              .weight_decay(wd));
     };
     std::vector<torch::optim::OptimizerParamGroup> groups;
     if (!decay.empty()) groups.emplace_back(decay, options(config_.weight_decay));
@@ -266,8 +268,8 @@ void MegatronOptimizer::load_param_state(const std::map<std::string, ParamState>
           continue;
         }
         TORCH_CHECK(it != s.end(), "[optimizer] the saved state of ", params_[i].name, " has no '", key, "'");
-        TORCH_CHECK(it->second.numel() == p.numel(), "[optimizer] the saved '", key, "' of ", params_[i].name,
-                    " has ", it->second.numel(), " elements, this rank's parameter ", p.numel());
+        TORCH_CHECK(it->second.numel() == p.numel(), "[optimizer] the saved '", key, "' of ", params_[i].name, " has ",
+                    it->second.numel(), " elements, this rank's parameter ", p.numel());
         parts.push_back(it->second.reshape({-1}).to(at::kFloat).cpu());
       }
       return shard.local_piece(at::cat(parts)).to(shard.shard().device());
@@ -278,8 +280,10 @@ void MegatronOptimizer::load_param_state(const std::map<std::string, ParamState>
     if (!first.count("exp_avg") && !first.count("momentum_buffer")) continue;
     std::map<std::string, at::Tensor> s;
     for (const auto& [key, value] : first) {
-      if (key == "step") s[key] = value;
-      else if (key != "main_param") s[key] = flat(key);
+      if (key == "step")
+        s[key] = value;
+      else if (key != "main_param")
+        s[key] = flat(key);
     }
     set_inner_state(*inner_, shard.shard(), s, "the distributed optimizer's shard");
   }

@@ -7,29 +7,26 @@
 
 namespace megatron::optimizer {
 
-OptimizerParamScheduler::OptimizerParamScheduler(ParamSchedulerConfig config)
-    : config_(std::move(config)) {
+OptimizerParamScheduler::OptimizerParamScheduler(ParamSchedulerConfig config) : config_(std::move(config)) {
   const auto& c = config_;
-  TORCH_CHECK(c.min_lr >= 0 && c.max_lr >= c.min_lr, "[param_scheduler] need 0 <= min_lr (", c.min_lr,
-              ") <= max_lr (", c.max_lr, ")");
-  TORCH_CHECK(c.lr_decay_steps > 0, "[param_scheduler] lr_decay_steps (", c.lr_decay_steps,
-              ") must be positive");
-  TORCH_CHECK(c.lr_warmup_steps >= 0 && c.lr_warmup_steps < c.lr_decay_steps ||
-                  c.lr_decay_style == "constant" || c.lr_decay_style == "inverse-square-root",
-              "[param_scheduler] lr_warmup_steps (", c.lr_warmup_steps,
-              ") must be smaller than lr_decay_steps (", c.lr_decay_steps, ")");
-  const bool known = c.lr_decay_style == "constant" || c.lr_decay_style == "linear" ||
-                     c.lr_decay_style == "cosine" || c.lr_decay_style == "inverse-square-root" ||
-                     c.lr_decay_style == "WSD";
+  TORCH_CHECK(c.min_lr >= 0 && c.max_lr >= c.min_lr, "[param_scheduler] need 0 <= min_lr (", c.min_lr, ") <= max_lr (",
+              c.max_lr, ")");
+  TORCH_CHECK(c.lr_decay_steps > 0, "[param_scheduler] lr_decay_steps (", c.lr_decay_steps, ") must be positive");
+  TORCH_CHECK(c.lr_warmup_steps >= 0 && c.lr_warmup_steps < c.lr_decay_steps || c.lr_decay_style == "constant" ||
+                  c.lr_decay_style == "inverse-square-root",
+              "[param_scheduler] lr_warmup_steps (", c.lr_warmup_steps, ") must be smaller than lr_decay_steps (",
+              c.lr_decay_steps, ")");
+  const bool known = c.lr_decay_style == "constant" || c.lr_decay_style == "linear" || c.lr_decay_style == "cosine" ||
+                     c.lr_decay_style == "inverse-square-root" || c.lr_decay_style == "WSD";
   TORCH_CHECK(known, "[param_scheduler] unknown lr_decay_style '", c.lr_decay_style,
               "'; expected constant, linear, cosine, inverse-square-root or WSD");
   if (c.lr_decay_style == "WSD") {
     TORCH_CHECK(c.wsd_decay_steps > 0 && c.wsd_decay_steps <= c.lr_decay_steps - c.lr_warmup_steps,
                 "[param_scheduler] WSD needs 0 < wsd_decay_steps (", c.wsd_decay_steps,
                 ") <= decay steps after warm-up (", c.lr_decay_steps - c.lr_warmup_steps, ")");
-    TORCH_CHECK(c.lr_wsd_decay_style == "exponential" || c.lr_wsd_decay_style == "linear" ||
-                    c.lr_wsd_decay_style == "cosine",
-                "[param_scheduler] unknown lr_wsd_decay_style '", c.lr_wsd_decay_style, "'");
+    TORCH_CHECK(
+        c.lr_wsd_decay_style == "exponential" || c.lr_wsd_decay_style == "linear" || c.lr_wsd_decay_style == "cosine",
+        "[param_scheduler] unknown lr_wsd_decay_style '", c.lr_wsd_decay_style, "'");
   }
 }
 
@@ -45,8 +42,8 @@ double OptimizerParamScheduler::get_lr(int64_t num_steps) const {
     double steps = std::max<int64_t>(num_steps, 1);
     return std::max(c.min_lr, c.max_lr * std::sqrt(warmup) / std::sqrt(steps));
   }
-  const double decay_ratio = static_cast<double>(num_steps - c.lr_warmup_steps) /
-                             static_cast<double>(c.lr_decay_steps - c.lr_warmup_steps);
+  const double decay_ratio =
+      static_cast<double>(num_steps - c.lr_warmup_steps) / static_cast<double>(c.lr_decay_steps - c.lr_warmup_steps);
   double coeff = 1.0;
   if (c.lr_decay_style == "linear") {
     coeff = 1.0 - decay_ratio;

@@ -6,8 +6,7 @@
 namespace megatron::pipeline_parallel {
 
 P2PCommunicator::P2PCommunicator(const ParallelState& ps, P2PConfig config)
-    : pp_(ps.get_pipeline_model_parallel_group()), config_(std::move(config)),
-      rank_(pp_.rank()), size_(pp_.size()) {
+    : pp_(ps.get_pipeline_model_parallel_group()), config_(std::move(config)), rank_(pp_.rank()), size_(pp_.size()) {
   TORCH_CHECK(!config_.tensor_shape.empty(), "[p2p_communication] tensor_shape is required");
 }
 
@@ -17,17 +16,16 @@ at::Tensor P2PCommunicator::empty() const {
 
 void P2PCommunicator::check(const at::Tensor& t, const char* what) const {
   TORCH_CHECK(t.defined(), "[p2p_communication] ", what, " on pipeline stage ", rank_, ": undefined tensor");
-  TORCH_CHECK(t.sizes() == at::IntArrayRef(config_.tensor_shape), "[p2p_communication] ", what,
-              " on pipeline stage ", rank_, ": expected shape ", at::IntArrayRef(config_.tensor_shape),
+  TORCH_CHECK(t.sizes() == at::IntArrayRef(config_.tensor_shape), "[p2p_communication] ", what, " on pipeline stage ",
+              rank_, ": expected shape ", at::IntArrayRef(config_.tensor_shape),
               " ([s, b, h] from the configuration), got ", t.sizes(),
               "; every micro-batch must have the configured sequence length and micro-batch size");
   TORCH_CHECK(t.scalar_type() == config_.dtype, "[p2p_communication] ", what, " on pipeline stage ", rank_,
               ": expected dtype ", config_.dtype, ", got ", t.scalar_type());
 }
 
-std::pair<at::Tensor, at::Tensor> P2PCommunicator::communicate(const at::Tensor& send_next,
-                                                               const at::Tensor& send_prev, bool recv_prev,
-                                                               bool recv_next) {
+std::pair<at::Tensor, at::Tensor> P2PCommunicator::communicate(const at::Tensor& send_next, const at::Tensor& send_prev,
+                                                               bool recv_prev, bool recv_next) {
   const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
   std::vector<comm::P2POp> ops;
   at::Tensor from_prev, from_next;

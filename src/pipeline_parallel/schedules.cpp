@@ -29,8 +29,10 @@ class Steps {
   Steps(const ParallelState& ps, const ForwardStepFunc& f, const std::vector<datasets::DataIterator*>& its,
         const std::vector<torch::nn::Module*>& model, const ScheduleOptions& o)
       : ps_(ps), f_(f), its_(its), model_(model), o_(o), start_(Clock::now()) {
-    TORCH_CHECK(!model.empty() && model.size() == its.size(), "[schedules] expected one data iterator per model "
-                "chunk, got ", its.size(), " iterators for ", model.size(), " chunks");
+    TORCH_CHECK(!model.empty() && model.size() == its.size(),
+                "[schedules] expected one data iterator per model "
+                "chunk, got ",
+                its.size(), " iterators for ", model.size(), " chunks");
     TORCH_CHECK(o.num_microbatches >= 1, "[schedules] num_microbatches must be >= 1, got ", o.num_microbatches);
     for (size_t i = 0; i < model.size(); ++i)
       TORCH_CHECK(model[i] && its[i], "[schedules] model chunk ", i, " or its data iterator is null");
@@ -44,7 +46,8 @@ class Steps {
     if (auto* stage = dynamic_cast<transformer::MegatronModule*>(&m)) {
       stage->set_input_tensor(input);
     } else {
-      TORCH_CHECK(!input.defined(), "[schedules] model chunk ", chunk, " is not a transformer::MegatronModule, "
+      TORCH_CHECK(!input.defined(), "[schedules] model chunk ", chunk,
+                  " is not a transformer::MegatronModule, "
                   "so it cannot take activations from the previous pipeline stage");
     }
     auto [output, loss_func] = f_(*its_[chunk], m);
@@ -76,9 +79,9 @@ class Steps {
     } else {
       // The output's storage may have been freed after sending (deallocate), so bypass
       // backward()'s shape check and hand the gradient to the engine directly.
-      torch::autograd::Engine::get_default_engine().execute(
-          {torch::autograd::impl::gradient_edge(output)}, {output_grad}, /*keep_graph=*/false,
-          /*create_graph=*/false, /*accumulate_grad=*/true);
+      torch::autograd::Engine::get_default_engine().execute({torch::autograd::impl::gradient_edge(output)},
+                                                            {output_grad}, /*keep_graph=*/false,
+                                                            /*create_graph=*/false, /*accumulate_grad=*/true);
     }
     --inflight_;
     result_.compute_ms += ms_since(start);
@@ -101,8 +104,8 @@ class Steps {
   P2PConfig p2p_config() const {
     const int64_t tp = o_.tensor_model_parallel_size;
     TORCH_CHECK(o_.seq_length > 0 && o_.micro_batch_size > 0 && o_.hidden_size > 0,
-                "[schedules] pipelining needs seq_length, micro_batch_size and hidden_size, got ", o_.seq_length,
-                ", ", o_.micro_batch_size, ", ", o_.hidden_size);
+                "[schedules] pipelining needs seq_length, micro_batch_size and hidden_size, got ", o_.seq_length, ", ",
+                o_.micro_batch_size, ", ", o_.hidden_size);
     TORCH_CHECK(!o_.sequence_parallel || o_.seq_length % tp == 0, "[schedules] seq_length (", o_.seq_length,
                 ") is not divisible by the tensor-parallel size (", tp, ") with sequence parallelism");
     const int64_t s = o_.sequence_parallel ? o_.seq_length / tp : o_.seq_length;
@@ -152,9 +155,11 @@ ForwardBackwardResult forward_backward_no_pipelining(const ParallelState& ps, co
   return steps.finish();
 }
 
-ForwardBackwardResult forward_backward_pipelining_without_interleaving(
-    const ParallelState& ps, const ForwardStepFunc& f, const std::vector<datasets::DataIterator*>& its,
-    const std::vector<torch::nn::Module*>& model, const ScheduleOptions& o) {
+ForwardBackwardResult forward_backward_pipelining_without_interleaving(const ParallelState& ps,
+                                                                       const ForwardStepFunc& f,
+                                                                       const std::vector<datasets::DataIterator*>& its,
+                                                                       const std::vector<torch::nn::Module*>& model,
+                                                                       const ScheduleOptions& o) {
   TORCH_CHECK(model.size() == 1, "[schedules] 1F1B without interleaving runs one model chunk, got ", model.size());
   Steps steps(ps, f, its, model, o);
   P2PCommunicator p2p(ps, steps.p2p_config());
@@ -215,9 +220,10 @@ ForwardBackwardResult forward_backward_pipelining_without_interleaving(
   return steps.finish();
 }
 
-ForwardBackwardResult forward_backward_pipelining_with_interleaving(
-    const ParallelState& ps, const ForwardStepFunc& f, const std::vector<datasets::DataIterator*>& its,
-    const std::vector<torch::nn::Module*>& model, const ScheduleOptions& o) {
+ForwardBackwardResult forward_backward_pipelining_with_interleaving(const ParallelState& ps, const ForwardStepFunc& f,
+                                                                    const std::vector<datasets::DataIterator*>& its,
+                                                                    const std::vector<torch::nn::Module*>& model,
+                                                                    const ScheduleOptions& o) {
   Steps steps(ps, f, its, model, o);
   P2PCommunicator p2p(ps, steps.p2p_config());
   const int64_t chunks = static_cast<int64_t>(model.size());
@@ -234,8 +240,7 @@ ForwardBackwardResult forward_backward_pipelining_with_interleaving(
   // With as many micro-batches as stages there is no steady state: all forwards come first.
   const bool all_warmup = o.num_microbatches == stages;
   int64_t warmup = total;
-  if (!o.forward_only && !all_warmup)
-    warmup = std::min(total, (stages - rank - 1) * 2 + (chunks - 1) * stages);
+  if (!o.forward_only && !all_warmup) warmup = std::min(total, (stages - rank - 1) * 2 + (chunks - 1) * stages);
   const int64_t remaining = total - warmup;
 
   // Micro-batches go through the chunks in groups of `stages`: forward k runs chunk
@@ -339,9 +344,8 @@ ForwardBackwardFunc get_forward_backward_func(const ParallelState& ps) {
   const ParallelState* state = &ps;
   if (ps.get_pipeline_model_parallel_world_size() == 1)
     return [state](const ForwardStepFunc& f, const std::vector<datasets::DataIterator*>& its,
-                   const std::vector<torch::nn::Module*>& model, const ScheduleOptions& o) {
-      return forward_backward_no_pipelining(*state, f, its, model, o);
-    };
+                   const std::vector<torch::nn::Module*>& model,
+                   const ScheduleOptions& o) { return forward_backward_no_pipelining(*state, f, its, model, o); };
   if (ps.get_virtual_pipeline_model_parallel_world_size().value_or(1) > 1)
     return [state](const ForwardStepFunc& f, const std::vector<datasets::DataIterator*>& its,
                    const std::vector<torch::nn::Module*>& model, const ScheduleOptions& o) {

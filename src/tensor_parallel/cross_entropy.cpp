@@ -14,8 +14,8 @@ void all_reduce_(at::Tensor& t, const GroupPtr& g, comm::ReduceOp op) {
 }
 
 struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits_in,
-                            const at::Tensor& target, GroupPtr group, double label_smoothing) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits_in, const at::Tensor& target, GroupPtr group,
+                            double label_smoothing) {
     const int64_t part = logits_in.size(-1);
     const int64_t vocab = part * group_size(group);
     const int64_t start = part * group_rank(group);
@@ -42,8 +42,10 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
 
     double smoothing = 0.0;
     if (label_smoothing > 0.0) {
-      TORCH_CHECK(label_smoothing < 1.0, "[vocab_parallel_cross_entropy] label_smoothing must be in "
-                  "[0, 1), got ", label_smoothing);
+      TORCH_CHECK(label_smoothing < 1.0,
+                  "[vocab_parallel_cross_entropy] label_smoothing must be in "
+                  "[0, 1), got ",
+                  label_smoothing);
       smoothing = label_smoothing * vocab / (vocab - 1);
       // mean over the FULL vocabulary of log p = sum_i (x_i - max) / K - log(sum exp).
       at::Tensor sum_shifted = (logits_2d.sum(-1) - logits_max * static_cast<double>(part)).contiguous();
@@ -80,13 +82,12 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
 
 }  // namespace
 
-at::Tensor vocab_parallel_cross_entropy(const at::Tensor& vocab_parallel_logits,
-                                        const at::Tensor& target, const GroupPtr& group,
-                                        double label_smoothing) {
+at::Tensor vocab_parallel_cross_entropy(const at::Tensor& vocab_parallel_logits, const at::Tensor& target,
+                                        const GroupPtr& group, double label_smoothing) {
   TORCH_CHECK(vocab_parallel_logits.dim() == target.dim() + 1 &&
                   vocab_parallel_logits.sizes().slice(0, target.dim()) == target.sizes(),
-              "[vocab_parallel_cross_entropy] logits ", vocab_parallel_logits.sizes(),
-              " must be target's shape ", target.sizes(), " plus a vocabulary dim");
+              "[vocab_parallel_cross_entropy] logits ", vocab_parallel_logits.sizes(), " must be target's shape ",
+              target.sizes(), " plus a vocabulary dim");
   return VocabParallelCrossEntropy::apply(vocab_parallel_logits, target, group, label_smoothing);
 }
 

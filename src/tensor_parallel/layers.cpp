@@ -6,13 +6,15 @@ namespace megatron::tensor_parallel {
 namespace {
 
 int64_t divide(int64_t n, int64_t d, const char* what, const char* who) {
-  TORCH_CHECK(d > 0 && n % d == 0, "[", who, "] ", what, " (", n,
-              ") must be divisible by the tensor-parallel size (", d, ")");
+  TORCH_CHECK(d > 0 && n % d == 0, "[", who, "] ", what, " (", n, ") must be divisible by the tensor-parallel size (",
+              d, ")");
   return n / d;
 }
 
 // New parameters start as zeros; the model's initialisation pass (or the caller) fills them.
-at::Tensor empty_param(at::IntArrayRef shape) { return at::zeros(shape, at::kFloat); }
+at::Tensor empty_param(at::IntArrayRef shape) {
+  return at::zeros(shape, at::kFloat);
+}
 
 }  // namespace
 
@@ -25,23 +27,23 @@ ColumnParallelLinearImpl::ColumnParallelLinearImpl(ColumnParallelLinearOptions o
 
 void ColumnParallelLinearImpl::reset() {
   const int tp = group_size(options.tp_group());
-  TORCH_CHECK(options.output_size() % (tp * options.num_chunks()) == 0, "[ColumnParallelLinear] "
-              "output_size (", options.output_size(), ") must be divisible by num_chunks (",
-              options.num_chunks(), ") x the tensor-parallel size (", tp, ")");
+  TORCH_CHECK(options.output_size() % (tp * options.num_chunks()) == 0,
+              "[ColumnParallelLinear] "
+              "output_size (",
+              options.output_size(), ") must be divisible by num_chunks (", options.num_chunks(),
+              ") x the tensor-parallel size (", tp, ")");
   output_size_per_partition = options.output_size() / tp;
   weight = at::Tensor();
   bias = at::Tensor();
   if (!options.skip_weight_param_allocation()) {
     weight = register_parameter("weight", empty_param({output_size_per_partition, options.input_size()}));
-    if (options.perform_initialization())
-      init_sharded_param_from_default_generator(weight, param_inits()[0].second);
+    if (options.perform_initialization()) init_sharded_param_from_default_generator(weight, param_inits()[0].second);
   }
   if (options.bias()) bias = register_parameter("bias", empty_param({output_size_per_partition}));
 }
 
 std::vector<std::pair<std::string, ParamInit>> ColumnParallelLinearImpl::param_inits() const {
-  ShardLayout layout{0, options.num_chunks(), group_rank(options.tp_group()),
-                     group_size(options.tp_group())};
+  ShardLayout layout{0, options.num_chunks(), group_rank(options.tp_group()), group_size(options.tp_group())};
   std::vector<std::pair<std::string, ParamInit>> out;
   if (!options.skip_weight_param_allocation())
     out.push_back({"weight", ParamInit{ParamInit::kNormal, options.init_method_std(), layout}});
@@ -51,11 +53,12 @@ std::vector<std::pair<std::string, ParamInit>> ColumnParallelLinearImpl::param_i
 
 at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& input, const at::Tensor& weight_arg) {
   const at::Tensor& w = weight_arg.defined() ? weight_arg : weight;
-  TORCH_CHECK(w.defined(), "[ColumnParallelLinear] no weight: pass one to forward() when "
+  TORCH_CHECK(w.defined(),
+              "[ColumnParallelLinear] no weight: pass one to forward() when "
               "skip_weight_param_allocation is set");
   TORCH_CHECK(w.size(0) == output_size_per_partition && w.size(1) == options.input_size(),
-              "[ColumnParallelLinear] weight must be [", output_size_per_partition, ", ",
-              options.input_size(), "], got ", w.sizes());
+              "[ColumnParallelLinear] weight must be [", output_size_per_partition, ", ", options.input_size(),
+              "], got ", w.sizes());
   const auto& g = options.tp_group();
   at::Tensor x = options.sequence_parallel() ? gather_from_sequence_parallel_region(input, g, true)
                                              : copy_to_tensor_model_parallel_region(input, g);
@@ -66,21 +69,18 @@ at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& input, const at::
 
 // --- RowParallelLinear -----------------------------------------------------------------------
 
-RowParallelLinearImpl::RowParallelLinearImpl(RowParallelLinearOptions options_)
-    : options(std::move(options_)) {
+RowParallelLinearImpl::RowParallelLinearImpl(RowParallelLinearOptions options_) : options(std::move(options_)) {
   reset();
 }
 
 void RowParallelLinearImpl::reset() {
   TORCH_CHECK(!options.sequence_parallel() || options.input_is_parallel(),
               "[RowParallelLinear] sequence_parallel needs input_is_parallel");
-  input_size_per_partition = divide(options.input_size(), group_size(options.tp_group()),
-                                    "input_size", "RowParallelLinear");
+  input_size_per_partition =
+      divide(options.input_size(), group_size(options.tp_group()), "input_size", "RowParallelLinear");
   weight = register_parameter("weight", empty_param({options.output_size(), input_size_per_partition}));
-  if (options.perform_initialization())
-    init_sharded_param_from_default_generator(weight, param_inits()[0].second);
-  bias = options.bias() ? register_parameter("bias", empty_param({options.output_size()}))
-                        : at::Tensor();
+  if (options.perform_initialization()) init_sharded_param_from_default_generator(weight, param_inits()[0].second);
+  bias = options.bias() ? register_parameter("bias", empty_param({options.output_size()})) : at::Tensor();
 }
 
 std::vector<std::pair<std::string, ParamInit>> RowParallelLinearImpl::param_inits() const {
@@ -110,13 +110,12 @@ VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(VocabParallelEmbeddingOpt
 }
 
 void VocabParallelEmbeddingImpl::reset() {
-  const int64_t per = divide(options.num_embeddings(), group_size(options.tp_group()),
-                             "num_embeddings", "VocabParallelEmbedding");
+  const int64_t per =
+      divide(options.num_embeddings(), group_size(options.tp_group()), "num_embeddings", "VocabParallelEmbedding");
   vocab_start_index = per * group_rank(options.tp_group());
   vocab_end_index = vocab_start_index + per;
   weight = register_parameter("weight", empty_param({per, options.embedding_dim()}));
-  if (options.perform_initialization())
-    init_sharded_param_from_default_generator(weight, param_inits()[0].second);
+  if (options.perform_initialization()) init_sharded_param_from_default_generator(weight, param_inits()[0].second);
 }
 
 std::vector<std::pair<std::string, ParamInit>> VocabParallelEmbeddingImpl::param_inits() const {
@@ -130,8 +129,7 @@ at::Tensor VocabParallelEmbeddingImpl::forward(const at::Tensor& input) {
   if (group_size(g) > 1) {
     at::Tensor mask = (input < vocab_start_index).logical_or_(input >= vocab_end_index);
     at::Tensor local_ids = (input - vocab_start_index).masked_fill_(mask, 0);
-    out = at::embedding(weight, local_ids, -1, false, options.sparse_grad())
-              .masked_fill(mask.unsqueeze(-1), 0.0);
+    out = at::embedding(weight, local_ids, -1, false, options.sparse_grad()).masked_fill(mask.unsqueeze(-1), 0.0);
   } else {
     out = at::embedding(weight, input, -1, false, options.sparse_grad());
   }

@@ -56,12 +56,8 @@ struct CopyToRegion : torch::autograd::Function<CopyToRegion> {
 };
 
 struct ReduceFromRegion : torch::autograd::Function<ReduceFromRegion> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, GroupPtr g) {
-    return all_reduce(x, g);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    return {grad[0], at::Tensor()};
-  }
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, GroupPtr g) { return all_reduce(x, g); }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) { return {grad[0], at::Tensor()}; }
 };
 
 struct ScatterToRegion : torch::autograd::Function<ScatterToRegion> {
@@ -95,16 +91,15 @@ struct ScatterToSequence : torch::autograd::Function<ScatterToSequence> {
 };
 
 struct GatherFromSequence : torch::autograd::Function<GatherFromSequence> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, GroupPtr g,
-                            bool tp_output_grad) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, GroupPtr g, bool tp_output_grad) {
     save_group(ctx, g);
     ctx->saved_data["tp_output_grad"] = tp_output_grad;
     return all_gather_along_dim(x, g, 0);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     auto g = load_group(ctx);
-    at::Tensor out = ctx->saved_data["tp_output_grad"].toBool() ? reduce_scatter_dim0(grad[0], g)
-                                                                 : split_along_dim(grad[0], g, 0);
+    at::Tensor out =
+        ctx->saved_data["tp_output_grad"].toBool() ? reduce_scatter_dim0(grad[0], g) : split_along_dim(grad[0], g, 0);
     return {out, at::Tensor(), at::Tensor()};
   }
 };
@@ -138,8 +133,8 @@ at::Tensor split_along_dim(const at::Tensor& input, const GroupPtr& group, int64
   const int n = group_size(group);
   if (n == 1) return input;
   if (dim < 0) dim += input.dim();
-  TORCH_CHECK(input.size(dim) % n == 0, "[tensor_parallel] split: dim ", dim, " (",
-              input.size(dim), ") must be divisible by the tensor-parallel size (", n, ")");
+  TORCH_CHECK(input.size(dim) % n == 0, "[tensor_parallel] split: dim ", dim, " (", input.size(dim),
+              ") must be divisible by the tensor-parallel size (", n, ")");
   return input.chunk(n, dim)[group_rank(group)].contiguous();
 }
 
@@ -147,8 +142,7 @@ at::Tensor copy_to_tensor_model_parallel_region(const at::Tensor& input, const G
   if (group_size(group) == 1) return input;
   return CopyToRegion::apply(input, group);
 }
-at::Tensor reduce_from_tensor_model_parallel_region(const at::Tensor& input,
-                                                    const GroupPtr& group) {
+at::Tensor reduce_from_tensor_model_parallel_region(const at::Tensor& input, const GroupPtr& group) {
   if (group_size(group) == 1) return input;
   return ReduceFromRegion::apply(input, group);
 }
@@ -156,8 +150,7 @@ at::Tensor scatter_to_tensor_model_parallel_region(const at::Tensor& input, cons
   if (group_size(group) == 1) return input;
   return ScatterToRegion::apply(input, group);
 }
-at::Tensor gather_from_tensor_model_parallel_region(const at::Tensor& input,
-                                                    const GroupPtr& group) {
+at::Tensor gather_from_tensor_model_parallel_region(const at::Tensor& input, const GroupPtr& group) {
   if (group_size(group) == 1) return input;
   return GatherFromRegion::apply(input, group);
 }
@@ -170,8 +163,7 @@ at::Tensor gather_from_sequence_parallel_region(const at::Tensor& input, const G
   if (group_size(group) == 1) return input;
   return GatherFromSequence::apply(input, group, tensor_parallel_output_grad);
 }
-at::Tensor reduce_scatter_to_sequence_parallel_region(const at::Tensor& input,
-                                                      const GroupPtr& group) {
+at::Tensor reduce_scatter_to_sequence_parallel_region(const at::Tensor& input, const GroupPtr& group) {
   if (group_size(group) == 1) return input;
   return ReduceScatterToSequence::apply(input, group);
 }
@@ -183,8 +175,7 @@ at::Tensor ShardLayout::shard(const at::Tensor& full) const {
   std::vector<at::Tensor> pieces;
   for (const auto& block : full.chunk(num_chunks, partition_dim)) {
     TORCH_CHECK(block.size(partition_dim) % size == 0, "[sharding] dim ", partition_dim, " block (",
-                block.size(partition_dim), ") must be divisible by the tensor-parallel size (",
-                size, ")");
+                block.size(partition_dim), ") must be divisible by the tensor-parallel size (", size, ")");
     pieces.push_back(block.chunk(size, partition_dim)[rank]);
   }
   return at::cat(pieces, partition_dim).contiguous();
@@ -192,8 +183,7 @@ at::Tensor ShardLayout::shard(const at::Tensor& full) const {
 
 at::Tensor ShardLayout::unshard(const std::vector<at::Tensor>& shards) const {
   if (!is_sharded()) return shards.at(0).clone();
-  TORCH_CHECK(static_cast<int>(shards.size()) == size, "[sharding] expected ", size,
-              " shards, got ", shards.size());
+  TORCH_CHECK(static_cast<int>(shards.size()) == size, "[sharding] expected ", size, " shards, got ", shards.size());
   std::vector<at::Tensor> blocks;
   for (int64_t c = 0; c < num_chunks; ++c) {
     std::vector<at::Tensor> pieces;
@@ -219,14 +209,11 @@ uint64_t param_seed(uint64_t seed, const std::string& name) {
   return (z ^ (z >> 31)) & 0x7FFFFFFFFFFFFFFFULL;
 }
 
-at::Tensor init_full_tensor(const ParamInit& init, at::IntArrayRef full_shape, uint64_t seed,
-                            const std::string& name) {
+at::Tensor init_full_tensor(const ParamInit& init, at::IntArrayRef full_shape, uint64_t seed, const std::string& name) {
   auto opts = at::TensorOptions().dtype(at::kFloat).device(at::kCPU);
   switch (init.kind) {
-    case ParamInit::kZeros:
-      return at::zeros(full_shape, opts);
-    case ParamInit::kOnes:
-      return at::ones(full_shape, opts);
+    case ParamInit::kZeros: return at::zeros(full_shape, opts);
+    case ParamInit::kOnes: return at::ones(full_shape, opts);
     case ParamInit::kNormal: {
       auto gen = at::make_generator<at::CPUGeneratorImpl>(param_seed(seed, name));
       at::Tensor t = at::empty(full_shape, opts);
@@ -238,8 +225,7 @@ at::Tensor init_full_tensor(const ParamInit& init, at::IntArrayRef full_shape, u
 }
 
 namespace {
-void copy_shard(at::Tensor& param, const ParamInit& init, const at::Tensor& full,
-                const std::string& name) {
+void copy_shard(at::Tensor& param, const ParamInit& init, const at::Tensor& full, const std::string& name) {
   at::Tensor shard = init.layout.shard(full);
   TORCH_CHECK(shard.sizes() == param.sizes(), "[init] ", name, ": shard shape ", shard.sizes(),
               " does not match the parameter's ", param.sizes());
@@ -248,10 +234,8 @@ void copy_shard(at::Tensor& param, const ParamInit& init, const at::Tensor& full
 }
 }  // namespace
 
-void init_sharded_param(at::Tensor& param, const ParamInit& init, uint64_t seed,
-                        const std::string& name) {
-  copy_shard(param, init, init_full_tensor(init, init.layout.full_shape(param.sizes()), seed, name),
-             name);
+void init_sharded_param(at::Tensor& param, const ParamInit& init, uint64_t seed, const std::string& name) {
+  copy_shard(param, init, init_full_tensor(init, init.layout.full_shape(param.sizes()), seed, name), name);
 }
 
 void init_sharded_param_from_default_generator(at::Tensor& param, const ParamInit& init) {

@@ -27,8 +27,7 @@ void set_state(at::Generator& gen, const at::Tensor& state) {
 
 void RngTracker::add(const std::string& name, uint64_t seed) {
   TORCH_CHECK(!states_.count(name), "[rng_tracker] state '", name, "' already exists");
-  TORCH_CHECK(!seeds_.count(seed), "[rng_tracker] seed ", seed, " already used by '",
-              seeds_[seed], "'");
+  TORCH_CHECK(!seeds_.count(seed), "[rng_tracker] seed ", seed, " already used by '", seeds_[seed], "'");
   seeds_[seed] = name;
   at::Generator gen = default_generator(device_);
   at::Tensor saved = get_state(gen);
@@ -57,8 +56,7 @@ void RngTracker::fork(const std::function<void()>& fn, const std::string& name) 
   set_state(gen, saved);
 }
 
-std::shared_ptr<RngTracker> model_parallel_manual_seed(uint64_t seed, int tp_rank,
-                                                       c10::Device device) {
+std::shared_ptr<RngTracker> model_parallel_manual_seed(uint64_t seed, int tp_rank, c10::Device device) {
   at::Generator gen = default_generator(device);
   {
     std::lock_guard<std::mutex> lock(gen.mutex());
@@ -90,8 +88,7 @@ struct CheckpointState : torch::CustomClassHolder {
 };
 
 struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
-  static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
-                               c10::intrusive_ptr<CheckpointState> state) {
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, c10::intrusive_ptr<CheckpointState> state) {
     state->rng_state = get_state(default_generator(state->device));
     if (state->tracker) state->tracker_states = state->tracker->get_states();
     for (const auto& t : inputs) state->requires_grad.push_back(t.defined() && t.requires_grad());
@@ -103,8 +100,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    auto state = c10::static_intrusive_pointer_cast<CheckpointState>(
-        ctx->saved_data["state"].toCapsule());
+    auto state = c10::static_intrusive_pointer_cast<CheckpointState>(ctx->saved_data["state"].toCapsule());
     auto saved = ctx->get_saved_variables();
     std::vector<at::Tensor> detached;
     for (size_t i = 0; i < saved.size(); ++i) {
@@ -147,8 +143,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
 }  // namespace
 
 std::vector<at::Tensor> checkpoint(const CheckpointFn& fn, const std::vector<at::Tensor>& inputs,
-                                   const std::shared_ptr<RngTracker>& tracker,
-                                   c10::Device device) {
+                                   const std::shared_ptr<RngTracker>& tracker, c10::Device device) {
   // Autograd functions take defined tensors only: pass those, put the undefined back for fn.
   std::vector<at::Tensor> defined;
   std::vector<bool> is_defined;

@@ -47,20 +47,17 @@ void write_atomically(const std::string& path, const std::string& content) {
     out.flush();
     TORCH_CHECK(out, "[train_tokenizer] ", tmp, ": write failed");
   }
-  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[train_tokenizer] ", path,
-              ": rename failed");
+  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[train_tokenizer] ", path, ": rename failed");
 }
 
 }  // namespace
 
 void BpeTrainer::add_text(std::string_view text) {
-  for (auto word : gpt2_pretokenize(text))
-    ++word_counts_[std::string(word)];
+  for (auto word : gpt2_pretokenize(text)) ++word_counts_[std::string(word)];
 }
 
 void BpeTrainer::add_word_counts(const std::unordered_map<std::string, int64_t>& counts) {
-  for (const auto& [w, c] : counts)
-    word_counts_[w] += c;
+  for (const auto& [w, c] : counts) word_counts_[w] += c;
 }
 
 void BpeTrainer::train_and_save(const std::string& dir) {
@@ -71,8 +68,7 @@ void BpeTrainer::train_and_save(const std::string& dir) {
   // Base alphabet in GPT-2's order: bytes sorted by their printable code point.
   const auto& table = bytes_to_unicode();
   std::vector<int> order(256);
-  for (int b = 0; b < 256; ++b)
-    order[b] = b;
+  for (int b = 0; b < 256; ++b) order[b] = b;
   std::sort(order.begin(), order.end(), [&](int x, int y) { return table[x] < table[y]; });
   std::vector<std::string> tokens;  // token strings in byte-to-unicode spelling
   std::unordered_map<std::string, int32_t> ids;
@@ -90,8 +86,7 @@ void BpeTrainer::train_and_save(const std::string& dir) {
   std::vector<int64_t> counts;
   for (const auto& [w, c] : sorted) {
     std::vector<int32_t> syms;
-    for (unsigned char b : w)
-      syms.push_back(byte_id[b]);
+    for (unsigned char b : w) syms.push_back(byte_id[b]);
     words.push_back(std::move(syms));
     counts.push_back(c);
   }
@@ -102,8 +97,7 @@ void BpeTrainer::train_and_save(const std::string& dir) {
       const uint64_t k = key(words[w][i], words[w][i + 1]);
       pair_count[k] += counts[w];
       auto& list = where[k];
-      if (list.empty() || list.back() != static_cast<int32_t>(w))
-        list.push_back(static_cast<int32_t>(w));
+      if (list.empty() || list.back() != static_cast<int32_t>(w)) list.push_back(static_cast<int32_t>(w));
     }
   }
   // Max-heap on (count, then smaller pair key), with stale entries skipped on pop.
@@ -112,8 +106,7 @@ void BpeTrainer::train_and_save(const std::string& dir) {
     return a.first != b.first ? a.first < b.first : a.second > b.second;
   };
   std::priority_queue<Entry, std::vector<Entry>, decltype(less)> heap(less);
-  for (const auto& [k, c] : pair_count)
-    heap.push({c, k});
+  for (const auto& [k, c] : pair_count) heap.push({c, k});
 
   std::vector<std::pair<int32_t, int32_t>> merges;
   const int64_t target_merges = options_.vocab_size - 257;
@@ -188,13 +181,11 @@ void BpeTrainer::train_and_save(const std::string& dir) {
   }
   vocab += "}\n";
   std::string merges_text = "#version: 0.2\n";
-  for (const auto& [a, b] : merges)
-    merges_text += tokens[a] + " " + tokens[b] + "\n";
+  for (const auto& [a, b] : merges) merges_text += tokens[a] + " " + tokens[b] + "\n";
   write_atomically(dir + "/vocab.json", vocab);
   write_atomically(dir + "/merges.txt", merges_text);
   log_info("[train_tokenizer] " + std::to_string(merges.size()) + " merges, vocabulary of " +
-           std::to_string(tokens.size()) + " tokens from " + std::to_string(words.size()) +
-           " distinct words");
+           std::to_string(tokens.size()) + " tokens from " + std::to_string(words.size()) + " distinct words");
 }
 
 }  // namespace megatron::tokenizer

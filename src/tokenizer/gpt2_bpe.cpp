@@ -139,8 +139,7 @@ void for_each_pretoken(std::string_view text, Emit&& emit) {
     const Class cls = class_at(text, j, len);
     if (cls != kSpace) {
       size_t k = j + len;
-      while (k < n && class_at(text, k, len) == cls)
-        k += len;
+      while (k < n && class_at(text, k, len) == cls) k += len;
       emit(i, k);
       i = k;
       continue;
@@ -285,18 +284,16 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::str
   } catch (const JsonError& e) {
     TORCH_CHECK(false, "[tokenizer] ", vocab_file, ": not valid JSON: ", e.what());
   }
-  TORCH_CHECK(vocab.type == JsonValue::Type::kObject && !vocab.object.empty(), "[tokenizer] ",
-              vocab_file, ": expected a JSON object of token -> id");
+  TORCH_CHECK(vocab.type == JsonValue::Type::kObject && !vocab.object.empty(), "[tokenizer] ", vocab_file,
+              ": expected a JSON object of token -> id");
   // Token strings spell bytes through bytes_to_unicode; invert that to get each token's bytes.
   std::unordered_map<uint32_t, uint8_t> unicode_to_byte;
-  for (int b = 0; b < 256; ++b)
-    unicode_to_byte[bytes_to_unicode()[b]] = static_cast<uint8_t>(b);
+  for (int b = 0; b < 256; ++b) unicode_to_byte[bytes_to_unicode()[b]] = static_cast<uint8_t>(b);
   int64_t max_id = -1;
   for (const auto& [token, id] : vocab.object) {
     TORCH_CHECK(id.type == JsonValue::Type::kNumber && id.number >= 0 &&
                     id.number == static_cast<double>(static_cast<int32_t>(id.number)),
-                "[tokenizer] ", vocab_file, ": token '", token,
-                "' expected a non-negative integer id");
+                "[tokenizer] ", vocab_file, ": token '", token, "' expected a non-negative integer id");
     max_id = std::max<int64_t>(max_id, static_cast<int64_t>(id.number));
   }
   id_to_bytes_.assign(static_cast<size_t>(max_id + 1), std::string());
@@ -339,13 +336,12 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::str
     const size_t space_at = line.find(' ');
     TORCH_CHECK(space_at != std::string::npos && space_at > 0 && space_at + 1 < line.size() &&
                     line.find(' ', space_at + 1) == std::string::npos,
-                "[tokenizer] ", merges_file, ":", line_no,
-                ": expected two tokens separated by one space, found '", line, "'");
+                "[tokenizer] ", merges_file, ":", line_no, ": expected two tokens separated by one space, found '",
+                line, "'");
     const std::string left = line.substr(0, space_at), right = line.substr(space_at + 1);
     auto l = vocab_.find(left), r = vocab_.find(right), m = vocab_.find(left + right);
-    TORCH_CHECK(l != vocab_.end() && r != vocab_.end() && m != vocab_.end(), "[tokenizer] ",
-                merges_file, ":", line_no, ": merge '", line, "' uses a token missing from ",
-                vocab_file);
+    TORCH_CHECK(l != vocab_.end() && r != vocab_.end() && m != vocab_.end(), "[tokenizer] ", merges_file, ":", line_no,
+                ": merge '", line, "' uses a token missing from ", vocab_file);
     const uint64_t key = static_cast<uint64_t>(l->second) << 32 | static_cast<uint32_t>(r->second);
     merges_.emplace(key, std::make_pair(rank++, m->second));  // the first rank wins
   }
@@ -400,9 +396,7 @@ void GPT2BPETokenizer::bpe(std::string_view word, std::vector<int32_t>& out) con
     int32_t rank;
     int64_t pos;
     int32_t left, right;  // the ids the candidate was made from (stale if they changed)
-    bool operator>(const Candidate& o) const {
-      return rank != o.rank ? rank > o.rank : pos > o.pos;
-    }
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
   auto push = [&](int64_t i) {
@@ -410,8 +404,7 @@ void GPT2BPETokenizer::bpe(std::string_view word, std::vector<int32_t>& out) con
     const auto* m = rank_of(ids[i], ids[next[i]]);
     if (m != nullptr) heap.push({m->first, i, ids[i], ids[next[i]]});
   };
-  for (size_t i = 0; i + 1 < n; ++i)
-    push(static_cast<int64_t>(i));
+  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int64_t>(i));
   while (!heap.empty()) {
     const Candidate c = heap.top();
     heap.pop();
@@ -425,8 +418,7 @@ void GPT2BPETokenizer::bpe(std::string_view word, std::vector<int32_t>& out) con
     push(prev[i]);
     push(i);
   }
-  for (int64_t i = 0; i >= 0; i = next[i])
-    out.push_back(ids[i]);
+  for (int64_t i = 0; i >= 0; i = next[i]) out.push_back(ids[i]);
 }
 
 void GPT2BPETokenizer::tokenize_into(std::string_view text, std::vector<int32_t>& out) const {
@@ -463,8 +455,8 @@ std::vector<int32_t> GPT2BPETokenizer::tokenize(std::string_view text) const {
 std::string GPT2BPETokenizer::detokenize(const std::vector<int32_t>& ids) const {
   std::string out;
   for (int32_t id : ids) {
-    TORCH_CHECK(id >= 0 && static_cast<size_t>(id) < id_to_bytes_.size(), "[tokenizer] token id ",
-                id, " outside the vocabulary [0, ", id_to_bytes_.size(), ")");
+    TORCH_CHECK(id >= 0 && static_cast<size_t>(id) < id_to_bytes_.size(), "[tokenizer] token id ", id,
+                " outside the vocabulary [0, ", id_to_bytes_.size(), ")");
     out += id_to_bytes_[static_cast<size_t>(id)];
   }
   return out;

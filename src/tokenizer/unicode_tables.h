@@ -18,8 +18,8 @@ extern const size_t kNumberRanges_size;
 
 inline bool in_ranges(const CodepointRange* ranges, size_t n, uint32_t cp) {
   const CodepointRange* end = ranges + n;
-  const CodepointRange* it = std::upper_bound(
-      ranges, end, cp, [](uint32_t c, const CodepointRange& r) { return c < r.first; });
+  const CodepointRange* it =
+      std::upper_bound(ranges, end, cp, [](uint32_t c, const CodepointRange& r) { return c < r.first; });
   return it != ranges && cp <= (it - 1)->last;
 }
 
@@ -38,8 +38,8 @@ inline bool is_number(uint32_t cp) {
 // \s as Oniguruma reads it for Unicode: the White_Space property.
 inline bool is_space(uint32_t cp) {
   if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
-  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
-         cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+         cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 }  // namespace megatron::tokenizer::detail

@@ -1,8 +1,8 @@
 // The command line and the TOML config, bound from the table in arguments_table.h.
 #include "megatron/training/arguments.h"
 
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
+#include <CLI/CLI.hpp>
 
 #include <type_traits>
 
@@ -39,7 +39,9 @@ CLI::Option* bind_field(CLI::App& app, const std::string& flag, bool& v, const c
 }
 template <typename T>
 CLI::Option* bind_field(CLI::App& app, const std::string& flag, std::optional<T>& v, const char* help) {
-  return app.add_option_function<T>(flag, [&v](const T& x) { v = x; }, help)
+  return app
+      .add_option_function<T>(
+          flag, [&v](const T& x) { v = x; }, help)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 }
 template <typename T>
@@ -112,10 +114,10 @@ std::string flag_of(const std::string& field) {
 const std::vector<ArgumentField>& argument_fields() {
   static const std::vector<ArgumentField> fields = [] {
     std::vector<ArgumentField> out;
-#define MEGATRON_FIELD_ROW(group_, field, saved, check, help)                                           \
-  out.push_back({#field, ArgGroup::group_ == ArgGroup::derived ? std::string() : flag_of(#field),     \
-                 ArgGroup::group_, ArgSaved::saved == ArgSaved::kSaved,                                 \
-                 PythonType<std::remove_cv_t<decltype(Arguments::field)>>::name, help});
+#define MEGATRON_FIELD_ROW(group_, field, saved, check, help)                                                         \
+  out.push_back({#field, ArgGroup::group_ == ArgGroup::derived ? std::string() : flag_of(#field), ArgGroup::group_,   \
+                 ArgSaved::saved == ArgSaved::kSaved, PythonType<std::remove_cv_t<decltype(Arguments::field)>>::name, \
+                 help});
     MEGATRON_ARGUMENTS(MEGATRON_FIELD_ROW)
 #undef MEGATRON_FIELD_ROW
     return out;

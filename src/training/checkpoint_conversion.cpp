@@ -59,7 +59,9 @@ bool is_vocab_param(const std::string& name) {
   return name == "embedding.word_embeddings.weight" || name == "output_layer.weight";
 }
 
-int64_t chunks_of(const Arguments& a) { return a.virtual_pipeline_model_parallel_size.value_or(1); }
+int64_t chunks_of(const Arguments& a) {
+  return a.virtual_pipeline_model_parallel_size.value_or(1);
+}
 int64_t layers_per_chunk(const Arguments& a) {
   return a.num_layers / (a.pipeline_model_parallel_size * chunks_of(a));
 }
@@ -160,11 +162,12 @@ FullCheckpoint read_full(const std::string& dir, std::optional<int64_t> step) {
   if (has_optim) {
     for (auto& [name, kinds] : optim_shards) {
       for (auto& [kind, parts] : kinds)
-        f.optim[name][kind] = parts.front().dim() == 0 ? parts.front() : layout_of(name, a.swiglu, 0, tp).unshard(parts);
+        f.optim[name][kind] =
+            parts.front().dim() == 0 ? parts.front() : layout_of(name, a.swiglu, 0, tp).unshard(parts);
     }
   }
-  f.padded_vocab = first.padded_vocab_size > 0 ? first.padded_vocab_size
-                                               : f.model.at("embedding.word_embeddings.weight").size(0);
+  f.padded_vocab =
+      first.padded_vocab_size > 0 ? first.padded_vocab_size : f.model.at("embedding.word_embeddings.weight").size(0);
   f.true_vocab = first.true_vocab_size > 0 ? first.true_vocab_size : a.vocab_size.value_or(f.padded_vocab);
   if (!f.iteration) return f;
   f.consumed_train = first.consumed_train_samples;
@@ -183,8 +186,8 @@ void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp
   a.virtual_pipeline_model_parallel_size.reset();
   if (vp_layers) {
     TORCH_CHECK(pp > 1 && *vp_layers > 0 && (a.num_layers / pp) % *vp_layers == 0,
-                "[convert_checkpoint] --target-num-layers-per-virtual-pipeline-stage ", *vp_layers,
-                " must divide the ", a.num_layers / pp, " layers per stage (and needs PP > 1)");
+                "[convert_checkpoint] --target-num-layers-per-virtual-pipeline-stage ", *vp_layers, " must divide the ",
+                a.num_layers / pp, " layers per stage (and needs PP > 1)");
     a.virtual_pipeline_model_parallel_size = a.num_layers / pp / *vp_layers;
   }
   TORCH_CHECK(a.num_attention_heads % tp == 0 && a.num_query_groups % tp == 0, "[convert_checkpoint] ",
@@ -204,7 +207,8 @@ void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp
   };
   // The tied output layer of a last stage that is not the first is a copy of the embedding.
   auto source_name = [&](const std::string& global) {
-    if (global == "output_layer.weight" && !a.untie_embeddings_and_output_weights) return std::string("embedding.word_embeddings.weight");
+    if (global == "output_layer.weight" && !a.untie_embeddings_and_output_weights)
+      return std::string("embedding.word_embeddings.weight");
     return global;
   };
   std::vector<std::string> globals;
@@ -302,10 +306,13 @@ FullCheckpoint import_hf(const std::string& dir, int64_t divisible_by) {
 }  // namespace
 
 ConvertResult convert_checkpoint(const ConvertOptions& o) {
-  TORCH_CHECK(o.load.empty() != o.import_hf.empty(), "[convert_checkpoint] give one of load (--load) and import_hf (--import-hf)");
-  TORCH_CHECK(!o.save.empty() || !o.export_hf.empty(), "[convert_checkpoint] give save (--save) and/or export_hf (--export-hf)");
+  TORCH_CHECK(o.load.empty() != o.import_hf.empty(),
+              "[convert_checkpoint] give one of load (--load) and import_hf (--import-hf)");
+  TORCH_CHECK(!o.save.empty() || !o.export_hf.empty(),
+              "[convert_checkpoint] give save (--save) and/or export_hf (--export-hf)");
   at::NoGradGuard no_grad;
-  FullCheckpoint f = o.load.empty() ? import_hf(o.import_hf, o.make_vocab_size_divisible_by) : read_full(o.load, o.ckpt_step);
+  FullCheckpoint f =
+      o.load.empty() ? import_hf(o.import_hf, o.make_vocab_size_divisible_by) : read_full(o.load, o.ckpt_step);
   if (!o.export_hf.empty()) export_hf(f, o.export_hf);
   if (!o.save.empty())
     write_full(f, o.save, o.target_tensor_model_parallel_size, o.target_pipeline_model_parallel_size,

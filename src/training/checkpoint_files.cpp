@@ -24,7 +24,9 @@ namespace megatron::training {
 namespace fs = std::filesystem;
 namespace {
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 // A file written through a descriptor: every write checked, fsync'ed before close.
 class FileWriter {
@@ -92,7 +94,9 @@ uint32_t file_crc32(const std::string& path) {
   return crc;
 }
 
-std::string join(const std::string& a, const std::string& b) { return (fs::path(a) / b).string(); }
+std::string join(const std::string& a, const std::string& b) {
+  return (fs::path(a) / b).string();
+}
 
 }  // namespace
 
@@ -128,14 +132,14 @@ c10::IValue read_checkpoint_file(const std::string& path) {
   const auto sums = read_checksums(parent);
   if (auto it = sums.find(fs::path(path).filename().string()); it != sums.end()) {
     const uint64_t size = fs::file_size(path);
-    TORCH_CHECK(size == it->second.first, "[checkpointing] ", path, " is truncated or overwritten: ", size,
-                " bytes, ", kChecksumFileName, " says ", it->second.first);
+    TORCH_CHECK(size == it->second.first, "[checkpointing] ", path, " is truncated or overwritten: ", size, " bytes, ",
+                kChecksumFileName, " says ", it->second.first);
     const uint32_t crc = file_crc32(path);
     char want[16], got[16];
     std::snprintf(want, sizeof(want), "%08x", it->second.second);
     std::snprintf(got, sizeof(got), "%08x", crc);
-    TORCH_CHECK(crc == it->second.second, "[checkpointing] ", path, " is corrupt: CRC32 ", got, ", ",
-                kChecksumFileName, " says ", want);
+    TORCH_CHECK(crc == it->second.second, "[checkpointing] ", path, " is corrupt: CRC32 ", got, ", ", kChecksumFileName,
+                " says ", want);
   }
   try {
     return models::common::read_archive(path);

@@ -23,8 +23,12 @@ namespace megatron::training {
 namespace fs = std::filesystem;
 namespace {
 
-std::string join(const std::string& a, const std::string& b) { return (fs::path(a) / b).string(); }
-std::string errno_text() { return std::strerror(errno); }
+std::string join(const std::string& a, const std::string& b) {
+  return (fs::path(a) / b).string();
+}
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 }  // namespace
 
@@ -37,8 +41,10 @@ std::string iteration_dir_name(std::optional<int64_t> iteration) {
 
 std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size) {
   char buf[32];
-  if (pp_size == 1) std::snprintf(buf, sizeof(buf), "mp_rank_%02d", tp_rank);
-  else std::snprintf(buf, sizeof(buf), "mp_rank_%02d_%03d", tp_rank, pp_rank);
+  if (pp_size == 1)
+    std::snprintf(buf, sizeof(buf), "mp_rank_%02d", tp_rank);
+  else
+    std::snprintf(buf, sizeof(buf), "mp_rank_%02d_%03d", tp_rank, pp_rank);
   return buf;
 }
 
@@ -99,8 +105,8 @@ void publish_checkpoint(const std::string& dir, std::optional<int64_t> iteration
   if (fs::exists(final_dir)) {
     // Re-saving an iteration: swap the folders atomically, so one complete copy always has the name.
     if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) != 0) {
-      TORCH_CHECK(errno == EINVAL || errno == ENOSYS, "[checkpointing] cannot replace ", final_dir, " with ",
-                  staging, ": ", errno_text());
+      TORCH_CHECK(errno == EINVAL || errno == ENOSYS, "[checkpointing] cannot replace ", final_dir, " with ", staging,
+                  ": ", errno_text());
       const std::string old = final_dir + ".old";  // a file system without RENAME_EXCHANGE
       remove_tree(old);
       fs::rename(final_dir, old);
@@ -133,7 +139,7 @@ void remove_stale_staging(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir)) {  // leftovers of interrupted saves
     const std::string name = e.path().filename().string();
     const bool stale = name.size() > 4 && (name.compare(name.size() - 4, 4, ".tmp") == 0 ||
-                   (name.size() > 9 && name.compare(name.size() - 9, 9, ".deleting") == 0));
+                                           (name.size() > 9 && name.compare(name.size() - 9, 9, ".deleting") == 0));
     if (e.is_directory() && name.rfind("iter_", 0) == 0 && stale) remove_tree(e.path());
   }
 }

@@ -16,8 +16,12 @@ using GenericDict = c10::impl::GenericDict;
 using GenericList = c10::impl::GenericList;
 using TensorMap = RankCheckpoint::TensorMap;
 
-GenericDict new_dict() { return GenericDict(c10::StringType::get(), c10::AnyType::get()); }
-GenericList new_list() { return GenericList(c10::AnyType::get()); }
+GenericDict new_dict() {
+  return GenericDict(c10::StringType::get(), c10::AnyType::get());
+}
+GenericList new_list() {
+  return GenericList(c10::AnyType::get());
+}
 
 // --- Arguments <-> dict, one entry per saved line of the table
 
@@ -35,8 +39,10 @@ struct ToDict {
   }
   template <typename T>
   void operator()(const char* k, const std::optional<T>& v) const {
-    if (v) (*this)(k, *v);
-    else d.insert(k, c10::IValue());
+    if (v)
+      (*this)(k, *v);
+    else
+      d.insert(k, c10::IValue());
   }
 };
 
@@ -133,7 +139,9 @@ std::map<std::string, TensorMap> param_state_from(const c10::IValue& v, const st
   return out;
 }
 
-std::string model_key(size_t chunk, size_t chunks) { return chunks > 1 ? "model" + std::to_string(chunk) : "model"; }
+std::string model_key(size_t chunk, size_t chunks) {
+  return chunks > 1 ? "model" + std::to_string(chunk) : "model";
+}
 
 GenericDict optimizer_dict(const RankCheckpoint::OptimizerState& o, std::map<std::string, c10::IValue>& files) {
   auto opt = new_dict();
@@ -243,8 +251,8 @@ Arguments arguments_from_dict(const c10::IValue& value) {
   TORCH_CHECK(value.isGenericDict(), "[checkpointing] the saved 'args' is a ", value.tagKind(), ", expected a dict");
   Arguments a;
   const auto d = value.toGenericDict();
-#define MEGATRON_SAVED_FROM_DICT(group, field, saved, check, help)              \
-  if (ArgSaved::saved == ArgSaved::kSaved) {                                     \
+#define MEGATRON_SAVED_FROM_DICT(group, field, saved, check, help)                  \
+  if (ArgSaved::saved == ArgSaved::kSaved) {                                        \
     if (auto it = d.find(#field); it != d.end()) set(#field, it->value(), a.field); \
   }
   MEGATRON_ARGUMENTS(MEGATRON_SAVED_FROM_DICT)

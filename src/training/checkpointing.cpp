@@ -48,7 +48,9 @@ void agree(comm::ProcessGroup& world, const std::string& error, const std::strin
   TORCH_CHECK(false, "[checkpointing] ", what, " failed on rank ", failed - 1, " (see its message)");
 }
 
-std::string join(const std::string& a, const std::string& b) { return (fs::path(a) / b).string(); }
+std::string join(const std::string& a, const std::string& b) {
+  return (fs::path(a) / b).string();
+}
 
 // --- model and RNG state: language modules give their sharded state dict, other modules
 // their named parameters and buffers.
@@ -78,7 +80,9 @@ void load_module_state(torch::nn::Module& m, const TensorMap& state) {
   for (const auto& b : m.named_buffers()) copy(b.key(), b.value());
 }
 
-at::Generator default_generator(c10::Device device) { return at::globalContext().defaultGenerator(device); }
+at::Generator default_generator(c10::Device device) {
+  return at::globalContext().defaultGenerator(device);
+}
 
 RankCheckpoint::RngState rng_state(const TrainingState& state) {
   RankCheckpoint::RngState r;
@@ -135,8 +139,8 @@ RankCheckpoint rank_checkpoint(const Arguments& args, const TrainingState& state
       o.grad_scaler = RankCheckpoint::GradScalerState{s.scale, s.growth_tracker, s.hysteresis_tracker};
     }
     const auto& sc = state.scheduler->config();
-    o.scheduler = {sc.max_lr, sc.min_lr, sc.lr_warmup_steps, sc.lr_decay_steps, sc.lr_decay_style,
-                   state.scheduler->num_steps()};
+    o.scheduler = {sc.max_lr,         sc.min_lr,         sc.lr_warmup_steps,
+                   sc.lr_decay_steps, sc.lr_decay_style, state.scheduler->num_steps()};
   }
   if (!args.no_save_rng) c.rng_state = std::vector<RankCheckpoint::RngState>{rng_state(state)};
   c.consumed_train_samples = state.consumed_train_samples;
@@ -175,9 +179,9 @@ void check_arguments(const Arguments& args, const TrainingState& state, const Ra
 // This rank's folder of iter_dir, with a message naming both layouts when it is not there.
 std::string rank_dir_of(const Arguments& args, const ParallelState& ps, const std::string& iter_dir) {
   TORCH_CHECK(fs::is_directory(iter_dir), "[checkpointing] ", iter_dir, " does not exist");
-  const std::string rank_dir = join(iter_dir, rank_dir_name(ps.get_tensor_model_parallel_rank(),
-                                                            ps.get_pipeline_model_parallel_rank(),
-                                                            ps.get_pipeline_model_parallel_world_size()));
+  const std::string rank_dir =
+      join(iter_dir, rank_dir_name(ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank(),
+                                   ps.get_pipeline_model_parallel_world_size()));
   TORCH_CHECK(fs::is_directory(rank_dir), "[checkpointing] ", rank_dir, " does not exist: ", iter_dir,
               " was saved with ", describe_layout(iter_dir), ", this run has TP ", args.tensor_model_parallel_size,
               ", PP ", args.pipeline_model_parallel_size, "; reshard it with convert_checkpoint");
@@ -315,8 +319,9 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
   }
   if (!args.finetune && !args.no_load_rng && !release) {
     if (!ck.rng_state || ck.rng_state->empty()) {
-      log_rank_0(LogLevel::kWarn, "WARNING: " + file + " has no RNG state (resharded or --no-save-rng); "
-                                  "the RNG continues from its seed");
+      log_rank_0(LogLevel::kWarn, "WARNING: " + file +
+                                      " has no RNG state (resharded or --no-save-rng); "
+                                      "the RNG continues from its seed");
     } else {
       const auto& list = *ck.rng_state;
       const auto dp_rank = static_cast<size_t>(ps.get_data_parallel_rank());
@@ -328,8 +333,8 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
   std::snprintf(seconds, sizeof(seconds), "%.3f",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   log_rank_0(LogLevel::kInfo, "  successfully loaded checkpoint from " + args.load + " [ " +
-                                  iteration_dir_name(iteration) + " ] at iteration " +
-                                  std::to_string(state.iteration) + " [ " + seconds + " s ]");
+                                  iteration_dir_name(iteration) + " ] at iteration " + std::to_string(state.iteration) +
+                                  " [ " + seconds + " s ]");
   return true;
 }
 

@@ -21,8 +21,8 @@ std::unique_ptr<tokenizer::Tokenizer> build_tokenizer(const Arguments& args) {
   return tokenizer::build_tokenizer(t);
 }
 
-std::shared_ptr<torch::nn::Module> gpt_model_provider(const TrainingContext& ctx, bool pre_process,
-                                                      bool post_process, int64_t vocab_size) {
+std::shared_ptr<torch::nn::Module> gpt_model_provider(const TrainingContext& ctx, bool pre_process, bool post_process,
+                                                      int64_t vocab_size) {
   log_rank_0(LogLevel::kInfo, "building GPT model ...");
   const auto& args = ctx.args;
   models::gpt::GPTModelOptions options(core_transformer_config_from_args(ctx), vocab_size,
@@ -54,10 +54,9 @@ Datasets gpt_datasets_provider(const TrainingContext& ctx, const std::array<int6
   // Rank 0 builds the index caches, the others load them after it (a failure on rank 0 reaches
   // every rank through the barrier).
   auto& world = ctx.parallel_state.get_world_group();
-  auto ds = args.mock_data
-                ? datasets::build_mock_gpt_datasets(tokenizer.vocab_size(), tokenizer.eod(), sizes, config)
-                : datasets::build_gpt_datasets_on_ranks(datasets::parse_data_path(args.data_path), sizes,
-                                                        config, world.rank(), [&] { world.barrier(); });
+  auto ds = args.mock_data ? datasets::build_mock_gpt_datasets(tokenizer.vocab_size(), tokenizer.eod(), sizes, config)
+                           : datasets::build_gpt_datasets_on_ranks(datasets::parse_data_path(args.data_path), sizes,
+                                                                   config, world.rank(), [&] { world.barrier(); });
   return {ds[0], ds[1], ds[2], tokenizer.eod()};
 }
 
@@ -83,8 +82,7 @@ std::pair<at::Tensor, std::map<std::string, at::Tensor>> gpt_loss_func(const at:
   return {loss, {{"lm loss", loss.detach()}}};
 }
 
-std::pair<at::Tensor, LossFunc> gpt_forward_step(datasets::DataIterator& data_iterator,
-                                                 torch::nn::Module& model) {
+std::pair<at::Tensor, LossFunc> gpt_forward_step(datasets::DataIterator& data_iterator, torch::nn::Module& model) {
   auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(&model);
   TORCH_CHECK(gpt, "[pretrain_gpt] forward_step expects a GPTModel, found ", model.name());
   auto device = gpt->parameters().front().device();

@@ -59,7 +59,8 @@ Architecture gpt2_architecture() {
     if (s.normalization != "LayerNorm" || s.swiglu || s.disable_bias_linear)
       return "needs LayerNorm, GELU and biases; this checkpoint has --normalization " + s.normalization +
              (s.swiglu ? " --swiglu" : "") + (s.disable_bias_linear ? " --disable-bias-linear" : "");
-    if (s.num_query_groups != s.num_attention_heads || (s.kv_channels && *s.kv_channels * s.num_attention_heads != s.hidden_size))
+    if (s.num_query_groups != s.num_attention_heads ||
+        (s.kv_channels && *s.kv_channels * s.num_attention_heads != s.hidden_size))
       return "needs plain multi-head attention (no --group-query-attention, --kv-channels = hidden / heads)";
     return "";
   };

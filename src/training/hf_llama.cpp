@@ -19,15 +19,20 @@ Architecture llama_architecture() {
       {L + "input_layernorm.weight", {H + "input_layernorm.weight"}},
       {L + "pre_mlp_layernorm.weight", {H + "post_attention_layernorm.weight"}},
       {L + "self_attention.linear_qkv.weight",
-       {H + "self_attn.q_proj.weight", H + "self_attn.k_proj.weight", H + "self_attn.v_proj.weight"}, Transform::kQkv},
+       {H + "self_attn.q_proj.weight", H + "self_attn.k_proj.weight", H + "self_attn.v_proj.weight"},
+       Transform::kQkv},
       {L + "self_attention.linear_proj.weight", {H + "self_attn.o_proj.weight"}},
       {L + "mlp.linear_fc1.weight", {H + "mlp.gate_proj.weight", H + "mlp.up_proj.weight"}, Transform::kGateUp},
       {L + "mlp.linear_fc2.weight", {H + "mlp.down_proj.weight"}},
       {L + "self_attention.linear_qkv.bias",
-       {H + "self_attn.q_proj.bias", H + "self_attn.k_proj.bias", H + "self_attn.v_proj.bias"}, Transform::kQkv,
+       {H + "self_attn.q_proj.bias", H + "self_attn.k_proj.bias", H + "self_attn.v_proj.bias"},
+       Transform::kQkv,
        When::kWithBias},
       {L + "self_attention.linear_proj.bias", {H + "self_attn.o_proj.bias"}, Transform::kCopy, When::kWithBias},
-      {L + "mlp.linear_fc1.bias", {H + "mlp.gate_proj.bias", H + "mlp.up_proj.bias"}, Transform::kGateUp, When::kWithBias},
+      {L + "mlp.linear_fc1.bias",
+       {H + "mlp.gate_proj.bias", H + "mlp.up_proj.bias"},
+       Transform::kGateUp,
+       When::kWithBias},
       {L + "mlp.linear_fc2.bias", {H + "mlp.down_proj.bias"}, Transform::kCopy, When::kWithBias},
       {"decoder.final_layernorm.weight", {"model.norm.weight"}},
       {"output_layer.weight", {"lm_head.weight"}, Transform::kCopy, When::kUntied, true},
@@ -42,7 +47,8 @@ Architecture llama_architecture() {
          s.num_query_groups = static_cast<int64_t>(number_or(v, static_cast<double>(s.num_attention_heads)));
          s.group_query_attention = s.num_query_groups != s.num_attention_heads;
        }},
-      {"head_dim", [](const Arguments& s) { return std::to_string(s.kv_channels.value_or(s.hidden_size / s.num_attention_heads)); },
+      {"head_dim",
+       [](const Arguments& s) { return std::to_string(s.kv_channels.value_or(s.hidden_size / s.num_attention_heads)); },
        [](const JsonValue* v, Arguments& s, const std::string&) {
          const auto d = static_cast<int64_t>(number_or(v, static_cast<double>(s.hidden_size / s.num_attention_heads)));
          if (d * s.num_attention_heads != s.hidden_size) s.kv_channels = d;
@@ -51,7 +57,9 @@ Architecture llama_architecture() {
       real("rms_norm_eps", &Arguments::norm_epsilon, 1e-6),
       real("rope_theta", &Arguments::rotary_base, 10000.0),
       {"rope_parameters",
-       [](const Arguments& s) { return "{\"rope_type\": \"default\", \"rope_theta\": " + json_number(s.rotary_base) + "}"; },
+       [](const Arguments& s) {
+         return "{\"rope_type\": \"default\", \"rope_theta\": " + json_number(s.rotary_base) + "}";
+       },
        [](const JsonValue* v, Arguments& s, const std::string&) {
          if (const auto* theta = v ? v->find("rope_theta") : nullptr) s.rotary_base = theta->number;
        }},

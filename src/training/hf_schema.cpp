@@ -17,12 +17,16 @@ std::string json_number(double v) {
   s << std::setprecision(17) << v;
   return s.str();
 }
-std::string json_bool(bool v) { return v ? "true" : "false"; }
+std::string json_bool(bool v) {
+  return v ? "true" : "false";
+}
 
 double number_or(const JsonValue* v, double fallback) {
   return v && v->type == JsonValue::Type::kNumber ? v->number : fallback;
 }
-bool bool_or(const JsonValue* v, bool fallback) { return v && v->type == JsonValue::Type::kBool ? v->boolean : fallback; }
+bool bool_or(const JsonValue* v, bool fallback) {
+  return v && v->type == JsonValue::Type::kBool ? v->boolean : fallback;
+}
 
 namespace {
 
@@ -43,8 +47,9 @@ ConfigRule integer(std::string key, int64_t Arguments::*field) {
           }};
 }
 ConfigRule real(std::string key, double Arguments::*field, double fallback) {
-  return {key, [field](const Arguments& a) { return json_number(a.*field); },
-          [field, fallback](const JsonValue* v, Arguments& a, const std::string&) { a.*field = number_or(v, fallback); }};
+  return {
+      key, [field](const Arguments& a) { return json_number(a.*field); },
+      [field, fallback](const JsonValue* v, Arguments& a, const std::string&) { a.*field = number_or(v, fallback); }};
 }
 ConfigRule constant(std::string key, std::string json) {
   return {key, [json](const Arguments&) { return json; }, [](const JsonValue*, Arguments&, const std::string&) {}};
@@ -52,8 +57,10 @@ ConfigRule constant(std::string key, std::string json) {
 ConfigRule ffn_size(std::string key, bool required) {
   return {key, [](const Arguments& a) { return std::to_string(a.ffn_hidden_size.value_or(4 * a.hidden_size)); },
           [key, required](const JsonValue* v, Arguments& a, const std::string& where) {
-            if (required) a.ffn_hidden_size = required_int(v, key, where);
-            else a.ffn_hidden_size = static_cast<int64_t>(number_or(v, static_cast<double>(4 * a.hidden_size)));
+            if (required)
+              a.ffn_hidden_size = required_int(v, key, where);
+            else
+              a.ffn_hidden_size = static_cast<int64_t>(number_or(v, static_cast<double>(4 * a.hidden_size)));
           }};
 }
 void common_tail(std::vector<ConfigRule>& rules, bool tied_by_default) {
@@ -62,7 +69,8 @@ void common_tail(std::vector<ConfigRule>& rules, bool tied_by_default) {
                      a.vocab_size = required_int(v, "vocab_size", where);
                    }});
   rules.push_back(real("initializer_range", &Arguments::init_method_std, 0.02));
-  rules.push_back({"tie_word_embeddings", [](const Arguments& a) { return json_bool(!a.untie_embeddings_and_output_weights); },
+  rules.push_back({"tie_word_embeddings",
+                   [](const Arguments& a) { return json_bool(!a.untie_embeddings_and_output_weights); },
                    [tied_by_default](const JsonValue* v, Arguments& a, const std::string&) {
                      a.untie_embeddings_and_output_weights = !bool_or(v, tied_by_default);
                    }});
@@ -209,7 +217,8 @@ std::map<std::string, at::Tensor> export_tensors(const Architecture& arch, const
 }
 
 std::map<std::string, at::Tensor> import_tensors(const Architecture& arch, const Arguments& args,
-                                                 const std::map<std::string, at::Tensor>& hf, const std::string& where) {
+                                                 const std::map<std::string, at::Tensor>& hf,
+                                                 const std::string& where) {
   auto get = [&](const std::string& name) {
     auto it = hf.find(name);
     // Hub files of some model types leave out the top module's prefix.
@@ -232,8 +241,8 @@ std::string export_config(const Architecture& arch, const Arguments& args, int64
   Arguments a = args;
   a.vocab_size = true_vocab;
   std::ostringstream c;
-  c << "{\n  \"architectures\": [" << utils::json_quote(arch.class_name) << "],\n  \"model_type\": "
-    << utils::json_quote(arch.model_type) << ",\n";
+  c << "{\n  \"architectures\": [" << utils::json_quote(arch.class_name)
+    << "],\n  \"model_type\": " << utils::json_quote(arch.model_type) << ",\n";
   for (const auto& rule : arch.config) c << "  " << utils::json_quote(rule.key) << ": " << rule.write(a) << ",\n";
   c << "  \"torch_dtype\": " << utils::json_quote(torch_dtype) << "\n}\n";
   return c.str();

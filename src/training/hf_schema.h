@@ -19,11 +19,11 @@ namespace megatron::training::hf {
 // How one megatron tensor is made of Hugging Face tensors.
 enum class Transform {
   kCopy,
-  kTranspose,      // GPT-2's Conv1D keeps [in, out], a Linear [out, in]
-  kQkv,            // q, k, v <-> megatron's grouped linear_qkv rows [groups x (q per group, k, v) x head dim]
-  kQkvConcat,      // one tensor cat(q, k, v) <-> linear_qkv
+  kTranspose,        // GPT-2's Conv1D keeps [in, out], a Linear [out, in]
+  kQkv,              // q, k, v <-> megatron's grouped linear_qkv rows [groups x (q per group, k, v) x head dim]
+  kQkvConcat,        // one tensor cat(q, k, v) <-> linear_qkv
   kQkvConcatConv1D,  // one tensor cat(q, k, v).t() <-> linear_qkv (GPT-2's c_attn.weight)
-  kGateUp,         // gate_proj, up_proj <-> linear_fc1 = cat(gate, up)
+  kGateUp,           // gate_proj, up_proj <-> linear_fc1 = cat(gate, up)
 };
 
 // When a tensor exists.

@@ -52,8 +52,8 @@ void log_layout(const Arguments& args, const ParallelState& ps) {
                                   std::to_string(ps.get_tensor_model_parallel_world_size()));
   log_rank_0(LogLevel::kInfo, "> initialized pipeline model parallel with size " +
                                   std::to_string(ps.get_pipeline_model_parallel_world_size()));
-  log_rank_0(LogLevel::kInfo, "> initialized data parallel with size " +
-                                  std::to_string(ps.get_data_parallel_world_size()));
+  log_rank_0(LogLevel::kInfo,
+             "> initialized data parallel with size " + std::to_string(ps.get_data_parallel_world_size()));
   log_rank_0(LogLevel::kInfo, "> intra-op threads per rank: " + std::to_string(at::get_num_threads()));
   if (const auto ignored = ignored_megatron_flags(args); !ignored.empty()) {
     std::string names;
@@ -79,9 +79,9 @@ Initialized initialize_megatron(const Arguments& args, std::shared_ptr<comm::Pro
   TORCH_CHECK(world->size() == args.world_size, "[training] the arguments were validated for world size ",
               args.world_size, " but the job has ", world->size(), " ranks");
   const auto vpp = args.virtual_pipeline_model_parallel_size;
-  auto ps = ParallelState::initialize_model_parallel(
-      world, static_cast<int>(args.tensor_model_parallel_size), static_cast<int>(args.pipeline_model_parallel_size),
-      vpp ? std::optional<int>(static_cast<int>(*vpp)) : std::nullopt);
+  auto ps = ParallelState::initialize_model_parallel(world, static_cast<int>(args.tensor_model_parallel_size),
+                                                     static_cast<int>(args.pipeline_model_parallel_size),
+                                                     vpp ? std::optional<int>(static_cast<int>(*vpp)) : std::nullopt);
   log_layout(args, ps);
   // Megatron-LM's _set_random_seed: one seed per pipeline stage, TP-region states per TP rank.
   const uint64_t seed = args.seed + 100 * ps.get_pipeline_model_parallel_rank();

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "megatron/utils/json.h"
 #include "megatron/training/training.h"
+#include "megatron/utils/json.h"
 
 namespace megatron::training {
 namespace {
@@ -38,8 +38,8 @@ void MetricsWriter::write_line(const std::string& json) {
   TORCH_CHECK(out_.good(), "[metrics] writing ", path_, " failed (disk full?)");
 }
 
-void MetricsWriter::write_iteration(const IterationRecord& r, int64_t consumed_samples,
-                                    double elapsed_ms, double tokens_per_second, double tflops) {
+void MetricsWriter::write_iteration(const IterationRecord& r, int64_t consumed_samples, double elapsed_ms,
+                                    double tokens_per_second, double tflops) {
   std::ostringstream j;
   j << "{\"type\": \"train\", \"iteration\": " << r.iteration << ", \"consumed_samples\": " << consumed_samples;
   for (const auto& [k, v] : r.metrics) j << ", " << utils::json_quote(k) << ": " << number(v);

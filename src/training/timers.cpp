@@ -35,8 +35,8 @@ std::string Timers::report(comm::ProcessGroup& group, double normalizer) {
   for (auto& [name, t] : timers_) {
     std::string dots(std::max<int64_t>(2, 48 - static_cast<int64_t>(name.size())), '.');
     char line[160];
-    std::snprintf(line, sizeof(line), "\n    %s %s: (%.2f, %.2f)", name.c_str(), dots.c_str(),
-                  mins[i].item<double>(), maxs[i].item<double>());
+    std::snprintf(line, sizeof(line), "\n    %s %s: (%.2f, %.2f)", name.c_str(), dots.c_str(), mins[i].item<double>(),
+                  maxs[i].item<double>());
     out += line;
     t.elapsed_ms = 0;
     ++i;

@@ -21,7 +21,9 @@ namespace {
 // --exit-signal-handler: SIGTERM only raises this flag; the loop saves and stops after the
 // iteration in progress (a process-wide signal can only reach process-wide state).
 volatile std::sig_atomic_t g_exit_signal_received = 0;
-extern "C" void on_exit_signal(int) { g_exit_signal_received = 1; }
+extern "C" void on_exit_signal(int) {
+  g_exit_signal_received = 1;
+}
 
 class ExitSignalHandler {
  public:
@@ -224,8 +226,7 @@ std::map<std::string, double> Trainer::evaluate(const Iterators& its) {
 void Trainer::evaluate_final() {
   if (!parts_.valid.empty() && args_.eval_iters > 0 && *args_.train_iters % args_.eval_interval != 0)
     evaluate_and_print_results(*args_.train_iters, parts_.valid, "valid");
-  if (!parts_.test.empty() && args_.eval_iters > 0)
-    evaluate_and_print_results(*args_.train_iters, parts_.test, "test");
+  if (!parts_.test.empty() && args_.eval_iters > 0) evaluate_and_print_results(*args_.train_iters, parts_.test, "test");
 }
 
 TrainingResult Trainer::result() const {

@@ -11,8 +11,8 @@
 
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/optimizer/param_scheduler.h"
-#include "megatron/training/metrics_writer.h"
 #include "megatron/training/checkpointing.h"
+#include "megatron/training/metrics_writer.h"
 #include "megatron/training/timers.h"
 #include "megatron/training/training.h"
 

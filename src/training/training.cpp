@@ -50,8 +50,8 @@ std::vector<optimizer::OptimizerParam> optimizer_params(const Model& model, int 
       const bool tied_copy = lm->share_embeddings_and_output_weights() && !lm->pre_process();
       for (const auto& p : lm->sharded_parameters()) {
         if (!p.param.requires_grad()) continue;
-        const bool elsewhere = (tp_rank > 0 && !p.init.layout.is_sharded()) ||
-                               (tied_copy && p.name == "output_layer.weight");
+        const bool elsewhere =
+            (tp_rank > 0 && !p.init.layout.is_sharded()) || (tied_copy && p.name == "output_layer.weight");
         params.push_back({prefix + p.name, p.param, elsewhere});
       }
       continue;
@@ -71,7 +71,8 @@ std::unique_ptr<optimizer::MegatronOptimizer> get_megatron_optimizer(const Train
   if (ps.get_data_parallel_rank() == 0)
     log(LogLevel::kInfo, " > number of parameters on (tensor, pipeline) model parallel rank (" +
                              std::to_string(ps.get_tensor_model_parallel_rank()) + ", " +
-                             std::to_string(ps.get_pipeline_model_parallel_rank()) + "): " + std::to_string(local_params));
+                             std::to_string(ps.get_pipeline_model_parallel_rank()) +
+                             "): " + std::to_string(local_params));
   return std::make_unique<optimizer::MegatronOptimizer>(
       std::move(params), optimizer_config_from_args(ctx.args),
       ps.get_world_group().size() > 1 ? ps.data_parallel_group_ptr() : nullptr, ps.model_parallel_group_ptr());
@@ -81,7 +82,8 @@ std::unique_ptr<optimizer::MegatronOptimizer> get_megatron_optimizer(const Train
 std::pair<int64_t, int64_t> vocab_sizes(const Arguments& args, const Model& model) {
   std::pair<int64_t, int64_t> sizes{args.vocab_size.value_or(0), args.vocab_size.value_or(0)};
   for (const auto& m : model)
-    if (auto* lm = dynamic_cast<models::common::LanguageModule*>(m.get())) sizes = {lm->vocab_size(), lm->padded_vocab_size()};
+    if (auto* lm = dynamic_cast<models::common::LanguageModule*>(m.get()))
+      sizes = {lm->vocab_size(), lm->padded_vocab_size()};
   return sizes;
 }
 
@@ -134,16 +136,15 @@ void build_data_iterators(const TrainingContext& ctx, const Datasets& ds, const 
 }
 
 std::array<int64_t, 3> train_valid_test_num_samples(const Arguments& args) {
-  const auto n = datasets::train_valid_test_num_samples(*args.train_iters, *args.global_batch_size,
-                                                        args.eval_interval, args.eval_iters);
+  const auto n = datasets::train_valid_test_num_samples(*args.train_iters, *args.global_batch_size, args.eval_interval,
+                                                        args.eval_iters);
   return {n[0].value_or(0), n[1].value_or(0), n[2].value_or(0)};
 }
 
 }  // namespace
 
-TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder,
-                        const DatasetBuilder& dataset_builder, const ForwardStepFunc& forward_step,
-                        std::shared_ptr<comm::ProcessGroup> world) {
+TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder, const DatasetBuilder& dataset_builder,
+                        const ForwardStepFunc& forward_step, std::shared_ptr<comm::ProcessGroup> world) {
   const auto start_time = detail::Clock::now();
   auto init = detail::initialize_megatron(args, std::move(world));
   const TrainingContext ctx{args, init.parallel_state, init.rng_tracker, init.device, std::nullopt};
@@ -173,7 +174,8 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
 double num_floating_point_operations(const Arguments& args, int64_t batch_size, int64_t vocab) {
   const double h = static_cast<double>(args.hidden_size);
   const double heads = static_cast<double>(args.num_attention_heads);
-  const double groups = static_cast<double>(args.group_query_attention ? args.num_query_groups : args.num_attention_heads);
+  const double groups =
+      static_cast<double>(args.group_query_attention ? args.num_query_groups : args.num_attention_heads);
   const double kv = args.kv_channels ? static_cast<double>(*args.kv_channels) : h / heads;
   const double ffn = args.ffn_hidden_size ? static_cast<double>(*args.ffn_hidden_size) : 4 * h;
   const double gated = args.swiglu ? 1.5 : 1.0;

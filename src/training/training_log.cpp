@@ -24,8 +24,8 @@ void Trainer::evaluate_and_print_results(int64_t iteration, const Iterators& its
   // As Megatron-LM, a checkpoint records how far validation has read, so a resumed run
   // validates on the same samples as an uninterrupted one.
   if (split == "valid") progress_.consumed_valid_samples += args_.eval_iters * *args_.global_batch_size;
-  std::string text = " validation loss at iteration " + std::to_string(iteration) +
-                     (split == "test" ? " on test set" : "") + " | ";
+  std::string text =
+      " validation loss at iteration " + std::to_string(iteration) + (split == "test" ? " on test set" : "") + " | ";
   for (const auto& [key, value] : values) {
     text += key + " value: " + format("%.6E", value) + " | ";
     text += key + " PPL: " + format("%.6E", std::exp(std::min(20.0, value))) + " | ";
@@ -69,10 +69,10 @@ void Trainer::training_log(int64_t iteration, const std::vector<IterationRecord>
   line << head << " consumed samples: " << format("%12.0f", static_cast<double>(progress_.consumed_train_samples))
        << " | elapsed time per iteration (ms): " << format("%.1f", ms)
        << " | throughput per GPU (TFLOP/s/GPU): " << format("%.3f", tflops)
-       << " | tokens per second: " << format("%.1f", tokens_per_s)
-       << " | learning rate: " << format("%.6E", optim.lr())
+       << " | tokens per second: " << format("%.1f", tokens_per_s) << " | learning rate: " << format("%.6E", optim.lr())
        << " | global batch size: " << format("%5.0f", static_cast<double>(gbs)) << " |";
-  for (const auto& [k, v] : sums) line << " " << k << ": " << format("%.6E", v / std::max<int64_t>(1, advanced)) << " |";
+  for (const auto& [k, v] : sums)
+    line << " " << k << ": " << format("%.6E", v / std::max<int64_t>(1, advanced)) << " |";
   line << " loss scale: " << format("%.1f", optim.loss_scale()) << " |";
   if (!last.skipped) line << " grad norm: " << format("%.3f", last.grad_norm) << " |";
   line << " number of skipped iterations: " << format("%3.0f", static_cast<double>(skipped))

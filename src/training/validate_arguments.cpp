@@ -46,13 +46,15 @@ void check_value(const std::string& flag, double v, const ArgCheck& c) {
     const bool ok = (c.lo_open ? v > c.lo : v >= c.lo) && (c.hi_open ? v < c.hi : v <= c.hi);
     if (ok) return;
     if (c.hi >= arg::kInf) {
-      ARG_CHECK(false, flag, c.lo == 0 ? (c.lo_open ? " must be positive" : " must not be negative")
-                                       : " must be at least " + number(c.lo),
-                " (got ", number(v), ")");
+      ARG_CHECK(
+          false, flag,
+          c.lo == 0 ? (c.lo_open ? " must be positive" : " must not be negative") : " must be at least " + number(c.lo),
+          " (got ", number(v), ")");
     }
-    if (!c.lo_open && !c.hi_open) ARG_CHECK(false, flag, " must be between ", number(c.lo), " and ", number(c.hi), " (got ", number(v), ")");
-    ARG_CHECK(false, flag, " must be in ", c.lo_open ? "(" : "[", number(c.lo), ", ", number(c.hi), c.hi_open ? ")" : "]",
-              " (got ", number(v), ")");
+    if (!c.lo_open && !c.hi_open)
+      ARG_CHECK(false, flag, " must be between ", number(c.lo), " and ", number(c.hi), " (got ", number(v), ")");
+    ARG_CHECK(false, flag, " must be in ", c.lo_open ? "(" : "[", number(c.lo), ", ", number(c.hi),
+              c.hi_open ? ")" : "]", " (got ", number(v), ")");
   }
 }
 void check_field(const std::string& flag, const std::string& v, const std::string& default_value, const ArgCheck& c) {
@@ -126,7 +128,8 @@ void validate_distributed(Arguments& a, int64_t world) {
   }
   ARG_CHECK(!a.virtual_pipeline_model_parallel_size || pp > 1,
             "the interleaved schedule (--num-layers-per-virtual-pipeline-stage) needs "
-            "--pipeline-model-parallel-size > 1 (got ", pp, ")");
+            "--pipeline-model-parallel-size > 1 (got ",
+            pp, ")");
   a.data_parallel_size = world / (tp * pp);
   ARG_CHECK(a.num_attention_heads % tp == 0, "--num-attention-heads (", a.num_attention_heads,
             ") is not divisible by --tensor-model-parallel-size (", tp, ")");
@@ -147,7 +150,8 @@ void validate_training(Arguments& a) {
   ARG_CHECK(!a.virtual_pipeline_model_parallel_size || a.num_microbatches % pp == 0,
             "the interleaved schedule needs the number of micro-batches (", a.num_microbatches,
             " = --global-batch-size / (--micro-batch-size x data-parallel size)) to be a multiple of "
-            "--pipeline-model-parallel-size (", pp, ")");
+            "--pipeline-model-parallel-size (",
+            pp, ")");
   ARG_CHECK(a.train_iters.has_value() != a.train_samples.has_value(),
             "give exactly one of --train-iters and --train-samples");
   if (a.train_samples) {
@@ -175,15 +179,15 @@ void validate_mixed_precision(const Arguments& a) {
 }
 
 void validate_data(const Arguments& a) {
-  ARG_CHECK(a.mock_data != !a.data_path.empty(), a.mock_data ? "--mock-data and --data-path exclude each other"
-                                                             : "give --data-path (or --mock-data)");
+  ARG_CHECK(a.mock_data != !a.data_path.empty(),
+            a.mock_data ? "--mock-data and --data-path exclude each other" : "give --data-path (or --mock-data)");
   ARG_CHECK(a.data_path.empty() || !a.tokenizer_type.empty(), "--tokenizer-type is required with --data-path");
   if (a.tokenizer_type == "GPT2BPETokenizer") {
     ARG_CHECK(!a.vocab_file.empty() && !a.merge_file.empty(),
               "--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");
   } else {
-    ARG_CHECK(a.vocab_size.has_value(),
-              a.tokenizer_type.empty() ? "--mock-data" : "--tokenizer-type NullTokenizer", " needs --vocab-size (> 1)");
+    ARG_CHECK(a.vocab_size.has_value(), a.tokenizer_type.empty() ? "--mock-data" : "--tokenizer-type NullTokenizer",
+              " needs --vocab-size (> 1)");
   }
 }
 

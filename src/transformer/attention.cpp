@@ -41,21 +41,19 @@ void SelfAttentionImpl::reset() {
   groups_per_partition = config.query_groups() / tp_size;
   const int64_t hn = config.head_dim();
   const int64_t qkv_size = (config.num_attention_heads() + 2 * config.query_groups()) * hn;
-  linear_qkv = register_module(
-      "linear_qkv", tp::ColumnParallelLinear(
-                        tp::ColumnParallelLinearOptions(config.hidden_size(), qkv_size)
-                            .bias(config.qkv_bias())
-                            .sequence_parallel(config.sequence_parallel())
-                            .init_method_std(config.init_method_std())
-                            .perform_initialization(config.perform_initialization())
-                            .tp_group(config.tp_group())));
-  linear_proj = register_module(
-      "linear_proj",
-      tp::RowParallelLinear(detail::output_projection_options(config, config.num_attention_heads() * hn)));
+  linear_qkv = register_module("linear_qkv",
+                               tp::ColumnParallelLinear(tp::ColumnParallelLinearOptions(config.hidden_size(), qkv_size)
+                                                            .bias(config.qkv_bias())
+                                                            .sequence_parallel(config.sequence_parallel())
+                                                            .init_method_std(config.init_method_std())
+                                                            .perform_initialization(config.perform_initialization())
+                                                            .tp_group(config.tp_group())));
+  linear_proj = register_module("linear_proj", tp::RowParallelLinear(detail::output_projection_options(
+                                                   config, config.num_attention_heads() * hn)));
 }
 
-at::Tensor SelfAttentionImpl::core_attention(const at::Tensor& q, const at::Tensor& k,
-                                             const at::Tensor& v, const at::Tensor& attention_mask) {
+at::Tensor SelfAttentionImpl::core_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                             const at::Tensor& attention_mask) {
   const int64_t s = q.size(0), b = q.size(1), np = q.size(2), hn = q.size(3);
   const int64_t ng = k.size(2);
   // [s, b, n, hn] -> [b, n, s, hn]
@@ -71,9 +69,7 @@ at::Tensor SelfAttentionImpl::core_attention(const at::Tensor& q, const at::Tens
   if (attention_mask.defined()) mask = attention_mask.logical_not();
   const bool causal = !attention_mask.defined();
   at::Tensor context;
-  auto run = [&] {
-    context = at::scaled_dot_product_attention(query, key, value, mask, p, causal);
-  };
+  auto run = [&] { context = at::scaled_dot_product_attention(query, key, value, mask, p, causal); };
   // Heads are split across TP ranks, so their dropout masks must differ between ranks.
   if (p > 0.0 && config.rng_tracker())
     config.rng_tracker()->fork(run);

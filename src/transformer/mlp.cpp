@@ -9,22 +9,22 @@ namespace megatron::transformer {
 
 namespace tp = megatron::tensor_parallel;
 
-MLPImpl::MLPImpl(const TransformerConfig& config_) : config(config_.finalize()) { reset(); }
+MLPImpl::MLPImpl(const TransformerConfig& config_) : config(config_.finalize()) {
+  reset();
+}
 
 void MLPImpl::reset() {
   const int64_t ffn = config.ffn_size();
   const int64_t chunks = config.gated_linear_unit() ? 2 : 1;
   linear_fc1 = register_module(
-      "linear_fc1", tp::ColumnParallelLinear(tp::ColumnParallelLinearOptions(config.hidden_size(),
-                                                                             ffn * chunks)
+      "linear_fc1", tp::ColumnParallelLinear(tp::ColumnParallelLinearOptions(config.hidden_size(), ffn * chunks)
                                                  .bias(config.add_bias_linear())
                                                  .num_chunks(chunks)
                                                  .sequence_parallel(config.sequence_parallel())
                                                  .init_method_std(config.init_method_std())
                                                  .perform_initialization(config.perform_initialization())
                                                  .tp_group(config.tp_group())));
-  linear_fc2 = register_module(
-      "linear_fc2", tp::RowParallelLinear(detail::output_projection_options(config, ffn)));
+  linear_fc2 = register_module("linear_fc2", tp::RowParallelLinear(detail::output_projection_options(config, ffn)));
 }
 
 namespace {

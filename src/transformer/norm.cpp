@@ -16,9 +16,8 @@ NormImpl::NormImpl(const TransformerConfig& config, int64_t hidden)
 
 void NormImpl::reset() {
   weight = register_parameter("weight", at::ones({hidden_size}, at::kFloat));
-  bias = normalization == Normalization::kLayerNorm
-             ? register_parameter("bias", at::zeros({hidden_size}, at::kFloat))
-             : at::Tensor();
+  bias = normalization == Normalization::kLayerNorm ? register_parameter("bias", at::zeros({hidden_size}, at::kFloat))
+                                                    : at::Tensor();
 }
 
 std::vector<std::pair<std::string, tp::ParamInit>> NormImpl::param_inits() const {
@@ -28,8 +27,7 @@ std::vector<std::pair<std::string, tp::ParamInit>> NormImpl::param_inits() const
 }
 
 at::Tensor NormImpl::forward(const at::Tensor& x) {
-  if (normalization == Normalization::kLayerNorm)
-    return at::layer_norm(x, {hidden_size}, weight, bias, eps);
+  if (normalization == Normalization::kLayerNorm) return at::layer_norm(x, {hidden_size}, weight, bias, eps);
   return at::rms_norm(x, {hidden_size}, weight, eps);
 }
 

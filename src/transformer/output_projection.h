@@ -9,7 +9,7 @@ namespace megatron::transformer::detail {
 
 // in_features -> hidden_size, input split over TP, scaled init (init_method_std / sqrt(2L)).
 inline tensor_parallel::RowParallelLinearOptions output_projection_options(const TransformerConfig& config,
-                                                                          int64_t in_features) {
+                                                                           int64_t in_features) {
   return tensor_parallel::RowParallelLinearOptions(in_features, config.hidden_size())
       .bias(config.add_bias_linear())
       .input_is_parallel(true)

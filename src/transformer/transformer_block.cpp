@@ -7,15 +7,15 @@
 
 namespace megatron::transformer {
 
-TransformerBlockImpl::TransformerBlockImpl(const TransformerConfig& config_, bool pre_process_,
-                                           bool post_process_, std::optional<int64_t> num_local)
+TransformerBlockImpl::TransformerBlockImpl(const TransformerConfig& config_, bool pre_process_, bool post_process_,
+                                           std::optional<int64_t> num_local)
     : config(config_.finalize()),
       pre_process(pre_process_),
       post_process(post_process_),
       num_local_layers(num_local.value_or(config.num_layers())) {
   TORCH_CHECK(num_local_layers >= 0 && num_local_layers <= config.num_layers(),
-              "[transformer_block] num_local_layers (", num_local_layers, ") must be in [0, ",
-              config.num_layers(), "]");
+              "[transformer_block] num_local_layers (", num_local_layers, ") must be in [0, ", config.num_layers(),
+              "]");
   reset();
 }
 
@@ -29,7 +29,8 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& hidden_in, const at::
                                          const at::Tensor& rotary_pos_emb) {
   at::Tensor hidden = hidden_in;
   if (!pre_process) {
-    TORCH_CHECK(input_tensor_.defined(), "[transformer_block] this stage has no embedding "
+    TORCH_CHECK(input_tensor_.defined(),
+                "[transformer_block] this stage has no embedding "
                 "(pre_process=false): call set_input_tensor() before forward()");
     hidden = input_tensor_;
   }
@@ -57,8 +58,7 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& hidden_in, const at::
   } else {
     // Checkpoint the first recompute_num_layers layers one by one, run the rest ("block").
     for (int64_t l = 0; l < num_local_layers; ++l)
-      hidden = l < config.recompute_num_layers() ? checkpointed(hidden, l, l + 1)
-                                                 : run_layers(hidden, l, l + 1);
+      hidden = l < config.recompute_num_layers() ? checkpointed(hidden, l, l + 1) : run_layers(hidden, l, l + 1);
   }
   if (post_process) hidden = final_layernorm(hidden);
   return hidden;

@@ -23,41 +23,35 @@ double TransformerConfig::output_layer_init_std() const {
 TransformerConfig TransformerConfig::finalize() const {
   TransformerConfig c = *this;
   const int64_t tp = c.tensor_model_parallel_size_;
-  TORCH_CHECK(c.num_layers_ > 0, "[transformer_config] num_layers must be positive, got ",
-              c.num_layers_);
-  TORCH_CHECK(c.hidden_size_ > 0, "[transformer_config] hidden_size must be positive, got ",
-              c.hidden_size_);
-  TORCH_CHECK(c.num_attention_heads_ > 0,
-              "[transformer_config] num_attention_heads must be positive, got ", c.num_attention_heads_);
+  TORCH_CHECK(c.num_layers_ > 0, "[transformer_config] num_layers must be positive, got ", c.num_layers_);
+  TORCH_CHECK(c.hidden_size_ > 0, "[transformer_config] hidden_size must be positive, got ", c.hidden_size_);
+  TORCH_CHECK(c.num_attention_heads_ > 0, "[transformer_config] num_attention_heads must be positive, got ",
+              c.num_attention_heads_);
   TORCH_CHECK(tp >= 1, "[transformer_config] tensor_model_parallel_size must be >= 1, got ", tp);
   TORCH_CHECK(c.pipeline_model_parallel_size_ >= 1,
-              "[transformer_config] pipeline_model_parallel_size must be >= 1, got ",
-              c.pipeline_model_parallel_size_);
+              "[transformer_config] pipeline_model_parallel_size must be >= 1, got ", c.pipeline_model_parallel_size_);
   const int64_t vpp = c.virtual_pipeline_model_parallel_size_.value_or(1);
   TORCH_CHECK(vpp >= 1, "[transformer_config] virtual_pipeline_model_parallel_size must be >= 1, got ", vpp);
   TORCH_CHECK(c.num_layers_ % (c.pipeline_model_parallel_size_ * vpp) == 0, "[transformer_config] num_layers (",
               c.num_layers_, ") must be divisible by pipeline_model_parallel_size (", c.pipeline_model_parallel_size_,
               ") x virtual_pipeline_model_parallel_size (", vpp, ")");
-  TORCH_CHECK(c.num_attention_heads_ % tp == 0, "[transformer_config] num_attention_heads (",
-              c.num_attention_heads_, ") must be divisible by tensor_model_parallel_size (", tp, ")");
+  TORCH_CHECK(c.num_attention_heads_ % tp == 0, "[transformer_config] num_attention_heads (", c.num_attention_heads_,
+              ") must be divisible by tensor_model_parallel_size (", tp, ")");
   if (!c.kv_channels_) {
-    TORCH_CHECK(c.hidden_size_ % c.num_attention_heads_ == 0, "[transformer_config] hidden_size (",
-                c.hidden_size_, ") must be divisible by num_attention_heads (", c.num_attention_heads_,
-                ") unless kv_channels is set");
+    TORCH_CHECK(c.hidden_size_ % c.num_attention_heads_ == 0, "[transformer_config] hidden_size (", c.hidden_size_,
+                ") must be divisible by num_attention_heads (", c.num_attention_heads_, ") unless kv_channels is set");
     c.kv_channels_ = c.hidden_size_ / c.num_attention_heads_;
   }
   TORCH_CHECK(*c.kv_channels_ > 0, "[transformer_config] kv_channels must be positive");
   if (!c.num_query_groups_) c.num_query_groups_ = c.num_attention_heads_;
   const int64_t groups = *c.num_query_groups_;
-  TORCH_CHECK(groups > 0 && c.num_attention_heads_ % groups == 0,
-              "[transformer_config] num_attention_heads (", c.num_attention_heads_,
-              ") must be divisible by num_query_groups (", groups, ")");
+  TORCH_CHECK(groups > 0 && c.num_attention_heads_ % groups == 0, "[transformer_config] num_attention_heads (",
+              c.num_attention_heads_, ") must be divisible by num_query_groups (", groups, ")");
   TORCH_CHECK(groups % tp == 0, "[transformer_config] num_query_groups (", groups,
               ") must be divisible by tensor_model_parallel_size (", tp, ")");
   if (!c.ffn_hidden_size_) c.ffn_hidden_size_ = 4 * c.hidden_size_;
-  TORCH_CHECK(*c.ffn_hidden_size_ > 0 && *c.ffn_hidden_size_ % tp == 0,
-              "[transformer_config] ffn_hidden_size (", *c.ffn_hidden_size_,
-              ") must be positive and divisible by tensor_model_parallel_size (", tp, ")");
+  TORCH_CHECK(*c.ffn_hidden_size_ > 0 && *c.ffn_hidden_size_ % tp == 0, "[transformer_config] ffn_hidden_size (",
+              *c.ffn_hidden_size_, ") must be positive and divisible by tensor_model_parallel_size (", tp, ")");
   if (!c.add_qkv_bias_) c.add_qkv_bias_ = c.add_bias_linear_;
   TORCH_CHECK(c.hidden_dropout_ >= 0.0 && c.hidden_dropout_ < 1.0,
               "[transformer_config] hidden_dropout must be in [0, 1), got ", c.hidden_dropout_);
@@ -67,15 +61,14 @@ TransformerConfig TransformerConfig::finalize() const {
   TORCH_CHECK(c.init_method_std_ > 0.0, "[transformer_config] init_method_std must be positive");
   if (c.recompute_granularity_ == RecomputeGranularity::kFull) {
     TORCH_CHECK(c.recompute_num_layers_ >= 1 && c.recompute_num_layers_ <= c.num_layers_,
-                "[transformer_config] recompute_num_layers (", c.recompute_num_layers_,
-                ") must be in [1, num_layers (", c.num_layers_, ")] with full recompute");
+                "[transformer_config] recompute_num_layers (", c.recompute_num_layers_, ") must be in [1, num_layers (",
+                c.num_layers_, ")] with full recompute");
   }
   if (c.tp_group_) {
     TORCH_CHECK(c.tp_group_->size() == tp, "[transformer_config] tp_group has ", c.tp_group_->size(),
                 " ranks but tensor_model_parallel_size is ", tp);
   } else {
-    TORCH_CHECK(tp == 1, "[transformer_config] tensor_model_parallel_size is ", tp,
-                " but no tp_group was given");
+    TORCH_CHECK(tp == 1, "[transformer_config] tensor_model_parallel_size is ", tp, " but no tp_group was given");
   }
   return c;
 }

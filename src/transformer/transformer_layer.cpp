@@ -9,8 +9,7 @@ namespace megatron::transformer {
 
 namespace tp = megatron::tensor_parallel;
 
-TransformerLayerImpl::TransformerLayerImpl(const TransformerConfig& config_)
-    : config(config_.finalize()) {
+TransformerLayerImpl::TransformerLayerImpl(const TransformerConfig& config_) : config(config_.finalize()) {
   reset();
 }
 

@@ -20,8 +20,7 @@ class Parser {
   [[noreturn]] void fail(const std::string& what) const { throw JsonError(what, i_); }
 
   void skip_space() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r'))
-      ++i_;
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
   }
 
   bool consume(char c) {
@@ -85,8 +84,7 @@ class Parser {
     if (s_[i_] == '-') ++i_;
     auto digits = [&] {
       const size_t d = i_;
-      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9')
-        ++i_;
+      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
       if (i_ == d) fail("expected digits in a number");
     };
     if (i_ < s_.size() && s_[i_] == '0') {
@@ -148,8 +146,7 @@ class Parser {
     while (true) {
       // Copy the run up to the next quote or backslash in one go.
       size_t j = i_;
-      while (j < s_.size() && s_[j] != '"' && s_[j] != '\\' &&
-             static_cast<unsigned char>(s_[j]) >= 0x20) {
+      while (j < s_.size() && s_[j] != '"' && s_[j] != '\\' && static_cast<unsigned char>(s_[j]) >= 0x20) {
         ++j;
       }
       out.append(s_.data() + i_, j - i_);
@@ -174,8 +171,7 @@ class Parser {
         case 't': out.push_back('\t'); break;
         case 'u': {
           uint32_t cp = hex4();
-          if (cp >= 0xD800 && cp <= 0xDBFF && i_ + 6 <= s_.size() && s_[i_] == '\\' &&
-              s_[i_ + 1] == 'u') {
+          if (cp >= 0xD800 && cp <= 0xDBFF && i_ + 6 <= s_.size() && s_[i_] == '\\' && s_[i_ + 1] == 'u') {
             const size_t save = i_;
             i_ += 2;
             const uint32_t lo = hex4();

@@ -36,8 +36,7 @@ TEST(InitDistributed, TorchrunStyleCpuJobIsSentToMpirun) {
   env.master_addr = "localhost";
   env.master_port = 29500;
   auto msg = error_of([&] { init_distributed(env); });
-  EXPECT_NE(msg.find("torchrun-style launch with WORLD_SIZE=4 for a CPU job"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("torchrun-style launch with WORLD_SIZE=4 for a CPU job"), std::string::npos) << msg;
   EXPECT_NE(msg.find("mpirun -np 4"), std::string::npos) << msg;
 }
 
@@ -48,9 +47,7 @@ TEST(InitDistributed, TimeoutFromEnvironment) {
   ::setenv("MEGATRON_DISTRIBUTED_TIMEOUT_SECONDS", "soon", 1);
   auto msg = error_of([] { init_distributed(LauncherEnv{}); });
   ::unsetenv("MEGATRON_DISTRIBUTED_TIMEOUT_SECONDS");
-  EXPECT_NE(msg.find("MEGATRON_DISTRIBUTED_TIMEOUT_SECONDS='soon' is not a positive number"),
-            std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("MEGATRON_DISTRIBUTED_TIMEOUT_SECONDS='soon' is not a positive number"), std::string::npos) << msg;
 }
 
 }  // namespace

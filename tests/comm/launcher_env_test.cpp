@@ -81,16 +81,12 @@ TEST(LauncherEnv, PartialEnvironmentNamesTheMissingVariable) {
   auto msg = error_of({{"RANK", "0"}});
   EXPECT_NE(msg.find("RANK is set but WORLD_SIZE is not"), std::string::npos) << msg;
   msg = error_of({{"OMPI_COMM_WORLD_SIZE", "4"}});
-  EXPECT_NE(msg.find("OMPI_COMM_WORLD_SIZE is set but OMPI_COMM_WORLD_RANK is not"),
-            std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("OMPI_COMM_WORLD_SIZE is set but OMPI_COMM_WORLD_RANK is not"), std::string::npos) << msg;
 }
 
 TEST(LauncherEnv, ContradictoryEnvironmentNamesBothLaunchers) {
-  auto msg = error_of({{"OMPI_COMM_WORLD_RANK", "1"},
-                       {"OMPI_COMM_WORLD_SIZE", "2"},
-                       {"RANK", "0"},
-                       {"WORLD_SIZE", "2"}});
+  auto msg =
+      error_of({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}});
   EXPECT_NE(msg.find("contradictory"), std::string::npos) << msg;
   EXPECT_NE(msg.find("OMPI_COMM_WORLD_RANK=1"), std::string::npos) << msg;
   EXPECT_NE(msg.find("RANK=0"), std::string::npos) << msg;

@@ -178,23 +178,19 @@ TEST(ProcessGroup, SubgroupsCommunicateAmongTheirMembers) {
 TEST(ProcessGroup, BadArgumentsAreClearErrors) {
   auto& pg = *world();
   auto ints = at::ones({4}, at::kLong);
-  EXPECT_NE(error_of([&] { pg.all_reduce(ints, ReduceOp::kAvg); })
-                .find("avg needs a floating-point tensor, got Long"),
+  EXPECT_NE(error_of([&] { pg.all_reduce(ints, ReduceOp::kAvg); }).find("avg needs a floating-point tensor, got Long"),
             std::string::npos);
   auto in = at::ones({3});
   auto small = at::empty({3 * pg.size() - 1});
   auto msg = error_of([&] { pg.all_gather(small, in); });
-  EXPECT_NE(msg.find("all_gather on group 'world': output must hold group size"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("all_gather on group 'world': output must hold group size"), std::string::npos) << msg;
   auto odd_input = at::ones({pg.size() * 2 + 1});
   auto out = at::empty({2});
   msg = error_of([&] { pg.reduce_scatter(out, odd_input); });
   EXPECT_NE(msg.find("does not split into group size"), std::string::npos) << msg;
   auto t = at::ones({1});
   msg = error_of([&] { pg.broadcast(t, pg.size()); });
-  EXPECT_NE(msg.find("source rank " + std::to_string(pg.size()) + " is outside the group"),
-            std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("source rank " + std::to_string(pg.size()) + " is outside the group"), std::string::npos) << msg;
   auto complex = at::ones({2}, at::kComplexFloat);
   msg = error_of([&] { pg.all_reduce(complex); });
   EXPECT_NE(msg.find("collectives do not support dtype ComplexFloat"), std::string::npos) << msg;

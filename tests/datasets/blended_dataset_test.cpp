@@ -87,8 +87,7 @@ std::string write_prefix(const std::string& dir, const std::string& name, int do
 
 TEST(BuildGPTDatasets, WeightedBlendFollowsMegatronSizes) {
   const std::string dir = testing::make_temp_dir();
-  DataBlend blend = parse_data_path(
-      {"0.3", write_prefix(dir, "a", 200, 1), "0.7", write_prefix(dir, "b", 200, 2)});
+  DataBlend blend = parse_data_path({"0.3", write_prefix(dir, "a", 200, 1), "0.7", write_prefix(dir, "b", 200, 2)});
   GPTDatasetConfig config;
   config.sequence_length = 8;
   config.split = "90,10";
@@ -145,8 +144,7 @@ TEST(BuildGPTDatasets, MockDataHasRampsEndingInEod) {
   sets[0]->read_sample(0, text.data());
   for (int i = 1; i < 17; ++i) {
     // Within a document tokens count up by one; a document ends with EOD.
-    EXPECT_TRUE(text[i] == text[i - 1] + 1 || text[i] == 999 || text[i - 1] == 999 || text[i] == 1)
-        << i;
+    EXPECT_TRUE(text[i] == text[i - 1] + 1 || text[i] == 999 || text[i - 1] == 999 || text[i] == 1) << i;
   }
 }
 

@@ -27,8 +27,7 @@ std::string write_corpus(const std::string& dir, int num_docs = 50) {
   for (int d = 0; d < num_docs; ++d) {
     const int len = 1 + static_cast<int>(gen() % 40);
     std::vector<int32_t> tokens;
-    for (int i = 0; i + 1 < len; ++i)
-      tokens.push_back(1000 * (d + 1) + i);
+    for (int i = 0; i + 1 < len; ++i) tokens.push_back(1000 * (d + 1) + i);
     tokens.push_back(0);
     builder.add_item(tokens);
     builder.end_document();
@@ -45,8 +44,7 @@ TEST(NumpyRandomState, MatchesTheMT19937Reference) {
   // The C++ standard's check value: the 10000th draw of mt19937 seeded with 5489.
   NumpyRandomState rng(5489);
   uint32_t v = 0;
-  for (int i = 0; i < 10000; ++i)
-    v = rng.next_uint32();
+  for (int i = 0; i < 10000; ++i) v = rng.next_uint32();
   EXPECT_EQ(v, 4123659995u);
 }
 
@@ -57,8 +55,7 @@ TEST(NumpyRandomState, ShuffleIsAPermutation) {
   rng.shuffle(x.data(), 1000);
   auto sorted = x;
   std::sort(sorted.begin(), sorted.end());
-  for (int i = 0; i < 1000; ++i)
-    EXPECT_EQ(sorted[i], i);
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(sorted[i], i);
   EXPECT_NE(x, sorted);
 }
 
@@ -159,10 +156,7 @@ TEST(GPTDataset, CacheIsWrittenOnceAndReused) {
   auto bytes = testing::read_bytes(built.cache_prefix() + "shuffle_index.npy");
   bytes.resize(bytes.size() - 8);
   testing::write_bytes(built.cache_prefix() + "shuffle_index.npy", bytes);
-  EXPECT_THAT(error_of([&] {
-                GPTDataset x(low, {0, 50}, 100, Split::kTrain, config);
-              }),
-              HasSubstr("truncated"));
+  EXPECT_THAT(error_of([&] { GPTDataset x(low, {0, 50}, 100, Split::kTrain, config); }), HasSubstr("truncated"));
   // Another seed is another cache entry, which this rank may not build.
   config.random_seed = 99;
   EXPECT_THAT(error_of([&] {
@@ -196,8 +190,7 @@ TEST(GPTDataset, ValidationKeepsThePaddedLastSample) {
   EXPECT_EQ(ds.size(), (tokens - 1 + 15) / 16);
   // The sample holding the tail ends in padding (-1).
   bool saw_pad = false;
-  for (int64_t i = 0; i < ds.size(); ++i)
-    saw_pad |= ds.get(i).first.back() == -1;
+  for (int64_t i = 0; i < ds.size(); ++i) saw_pad |= ds.get(i).first.back() == -1;
   EXPECT_TRUE(saw_pad);
 }
 
@@ -224,15 +217,13 @@ TEST(BuildBatch, MasksAndPositionIdsFollowMegatron) {
   EXPECT_TRUE(at::equal(b.loss_mask, at::tensor({1, 0, 1, 1, 0, 1}, at::kFloat).view({1, 6})));
   // Reference: Megatron's construction with torch ops.
   auto mask = at::tril(at::ones({6, 6}));
-  for (int64_t i : {1, 4})
-    mask.slice(0, i + 1).slice(1, 0, i + 1).zero_();
+  for (int64_t i : {1, 4}) mask.slice(0, i + 1).slice(1, 0, i + 1).zero_();
   EXPECT_TRUE(at::equal(b.attention_mask, (mask < 0.5).view({1, 1, 6, 6})));
   // Without resets: plain causal masks and positions, for every row of the batch.
   BatchOptions plain;
   auto c = build_batch(ds, {0, 0}, plain);
-  EXPECT_TRUE(
-      at::equal(c.attention_mask.contiguous(),
-                (at::tril(at::ones({6, 6})) < 0.5).view({1, 1, 6, 6}).expand({2, 1, 6, 6})));
+  EXPECT_TRUE(at::equal(c.attention_mask.contiguous(),
+                        (at::tril(at::ones({6, 6})) < 0.5).view({1, 1, 6, 6}).expand({2, 1, 6, 6})));
   EXPECT_TRUE(at::equal(c.position_ids[1], at::arange(6, at::kLong)));
   EXPECT_TRUE(at::equal(c.loss_mask, at::ones({2, 6})));
   plain.sequence_length = 8;
@@ -252,14 +243,13 @@ TEST(DataIterator, PrefetchGivesTheSameBatchesAndCountsConsumedSamples) {
   GPTDatasetConfig config;
   config.sequence_length = 8;
   config.path_to_cache = dir + "/cache";
-  auto ds = std::make_shared<GPTDataset>(low, std::make_pair<int64_t, int64_t>(0, 50), 64,
-                                         Split::kTrain, config);
+  auto ds = std::make_shared<GPTDataset>(low, std::make_pair<int64_t, int64_t>(0, 50), 64, Split::kTrain, config);
   BatchOptions options;
   options.eod_token = 0;
   options.create_attention_mask = false;
   auto make = [&](int prefetch, int64_t consumed) {
-    return std::make_unique<DataIterator>(
-        ds, std::make_unique<MegatronPretrainingSampler>(64, consumed, 4, 1, 2), options, prefetch);
+    return std::make_unique<DataIterator>(ds, std::make_unique<MegatronPretrainingSampler>(64, consumed, 4, 1, 2),
+                                          options, prefetch);
   };
   auto plain = make(0, 0), ahead = make(3, 0);
   int n = 0;
@@ -276,8 +266,7 @@ TEST(DataIterator, PrefetchGivesTheSameBatchesAndCountsConsumedSamples) {
   EXPECT_EQ(plain->consumed_samples(), 64);
   // Resuming from a checkpointed consumed_samples gives the rest of the same stream.
   auto first = make(0, 0);
-  for (int i = 0; i < 3; ++i)
-    first->next();
+  for (int i = 0; i < 3; ++i) first->next();
   auto resumed = make(2, first->consumed_samples());
   EXPECT_TRUE(at::equal(first->next()->tokens, resumed->next()->tokens));
 }

@@ -79,8 +79,7 @@ TEST(IndexedDataset, BuilderRefusesTokensThatDoNotFit) {
   const auto msg = error_of([&] { builder.add_item(std::vector<int32_t>{1, 70000}); });
   EXPECT_THAT(msg, HasSubstr("token id 70000"));
   EXPECT_THAT(msg, HasSubstr("uint16"));
-  EXPECT_THAT(error_of([&] { builder.add_item(std::vector<int32_t>{-1}); }),
-              HasSubstr("token id -1"));
+  EXPECT_THAT(error_of([&] { builder.add_item(std::vector<int32_t>{-1}); }), HasSubstr("token id -1"));
 }
 
 TEST(IndexedDataset, OutputsAppearOnlyAtFinalize) {
@@ -184,8 +183,7 @@ TEST_F(Corruption, DataLongerThanIndex) {
 TEST_F(Corruption, PointerNotWhereLengthsPutIt) {
   int64_t bad = 4;  // sequence 1 should start at byte 6
   std::memcpy(idx_.data() + 34 + 12 + 8, &bad, 8);
-  EXPECT_THAT(open_error(),
-              AllOf(HasSubstr("sequence 1 expected to start at byte 6"), HasSubstr("found 4")));
+  EXPECT_THAT(open_error(), AllOf(HasSubstr("sequence 1 expected to start at byte 6"), HasSubstr("found 4")));
 }
 
 TEST_F(Corruption, NegativeLength) {
@@ -235,8 +233,7 @@ TEST_F(Corruption, RandomByteFlipsNeverCrash) {
     try {
       IndexedDataset ds(prefix_);
       int64_t total = 0;
-      for (int64_t i = 0; i < ds.num_sequences(); ++i)
-        total += ds.get(i).to_vector().size();
+      for (int64_t i = 0; i < ds.num_sequences(); ++i) total += ds.get(i).to_vector().size();
       EXPECT_EQ(total, ds.num_tokens());
     } catch (const c10::Error&) {
       ++rejected;

@@ -40,20 +40,16 @@ TEST(MegatronPretrainingSampler, ResumingContinuesTheSameStream) {
 }
 
 TEST(MegatronPretrainingSampler, ChecksItsArguments) {
-  EXPECT_THAT(error_of([] { MegatronPretrainingSampler s(10, 10, 1, 0, 1); }),
-              HasSubstr("consumed_samples 10"));
-  EXPECT_THAT(error_of([] { MegatronPretrainingSampler s(10, 0, 1, 2, 2); }),
-              HasSubstr("data-parallel rank 2"));
-  EXPECT_THAT(error_of([] { MegatronPretrainingSampler s(0, 0, 1, 0, 1); }),
-              HasSubstr("no samples"));
+  EXPECT_THAT(error_of([] { MegatronPretrainingSampler s(10, 10, 1, 0, 1); }), HasSubstr("consumed_samples 10"));
+  EXPECT_THAT(error_of([] { MegatronPretrainingSampler s(10, 0, 1, 2, 2); }), HasSubstr("data-parallel rank 2"));
+  EXPECT_THAT(error_of([] { MegatronPretrainingSampler s(0, 0, 1, 0, 1); }), HasSubstr("no samples"));
 }
 
 TEST(MegatronPretrainingRandomSampler, EpochIsAPermutationSplitAcrossRanks) {
   MegatronPretrainingRandomSampler r0(12, 0, 2, 0, 2, false), r1(12, 0, 2, 1, 2, false);
   std::set<int64_t> seen;
   for (auto* s : {&r0, &r1}) {
-    for (auto& b : drain(*s, 3))
-      seen.insert(b.begin(), b.end());
+    for (auto& b : drain(*s, 3)) seen.insert(b.begin(), b.end());
   }
   EXPECT_EQ(seen.size(), 12u);
 }
@@ -64,8 +60,7 @@ TEST(MegatronPretrainingRandomSampler, ResumingContinuesTheSameStreamAcrossEpoch
     auto all = drain(full, 25);  // five epochs of five micro-batches
     MegatronPretrainingRandomSampler resumed(20, 28, 2, 1, 2, sharding);
     auto rest = drain(resumed, 18);
-    EXPECT_EQ(rest, std::vector<std::vector<int64_t>>(all.begin() + 7, all.end()))
-        << "sharding " << sharding;
+    EXPECT_EQ(rest, std::vector<std::vector<int64_t>>(all.begin() + 7, all.end())) << "sharding " << sharding;
     // Epochs differ.
     EXPECT_NE(std::vector<std::vector<int64_t>>(all.begin(), all.begin() + 5),
               std::vector<std::vector<int64_t>>(all.begin() + 5, all.begin() + 10));

@@ -6,10 +6,10 @@
 
 #include <cstdio>
 
-#include "megatron/models/gpt/gpt_model.h"
-#include "megatron/transformer/attention.h"
-#include "megatron/tensor_parallel/random.h"
 #include "error_of.h"
+#include "megatron/models/gpt/gpt_model.h"
+#include "megatron/tensor_parallel/random.h"
+#include "megatron/transformer/attention.h"
 #include "tensor_parallel/tp_test_util.h"
 
 namespace tp = megatron::tensor_parallel;
@@ -73,7 +73,9 @@ GPTModelOptions on_world(GPTModelOptions o, bool sequence_parallel = false) {
 at::Tensor input_ids() {
   return at::arange(kBatch * kSeq, at::kLong).mul(37).add(5).remainder(kVocab).view({kBatch, kSeq});
 }
-at::Tensor labels() { return input_ids().roll(-1, 1); }
+at::Tensor labels() {
+  return input_ids().roll(-1, 1);
+}
 
 void compare_models(GPTModelOptions base, bool sequence_parallel) {
   auto g = world_tp_group();
@@ -88,8 +90,7 @@ void compare_models(GPTModelOptions base, bool sequence_parallel) {
   ASSERT_EQ(ref_params.size(), par_params.size());
   for (size_t i = 0; i < ref_params.size(); ++i) {
     ASSERT_EQ(ref_params[i].name, par_params[i].name);
-    EXPECT_TRUE(at::equal(gather_shards(par_params[i].param, par_params[i].init.layout, g),
-                          ref_params[i].param))
+    EXPECT_TRUE(at::equal(gather_shards(par_params[i].param, par_params[i].init.layout, g), ref_params[i].param))
         << par_params[i].name;
   }
 
@@ -115,8 +116,12 @@ void compare_models(GPTModelOptions base, bool sequence_parallel) {
   }
 }
 
-TEST(GPTModel, Gpt2MatchesSingleRank) { compare_models(gpt2_options(gpt2_config()), false); }
-TEST(GPTModel, LlamaMatchesSingleRank) { compare_models(llama_options(llama_config()), false); }
+TEST(GPTModel, Gpt2MatchesSingleRank) {
+  compare_models(gpt2_options(gpt2_config()), false);
+}
+TEST(GPTModel, LlamaMatchesSingleRank) {
+  compare_models(llama_options(llama_config()), false);
+}
 TEST(GPTModel, SequenceParallelMatchesSingleRank) {
   compare_models(gpt2_options(gpt2_config()), true);
   compare_models(llama_options(llama_config()), true);
@@ -201,9 +206,8 @@ TEST(GPTModel, TwoStagePipelineMatchesWholeModel) {
   auto ps = megatron::ParallelState::initialize_model_parallel(world(), 1, 2);
   auto cfg = gpt2_config().num_layers(4);
   GPTModel whole(gpt2_options(cfg));
-  auto opts = megatron::models::gpt::gpt_model_options_for_rank(ps, cfg, kVocab, 16)
-                  .make_vocab_size_divisible_by(8)
-                  .seed(7);
+  auto opts =
+      megatron::models::gpt::gpt_model_options_for_rank(ps, cfg, kVocab, 16).make_vocab_size_divisible_by(8).seed(7);
   GPTModel stage(opts);
   const bool first = ps.is_pipeline_first_stage();
   EXPECT_EQ(first, ps.get_pipeline_model_parallel_rank() == 0);
@@ -239,33 +243,30 @@ TEST(GPTModel, StateDictNamesAndRoundTrip) {
   GPTModel model(gpt2_options(gpt2_config().num_layers(1)));
   std::vector<std::string> names;
   for (const auto& [k, v] : model->state_dict()) names.push_back(k);
-  std::vector<std::string> expected{
-      "decoder.final_layernorm.bias",
-      "decoder.final_layernorm.weight",
-      "decoder.layers.0.input_layernorm.bias",
-      "decoder.layers.0.input_layernorm.weight",
-      "decoder.layers.0.mlp.linear_fc1.bias",
-      "decoder.layers.0.mlp.linear_fc1.weight",
-      "decoder.layers.0.mlp.linear_fc2.bias",
-      "decoder.layers.0.mlp.linear_fc2.weight",
-      "decoder.layers.0.pre_mlp_layernorm.bias",
-      "decoder.layers.0.pre_mlp_layernorm.weight",
-      "decoder.layers.0.self_attention.linear_proj.bias",
-      "decoder.layers.0.self_attention.linear_proj.weight",
-      "decoder.layers.0.self_attention.linear_qkv.bias",
-      "decoder.layers.0.self_attention.linear_qkv.weight",
-      "embedding.position_embeddings.weight",
-      "embedding.word_embeddings.weight"};
+  std::vector<std::string> expected{"decoder.final_layernorm.bias",
+                                    "decoder.final_layernorm.weight",
+                                    "decoder.layers.0.input_layernorm.bias",
+                                    "decoder.layers.0.input_layernorm.weight",
+                                    "decoder.layers.0.mlp.linear_fc1.bias",
+                                    "decoder.layers.0.mlp.linear_fc1.weight",
+                                    "decoder.layers.0.mlp.linear_fc2.bias",
+                                    "decoder.layers.0.mlp.linear_fc2.weight",
+                                    "decoder.layers.0.pre_mlp_layernorm.bias",
+                                    "decoder.layers.0.pre_mlp_layernorm.weight",
+                                    "decoder.layers.0.self_attention.linear_proj.bias",
+                                    "decoder.layers.0.self_attention.linear_proj.weight",
+                                    "decoder.layers.0.self_attention.linear_qkv.bias",
+                                    "decoder.layers.0.self_attention.linear_qkv.weight",
+                                    "embedding.position_embeddings.weight",
+                                    "embedding.word_embeddings.weight"};
   EXPECT_EQ(names, expected);
   auto sd = model->state_dict();
   EXPECT_EQ(sd.at("embedding.word_embeddings.weight").sizes(), (std::vector<int64_t>{104, 32}));
-  EXPECT_EQ(sd.at("decoder.layers.0.self_attention.linear_qkv.weight").sizes(),
-            (std::vector<int64_t>{96, 32}));
+  EXPECT_EQ(sd.at("decoder.layers.0.self_attention.linear_qkv.weight").sizes(), (std::vector<int64_t>{96, 32}));
   EXPECT_EQ(sd.at("decoder.layers.0.mlp.linear_fc1.weight").sizes(), (std::vector<int64_t>{128, 32}));
   // Megatron init: std 0.02, output projections 0.02 / sqrt(2 * num_layers), biases 0, norms 1.
   EXPECT_NEAR(sd.at("decoder.layers.0.mlp.linear_fc1.weight").std().item<double>(), 0.02, 0.002);
-  EXPECT_NEAR(sd.at("decoder.layers.0.mlp.linear_fc2.weight").std().item<double>(),
-              0.02 / std::sqrt(2.0), 0.002);
+  EXPECT_NEAR(sd.at("decoder.layers.0.mlp.linear_fc2.weight").std().item<double>(), 0.02 / std::sqrt(2.0), 0.002);
   EXPECT_TRUE(at::equal(sd.at("decoder.layers.0.mlp.linear_fc2.bias"), at::zeros({32})));
   EXPECT_TRUE(at::equal(sd.at("decoder.final_layernorm.weight"), at::ones({32})));
 
@@ -273,8 +274,8 @@ TEST(GPTModel, StateDictNamesAndRoundTrip) {
   const std::string path = ::testing::TempDir() + "gpt_state_" + std::to_string(world()->rank()) + ".pt";
   model->save_state_dict_file(path);
   GPTModel other(gpt2_options(gpt2_config().num_layers(1)).seed(99));
-  EXPECT_FALSE(at::equal(other->state_dict().at("embedding.word_embeddings.weight"),
-                         sd.at("embedding.word_embeddings.weight")));
+  EXPECT_FALSE(
+      at::equal(other->state_dict().at("embedding.word_embeddings.weight"), sd.at("embedding.word_embeddings.weight")));
   other->load_state_dict_file(path);
   for (const auto& [k, v] : other->state_dict()) EXPECT_TRUE(at::equal(v, sd.at(k))) << k;
   std::remove(path.c_str());
@@ -312,9 +313,7 @@ TEST(GPTModel, RecomputeGivesIdenticalGradients) {
     std::vector<tr::TransformerConfig> variants{
         tr::TransformerConfig(base).recompute_granularity(tr::RecomputeGranularity::kSelective),
         tr::TransformerConfig(base).recompute_granularity(tr::RecomputeGranularity::kFull),
-        tr::TransformerConfig(base)
-            .recompute_granularity(tr::RecomputeGranularity::kFull)
-            .recompute_num_layers(2),
+        tr::TransformerConfig(base).recompute_granularity(tr::RecomputeGranularity::kFull).recompute_num_layers(2),
         tr::TransformerConfig(base)
             .recompute_granularity(tr::RecomputeGranularity::kFull)
             .recompute_method(tr::RecomputeMethod::kBlock)};
@@ -335,8 +334,7 @@ TEST(GPTModel, ExplicitMaskAndPositions) {
     at::Tensor implicit = model->forward(input_ids());
     at::Tensor causal = at::ones({kSeq, kSeq}, at::kBool).triu(1).view({1, 1, kSeq, kSeq});
     at::Tensor positions = at::arange(kSeq, at::kLong).unsqueeze(0).expand({kBatch, kSeq});
-    EXPECT_REL_CLOSE(model->forward(input_ids(), positions, causal.expand({kBatch, 1, kSeq, kSeq})),
-                     implicit, 1e-6);
+    EXPECT_REL_CLOSE(model->forward(input_ids(), positions, causal.expand({kBatch, 1, kSeq, kSeq})), implicit, 1e-6);
     at::Tensor window = causal.logical_or(at::ones({kSeq, kSeq}, at::kBool).tril(-3));
     at::Tensor windowed = model->forward(input_ids(), positions, window);
     EXPECT_REL_CLOSE(windowed.narrow(1, 0, 3), implicit.narrow(1, 0, 3), 1e-6);
@@ -378,23 +376,28 @@ TEST(Rotary, HalfPrecisionAtLongPositionsStaysWithinItsRounding) {
 TEST(TransformerConfig, ErrorsNameTheProblem) {
   EXPECT_EQ(error_of([] { tr::TransformerConfig(2, 60, 12).tensor_model_parallel_size(5).finalize(); })
                 .rfind("[transformer_config] num_attention_heads (12) must be divisible by "
-                       "tensor_model_parallel_size (5)", 0),
+                       "tensor_model_parallel_size (5)",
+                       0),
             0u);
-  EXPECT_NE(error_of([] { tr::TransformerConfig(2, 30, 4).finalize(); })
-                .find("hidden_size (30) must be divisible by num_attention_heads (4)"),
+  EXPECT_NE(error_of([] {
+              tr::TransformerConfig(2, 30, 4).finalize();
+            }).find("hidden_size (30) must be divisible by num_attention_heads (4)"),
             std::string::npos);
-  EXPECT_NE(error_of([] { tr::TransformerConfig(2, 32, 8).num_query_groups(3).finalize(); })
-                .find("num_attention_heads (8) must be divisible by num_query_groups (3)"),
+  EXPECT_NE(error_of([] {
+              tr::TransformerConfig(2, 32, 8).num_query_groups(3).finalize();
+            }).find("num_attention_heads (8) must be divisible by num_query_groups (3)"),
             std::string::npos);
   EXPECT_NE(error_of([] {
               tr::TransformerConfig(2, 32, 8).num_query_groups(2).tensor_model_parallel_size(4).finalize();
             }).find("num_query_groups (2) must be divisible by tensor_model_parallel_size (4)"),
             std::string::npos);
-  EXPECT_NE(error_of([] { tr::TransformerConfig(2, 32, 4).tensor_model_parallel_size(2).finalize(); })
-                .find("no tp_group was given"),
+  EXPECT_NE(error_of([] {
+              tr::TransformerConfig(2, 32, 4).tensor_model_parallel_size(2).finalize();
+            }).find("no tp_group was given"),
             std::string::npos);
-  EXPECT_NE(error_of([] { tr::TransformerConfig(2, 32, 4).hidden_dropout(1.5).finalize(); })
-                .find("hidden_dropout must be in [0, 1)"),
+  EXPECT_NE(error_of([] {
+              tr::TransformerConfig(2, 32, 4).hidden_dropout(1.5).finalize();
+            }).find("hidden_dropout must be in [0, 1)"),
             std::string::npos);
   EXPECT_NE(error_of([] {
               tr::TransformerConfig(2, 32, 4)
@@ -403,8 +406,9 @@ TEST(TransformerConfig, ErrorsNameTheProblem) {
                   .finalize();
             }).find("recompute_num_layers (3) must be in [1, num_layers (2)]"),
             std::string::npos);
-  EXPECT_NE(error_of([] { GPTModel(gpt2_options(gpt2_config().num_layers(3).pipeline_model_parallel_size(2))); })
-                .find("num_layers (3) must be divisible by pipeline_model_parallel_size (2)"),
+  EXPECT_NE(error_of([] {
+              GPTModel(gpt2_options(gpt2_config().num_layers(3).pipeline_model_parallel_size(2)));
+            }).find("num_layers (3) must be divisible by pipeline_model_parallel_size (2)"),
             std::string::npos);
   EXPECT_NE(error_of([] {
               GPTModel m(gpt2_options(gpt2_config()));

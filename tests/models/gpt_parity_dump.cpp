@@ -24,13 +24,26 @@ using megatron::models::gpt::PositionEmbeddingType;
 
 int main(int argc, char** argv) {
   try {
-    std::map<std::string, std::string> a{
-        {"layers", "2"},   {"hidden", "64"},     {"heads", "4"},       {"groups", "0"},
-        {"ffn", "0"},      {"vocab", "300"},     {"divisible-by", "128"}, {"max-seq", "32"},
-        {"seq", "16"},     {"batch", "2"},       {"norm", "layernorm"}, {"mlp", "gelu"},
-        {"bias", "1"},     {"position", "learned"}, {"rotary-percent", "1"},
-        {"rotary-base", "10000"}, {"tied", "1"}, {"seed", "1234"},     {"out", ""},
-        {"load", ""}};
+    std::map<std::string, std::string> a{{"layers", "2"},
+                                         {"hidden", "64"},
+                                         {"heads", "4"},
+                                         {"groups", "0"},
+                                         {"ffn", "0"},
+                                         {"vocab", "300"},
+                                         {"divisible-by", "128"},
+                                         {"max-seq", "32"},
+                                         {"seq", "16"},
+                                         {"batch", "2"},
+                                         {"norm", "layernorm"},
+                                         {"mlp", "gelu"},
+                                         {"bias", "1"},
+                                         {"position", "learned"},
+                                         {"rotary-percent", "1"},
+                                         {"rotary-base", "10000"},
+                                         {"tied", "1"},
+                                         {"seed", "1234"},
+                                         {"out", ""},
+                                         {"load", ""}};
     for (int i = 1; i + 1 < argc; i += 2) {
       std::string key = argv[i];
       TORCH_CHECK(key.rfind("--", 0) == 0 && a.count(key.substr(2)), "[gpt_parity_dump] unknown option ", key);

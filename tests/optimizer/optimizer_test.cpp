@@ -13,7 +13,9 @@
 namespace megatron::optimizer {
 namespace {
 
-at::Tensor leaf(at::Tensor t) { return t.set_requires_grad(true); }
+at::Tensor leaf(at::Tensor t) {
+  return t.set_requires_grad(true);
+}
 
 // Plain SGD with learning rate 1: a parameter moves by exactly its (clipped) gradient.
 OptimizerConfig unit_sgd(double clip_grad) {

@@ -67,8 +67,7 @@ TEST(P2PCommunication, OtherShapesAreRefused) {
   P2PCommunicator p2p(ps, {kShape});
   if (p2p.is_last_stage()) return;  // sends from the last stage are no-ops
   auto msg = testing::error_of([&] { p2p.send_forward(at::zeros({5, 2, 3})); });
-  EXPECT_NE(msg.find("expected shape [4, 2, 3] ([s, b, h] from the configuration), got [5, 2, 3]"),
-            std::string::npos)
+  EXPECT_NE(msg.find("expected shape [4, 2, 3] ([s, b, h] from the configuration), got [5, 2, 3]"), std::string::npos)
       << msg;
 }
 

@@ -126,18 +126,21 @@ TEST(Schedules, BadCallsAreClearErrors) {
   MEGATRON_REQUIRE_WORLD_SIZE(4);
   Stage s = build_stage(4, 2, 8);
   auto run = pp::get_forward_backward_func(s.ps);
-  EXPECT_NE(megatron::testing::error_of([&] { run(forward_step, s.data(), s.model(), options(6)); })
-                .find("needs num_microbatches (6) to be a multiple of the pipeline-parallel size (4)"),
+  EXPECT_NE(megatron::testing::error_of([&] {
+              run(forward_step, s.data(), s.model(), options(6));
+            }).find("needs num_microbatches (6) to be a multiple of the pipeline-parallel size (4)"),
             std::string::npos);
   auto one_iterator = s.data();
   one_iterator.pop_back();
-  EXPECT_NE(megatron::testing::error_of([&] { run(forward_step, one_iterator, s.model(), options(4)); })
-                .find("expected one data iterator per model chunk, got 1 iterators for 2 chunks"),
+  EXPECT_NE(megatron::testing::error_of([&] {
+              run(forward_step, one_iterator, s.model(), options(4));
+            }).find("expected one data iterator per model chunk, got 1 iterators for 2 chunks"),
             std::string::npos);
   auto o = options(4);
   o.hidden_size = 0;
-  EXPECT_NE(megatron::testing::error_of([&] { run(forward_step, s.data(), s.model(), o); })
-                .find("pipelining needs seq_length, micro_batch_size and hidden_size"),
+  EXPECT_NE(megatron::testing::error_of([&] {
+              run(forward_step, s.data(), s.model(), o);
+            }).find("pipelining needs seq_length, micro_batch_size and hidden_size"),
             std::string::npos);
 }
 

@@ -48,7 +48,8 @@ TEST(Mappings, ForwardAndBackward) {
   EXPECT_REL_CLOSE(gx, gsum, kTol);
 
   // reduce: all-reduce forward, identity backward.
-  std::tie(y, gx) = fwd_bwd([&](const at::Tensor& t) { return tp::reduce_from_tensor_model_parallel_region(t, g); }, x, gout);
+  std::tie(y, gx) =
+      fwd_bwd([&](const at::Tensor& t) { return tp::reduce_from_tensor_model_parallel_region(t, g); }, x, gout);
   EXPECT_REL_CLOSE(y, seeded_randn({4, 3, 8}, 1) * n + n * (n - 1) / 2, kTol);
   EXPECT_TRUE(at::equal(gx, gout));
 
@@ -65,8 +66,8 @@ TEST(Mappings, ForwardAndBackward) {
   EXPECT_TRUE(at::equal(y, full));
   EXPECT_TRUE(at::equal(gx, full_g.chunk(n, -1)[r]));
 
-  std::tie(y, gx) = fwd_bwd([&](const at::Tensor& t) { return tp::scatter_to_sequence_parallel_region(t, g); },
-                            full, full_g.chunk(n, 0)[r]);
+  std::tie(y, gx) = fwd_bwd([&](const at::Tensor& t) { return tp::scatter_to_sequence_parallel_region(t, g); }, full,
+                            full_g.chunk(n, 0)[r]);
   EXPECT_TRUE(at::equal(y, full.chunk(n, 0)[r]));
   EXPECT_TRUE(at::equal(gx, full_g));
 
@@ -135,8 +136,8 @@ TEST(ShardedInit, StandaloneLayersIndependentOfLayout) {
 }
 
 void check_column(bool gather_output, bool bias, int64_t chunks, bool sequence_parallel) {
-  SCOPED_TRACE(testing::Message() << "gather_output=" << gather_output << " bias=" << bias
-                                  << " chunks=" << chunks << " sp=" << sequence_parallel);
+  SCOPED_TRACE(testing::Message() << "gather_output=" << gather_output << " bias=" << bias << " chunks=" << chunks
+                                  << " sp=" << sequence_parallel);
   auto g = world_tp_group();
   const int n = tp::group_size(g), r = tp::group_rank(g);
   const int64_t in = 12, out = 16, s = 8, b = 2;
@@ -259,7 +260,8 @@ TEST(VocabParallelCrossEntropy, MatchesDenseReference) {
   at::Tensor gout = seeded_randn({s, b}, 41);
   for (double a : {0.0, 0.1}) {
     SCOPED_TRACE(a);
-    auto [loss_ref, g_ref] = fwd_bwd([&](const at::Tensor& t) { return dense_cross_entropy(t, target, a); }, logits, gout);
+    auto [loss_ref, g_ref] =
+        fwd_bwd([&](const at::Tensor& t) { return dense_cross_entropy(t, target, a); }, logits, gout);
     auto [loss, gl] = fwd_bwd([&](const at::Tensor& t) { return tp::vocab_parallel_cross_entropy(t, target, g, a); },
                               logits.chunk(n, -1)[r], gout);
     EXPECT_REL_CLOSE(loss, loss_ref, kTol);

@@ -20,10 +20,10 @@ inline double rel_error(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>() / denom;
 }
 
-#define EXPECT_REL_CLOSE(a, b, tol)                                                   \
-  do {                                                                                \
-    const double err_ = ::megatron::testing::rel_error((a), (b));                     \
-    EXPECT_LE(err_, (tol)) << #a << " vs " << #b;                                     \
+#define EXPECT_REL_CLOSE(a, b, tol)                               \
+  do {                                                            \
+    const double err_ = ::megatron::testing::rel_error((a), (b)); \
+    EXPECT_LE(err_, (tol)) << #a << " vs " << #b;                 \
   } while (0)
 
 // The whole world as the TP group (nullptr when there is one rank: no tensor parallelism).
@@ -34,15 +34,13 @@ inline tensor_parallel::GroupPtr world_tp_group() {
 
 inline tensor_parallel::ShardLayout layout(int64_t dim, int64_t chunks = 1) {
   auto g = world_tp_group();
-  return tensor_parallel::ShardLayout{dim, chunks, tensor_parallel::group_rank(g),
-                                      tensor_parallel::group_size(g)};
+  return tensor_parallel::ShardLayout{dim, chunks, tensor_parallel::group_rank(g), tensor_parallel::group_size(g)};
 }
 
 // A tensor equal on every rank (seeded CPU generator).
 inline at::Tensor seeded_randn(at::IntArrayRef shape, uint64_t seed, double std = 1.0) {
-  return tensor_parallel::init_full_tensor(
-      tensor_parallel::ParamInit{tensor_parallel::ParamInit::kNormal, std, {}}, shape, seed,
-      "test");
+  return tensor_parallel::init_full_tensor(tensor_parallel::ParamInit{tensor_parallel::ParamInit::kNormal, std, {}},
+                                           shape, seed, "test");
 }
 
 // The full tensor from every rank's shard.

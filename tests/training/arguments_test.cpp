@@ -18,9 +18,23 @@ namespace megatron::training {
 namespace {
 
 std::vector<std::string> base() {
-  return {"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length",
-          "32", "--micro-batch-size", "2", "--train-iters", "10", "--lr", "1e-3", "--mock-data",
-          "--vocab-size", "100"};
+  return {"--num-layers",
+          "2",
+          "--hidden-size",
+          "64",
+          "--num-attention-heads",
+          "4",
+          "--seq-length",
+          "32",
+          "--micro-batch-size",
+          "2",
+          "--train-iters",
+          "10",
+          "--lr",
+          "1e-3",
+          "--mock-data",
+          "--vocab-size",
+          "100"};
 }
 
 std::string error_of(std::vector<std::string> args, int64_t world = 1) {
@@ -33,8 +47,8 @@ std::vector<std::string> with(std::vector<std::string> args, const std::vector<s
 }
 
 TEST(Arguments, MegatronFlagsAndDerivedValues) {
-  auto a = *parse_arguments(with(base(), {"--global-batch-size", "16", "--tensor-model-parallel-size",
-                                          "2", "--lr-decay-style", "cosine", "--bf16"}),
+  auto a = *parse_arguments(with(base(), {"--global-batch-size", "16", "--tensor-model-parallel-size", "2",
+                                          "--lr-decay-style", "cosine", "--bf16"}),
                             4);
   EXPECT_EQ(a.num_layers, 2);
   EXPECT_EQ(a.data_parallel_size, 2);
@@ -52,10 +66,10 @@ TEST(Arguments, TomlConfigWithFlagsOverriding) {
     std::ofstream f(path);
     f << "num-layers = 6\nhidden-size = 128\nlr = 0.01\nbf16 = true\ndata-path = [\"0.3\", \"a\", \"0.7\", \"b\"]\n";
   }
-  auto a = *parse_arguments({"--config", path, "--num-layers", "3", "--num-attention-heads", "4",
-                             "--seq-length", "8", "--micro-batch-size", "1", "--train-iters", "1",
-                             "--tokenizer-type", "NullTokenizer", "--vocab-size", "50"},
-                            1);
+  auto a = *parse_arguments(
+      {"--config", path, "--num-layers", "3", "--num-attention-heads", "4", "--seq-length", "8", "--micro-batch-size",
+       "1", "--train-iters", "1", "--tokenizer-type", "NullTokenizer", "--vocab-size", "50"},
+      1);
   EXPECT_EQ(a.num_layers, 3);  // the flag wins
   EXPECT_EQ(a.hidden_size, 128);
   EXPECT_DOUBLE_EQ(*a.lr, 0.01);
@@ -73,8 +87,9 @@ TEST(Arguments, ShippedConfigsParse) {
     EXPECT_GT(a.num_layers, 0) << name;
     EXPECT_EQ(a.config_file, path);
   }
-  auto big = *parse_arguments({"--config", std::string(MEGATRON_SOURCE_DIR) + "/configs/gpt2-124m.toml",
-                               "--mock-data", "--vocab-size", "50257"}, 8);
+  auto big = *parse_arguments({"--config", std::string(MEGATRON_SOURCE_DIR) + "/configs/gpt2-124m.toml", "--mock-data",
+                               "--vocab-size", "50257"},
+                              8);
   EXPECT_EQ(big.hidden_size, 768);
   EXPECT_EQ(big.num_microbatches, 8);  // 512 / (8 x 8)
   EXPECT_TRUE(big.bf16);
@@ -95,14 +110,13 @@ TEST(Arguments, InconsistentCombinationsAreOneClearLine) {
             std::string::npos);
   EXPECT_NE(error_of(with(base(), {"--bf16", "--fp16"})).find("--bf16 and --fp16 exclude each other"),
             std::string::npos);
-  EXPECT_NE(error_of({"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4",
-                      "--seq-length", "32", "--micro-batch-size", "2", "--train-iters", "10",
-                      "--lr", "1e-3"})
+  EXPECT_NE(error_of({"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+                      "--micro-batch-size", "2", "--train-iters", "10", "--lr", "1e-3"})
                 .find("give --data-path (or --mock-data)"),
             std::string::npos);
-  EXPECT_NE(error_of({"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4",
-                      "--seq-length", "32", "--micro-batch-size", "2", "--train-iters", "10",
-                      "--lr", "1e-3", "--data-path", "x", "--tokenizer-type", "GPT2BPETokenizer"})
+  EXPECT_NE(error_of({"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+                      "--micro-batch-size", "2", "--train-iters", "10", "--lr", "1e-3", "--data-path", "x",
+                      "--tokenizer-type", "GPT2BPETokenizer"})
                 .find("GPT2BPETokenizer needs --vocab-file and --merge-file"),
             std::string::npos);
   EXPECT_NE(error_of(with(base(), {"--lr-warmup-iters", "10"}))
@@ -114,8 +128,7 @@ TEST(Arguments, InconsistentCombinationsAreOneClearLine) {
   odd_hidden[3] = "66";
   EXPECT_NE(error_of(odd_hidden).find("--hidden-size (66) is not divisible by --num-attention-heads (4)"),
             std::string::npos);
-  EXPECT_NE(error_of(with(base(), {"--lr-decay-style", "triangle"})).find("--lr-decay-style"),
-            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--lr-decay-style", "triangle"})).find("--lr-decay-style"), std::string::npos);
   EXPECT_NE(error_of(with(base(), {"--no-such-flag"})).find("--no-such-flag"), std::string::npos);
 }
 
@@ -128,15 +141,17 @@ std::vector<std::string> layers(int n) {
 
 TEST(Arguments, PipelineSplits) {
   // 8 layers over 2 stages of 2 chunks of 2 layers.
-  auto a = *parse_arguments(with(layers(8), {"--pipeline-model-parallel-size", "2",
-                                          "--num-layers-per-virtual-pipeline-stage", "2", "--global-batch-size", "8"}),
-                            4);
+  auto a =
+      *parse_arguments(with(layers(8), {"--pipeline-model-parallel-size", "2",
+                                        "--num-layers-per-virtual-pipeline-stage", "2", "--global-batch-size", "8"}),
+                       4);
   EXPECT_EQ(a.data_parallel_size, 2);
   EXPECT_EQ(a.num_microbatches, 2);
   EXPECT_EQ(a.virtual_pipeline_model_parallel_size, 2);
-  auto b = *parse_arguments(with(layers(8), {"--pipeline-model-parallel-size", "2",
-                                          "--num-virtual-stages-per-pipeline-rank", "4", "--global-batch-size", "4"}),
-                            2);
+  auto b =
+      *parse_arguments(with(layers(8), {"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank",
+                                        "4", "--global-batch-size", "4"}),
+                       2);
   EXPECT_EQ(b.virtual_pipeline_model_parallel_size, 4);
   EXPECT_FALSE(parse_arguments(with(base(), {"--pipeline-model-parallel-size", "2"}), 2)
                    ->virtual_pipeline_model_parallel_size.has_value());
@@ -144,23 +159,22 @@ TEST(Arguments, PipelineSplits) {
   EXPECT_NE(error_of(with(layers(4), {"--pipeline-model-parallel-size", "3"}), 3)
                 .find("--num-layers (4) is not divisible by --pipeline-model-parallel-size (3)"),
             std::string::npos);
-  EXPECT_NE(error_of(with(layers(8), {"--pipeline-model-parallel-size", "2",
-                                   "--num-layers-per-virtual-pipeline-stage", "3"}),
-                     2)
-                .find("--num-layers-per-virtual-pipeline-stage (3) does not divide the 4 layers of each pipeline stage"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(with(layers(8), {"--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "3"}),
+               2)
+          .find("--num-layers-per-virtual-pipeline-stage (3) does not divide the 4 layers of each pipeline stage"),
+      std::string::npos);
   EXPECT_NE(error_of(with(base(), {"--num-layers-per-virtual-pipeline-stage", "1"}))
                 .find("needs --pipeline-model-parallel-size > 1"),
             std::string::npos);
-  EXPECT_NE(error_of(with(layers(4), {"--pipeline-model-parallel-size", "2",
-                                   "--num-layers-per-virtual-pipeline-stage", "1", "--global-batch-size", "6"}),
+  EXPECT_NE(error_of(with(layers(4), {"--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage",
+                                      "1", "--global-batch-size", "6"}),
                      2)
                 .find("the number of micro-batches (3 = --global-batch-size / (--micro-batch-size x data-parallel "
                       "size)) to be a multiple of --pipeline-model-parallel-size (2)"),
             std::string::npos);
-  EXPECT_NE(error_of(with(layers(4), {"--pipeline-model-parallel-size", "2",
-                                   "--num-layers-per-virtual-pipeline-stage", "1",
-                                   "--num-virtual-stages-per-pipeline-rank", "2"}),
+  EXPECT_NE(error_of(with(layers(4), {"--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage",
+                                      "1", "--num-virtual-stages-per-pipeline-rank", "2"}),
                      2)
                 .find("give only one of"),
             std::string::npos);
@@ -178,17 +192,17 @@ TEST(Arguments, MegatronScriptFlags) {
   EXPECT_DOUBLE_EQ(*a.exit_duration_in_mins, 0.5);
   EXPECT_TRUE(ignored_megatron_flags(a).empty());
 
-  auto b = *parse_arguments(with(base(), {"--use-mcore-models", "--transformer-impl", "transformer_engine",
-                                          "--use-flash-attn", "--no-masked-softmax-fusion",
-                                          "--attention-softmax-in-fp32", "--no-gradient-accumulation-fusion",
-                                          "--overlap-grad-reduce", "--distributed-backend", "nccl",
-                                          "--attention-backend", "auto", "--timing-log-level", "2"}),
-                            1);
-  EXPECT_EQ(ignored_megatron_flags(b),
-            (std::vector<std::string>{"--use-mcore-models", "--transformer-impl", "--use-flash-attn",
-                                      "--no-masked-softmax-fusion", "--attention-softmax-in-fp32",
-                                      "--no-gradient-accumulation-fusion", "--overlap-grad-reduce",
-                                      "--timing-log-level"}));
+  auto b = *parse_arguments(
+      with(base(), {"--use-mcore-models", "--transformer-impl", "transformer_engine", "--use-flash-attn",
+                    "--no-masked-softmax-fusion", "--attention-softmax-in-fp32", "--no-gradient-accumulation-fusion",
+                    "--overlap-grad-reduce", "--distributed-backend", "nccl", "--attention-backend", "auto",
+                    "--timing-log-level", "2"}),
+      1);
+  EXPECT_EQ(
+      ignored_megatron_flags(b),
+      (std::vector<std::string>{"--use-mcore-models", "--transformer-impl", "--use-flash-attn",
+                                "--no-masked-softmax-fusion", "--attention-softmax-in-fp32",
+                                "--no-gradient-accumulation-fusion", "--overlap-grad-reduce", "--timing-log-level"}));
   EXPECT_EQ(b.position_embedding_type, "learned_absolute");  // nothing else moved
 
   EXPECT_NE(error_of(with(base(), {"--recompute-activations", "--recompute-granularity", "full"}))
@@ -284,8 +298,8 @@ TEST(ArgumentsTable, RangesAreChecked) {
 
 TEST(Arguments, HelpListsMegatronGroups) {
   auto help = arguments_help();
-  for (const char* flag : {"--tensor-model-parallel-size", "--global-batch-size", "--lr-decay-style",
-                           "--data-path", "--vocab-file", "--fp16", "--eval-interval"}) {
+  for (const char* flag : {"--tensor-model-parallel-size", "--global-batch-size", "--lr-decay-style", "--data-path",
+                           "--vocab-file", "--fp16", "--eval-interval"}) {
     EXPECT_NE(help.find(flag), std::string::npos) << flag;
   }
 }

@@ -45,7 +45,7 @@ training::Arguments resume_args(const Layout& l) {
   a.global_batch_size = 8;
   a.hidden_dropout = 0.1;  // dropout draws from the CPU generator and the TP tracker
   a.attention_dropout = 0.1;
-  a.eval_interval = 2;     // validation reads on between checkpoints
+  a.eval_interval = 2;  // validation reads on between checkpoints
   a.eval_iters = 1;
   a.log_interval = 100;
   a.tensor_model_parallel_size = l.tp;
@@ -122,8 +122,8 @@ void expect_resume_is_bit_identical(const Layout& l) {
   if (megatron::testing::world()->rank() == 0) training::remove_tree(dir);
 }
 
-void expect_same_runs(const Layout& l, const std::string& dir, const Run& full, const Run& stopped, const Run& resumed) {
-
+void expect_same_runs(const Layout& l, const std::string& dir, const Run& full, const Run& stopped,
+                      const Run& resumed) {
   ASSERT_TRUE(stopped.result.exited_on_signal);
   EXPECT_EQ(stopped.result.saved_iterations, std::vector<int64_t>{3});
   ASSERT_EQ(stopped.result.iterations.size(), 3u);
@@ -144,10 +144,11 @@ void expect_same_runs(const Layout& l, const std::string& dir, const Run& full, 
   for (int i = 0; i < 3; ++i) EXPECT_EQ(resumed.result.evaluations[i].metrics, full.result.evaluations[i + 1].metrics);
   EXPECT_EQ(resumed.result.consumed_train_samples, full.result.consumed_train_samples);
   EXPECT_EQ(resumed.weight_checksum, full.weight_checksum);
-  EXPECT_TRUE(fs::is_regular_file(dir + "/iter_0000006/" +
-                                  training::rank_dir_name(0, l.pp - 1, l.pp) + "/model_optim_rng.pt"));
+  EXPECT_TRUE(
+      fs::is_regular_file(dir + "/iter_0000006/" + training::rank_dir_name(0, l.pp - 1, l.pp) + "/model_optim_rng.pt"));
   if (l.distributed_optimizer)
-    EXPECT_TRUE(fs::is_regular_file(dir + "/iter_0000003/" + training::rank_dir_name(0, 0, l.pp) + "/distrib_optim.pt"));
+    EXPECT_TRUE(
+        fs::is_regular_file(dir + "/iter_0000003/" + training::rank_dir_name(0, 0, l.pp) + "/distrib_optim.pt"));
 }
 
 TEST(Checkpoint, ResumeIsBitIdenticalOnOneRank) {

@@ -135,12 +135,12 @@ TEST(PipelinePretrain, EveryPipelineLayoutGivesTheSingleRankLosses) {
   MEGATRON_REQUIRE_WORLD_SIZE(8);
   const auto reference = single_rank_reference(8);  // 4 micro-batches without data parallelism
   const std::vector<Layout> layouts = {
-      {1, 2, 1, std::nullopt},             // 1F1B, 4 micro-batches
-      {1, 4, 1, std::nullopt},             // 1F1B, one layer per stage
-      {1, 2, 1, 1},                        // interleaved: 2 stages x 2 chunks of 1 layer
-      {1, 2, 2, 1},                        // interleaved with as many micro-batches as stages
-      {2, 2, 2, std::nullopt},             // 3D
-      {2, 2, 2, std::nullopt, true, true}, // 3D with sequence parallelism and ZeRO-1
+      {1, 2, 1, std::nullopt},              // 1F1B, 4 micro-batches
+      {1, 4, 1, std::nullopt},              // 1F1B, one layer per stage
+      {1, 2, 1, 1},                         // interleaved: 2 stages x 2 chunks of 1 layer
+      {1, 2, 2, 1},                         // interleaved with as many micro-batches as stages
+      {2, 2, 2, std::nullopt},              // 3D
+      {2, 2, 2, std::nullopt, true, true},  // 3D with sequence parallelism and ZeRO-1
       {1, 4, 2, std::nullopt, false, true},
   };
   for (const auto& l : layouts) {

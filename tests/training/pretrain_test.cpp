@@ -13,7 +13,9 @@ namespace {
 
 using namespace megatron;
 
-training::Arguments tiny_args() { return megatron::testing::tiny_gpt_args(); }
+training::Arguments tiny_args() {
+  return megatron::testing::tiny_gpt_args();
+}
 
 // Runs pretrain on the first tp * dp ranks of the world; the others return an empty result.
 training::TrainingResult run_layout(training::Arguments a, int tp, int dp, bool sequence_parallel = false,
@@ -21,8 +23,8 @@ training::TrainingResult run_layout(training::Arguments a, int tp, int dp, bool 
   a.tensor_model_parallel_size = tp;
   a.sequence_parallel = sequence_parallel;
   a.use_distributed_optimizer = distributed_optimizer;
-  return megatron::testing::pretrain_on_first_ranks(
-             a, tp * dp, "layout_tp" + std::to_string(tp) + "_dp" + std::to_string(dp))
+  return megatron::testing::pretrain_on_first_ranks(a, tp * dp,
+                                                    "layout_tp" + std::to_string(tp) + "_dp" + std::to_string(dp))
       .result;
 }
 
@@ -34,9 +36,8 @@ TEST(Pretrain, EveryTensorAndDataParallelLayoutGivesTheSameLosses) {
     bool sequence_parallel, distributed_optimizer;
   };
   const std::vector<Layout> layouts = {
-      {1, 2, false, false}, {2, 1, false, false}, {1, 4, false, false}, {2, 2, false, false},
-      {4, 1, false, false}, {2, 2, true, false},  {4, 1, true, false},  {1, 2, false, true},
-      {1, 4, false, true},  {2, 2, true, true}};
+      {1, 2, false, false}, {2, 1, false, false}, {1, 4, false, false}, {2, 2, false, false}, {4, 1, false, false},
+      {2, 2, true, false},  {4, 1, true, false},  {1, 2, false, true},  {1, 4, false, true},  {2, 2, true, true}};
   for (auto [tp, dp, sp, dist] : layouts) {
     auto run = run_layout(tiny_args(), tp, dp, sp, dist);
     if (megatron::testing::world()->rank() >= tp * dp) continue;

@@ -21,7 +21,7 @@ struct SubgroupRun {
   bool member = false;
   training::TrainingResult result;
   std::shared_ptr<comm::ProcessGroup> group;
-  std::vector<std::shared_ptr<torch::nn::Module>> built;  // the model chunks pretrain() built
+  std::vector<std::shared_ptr<torch::nn::Module>> built;   // the model chunks pretrain() built
   std::vector<std::map<std::string, at::Tensor>> initial;  // their parameters as built (copies)
 };
 

@@ -2,8 +2,8 @@
 // on the same buffers in the same run. Launch: mpirun -np N build/bin/allreduce_bench
 // Bus bandwidth follows nccl-tests: bytes / time * 2 (n - 1) / n.
 #include <ATen/ATen.h>
-#include <CLI/CLI.hpp>
 #include <mpi.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -44,8 +44,7 @@ int main(int argc, char** argv) {
     const double bus_factor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
     if (world->rank() == 0) {
       std::printf("# all_reduce(sum) of float32 host tensors, %d ranks\n", n);
-      std::printf("%12s %8s %14s %14s %8s\n", "bytes", "iters", "megatron GB/s", "MPI GB/s",
-                  "ratio");
+      std::printf("%12s %8s %14s %14s %8s\n", "bytes", "iters", "megatron GB/s", "MPI GB/s", "ratio");
     }
     double log_ratio_sum = 0;
     int sizes = 0;
@@ -69,8 +68,8 @@ int main(int argc, char** argv) {
       log_ratio_sum += std::log(ours_bw / mpi_bw);
       ++sizes;
       if (world->rank() == 0)
-        std::printf("%12lld %8d %14.3f %14.3f %8.3f\n", static_cast<long long>(bytes), iters,
-                    ours_bw, mpi_bw, ours_bw / mpi_bw);
+        std::printf("%12lld %8d %14.3f %14.3f %8.3f\n", static_cast<long long>(bytes), iters, ours_bw, mpi_bw,
+                    ours_bw / mpi_bw);
     }
     if (world->rank() == 0)
       std::printf("# geometric mean ratio (megatron / MPI): %.3f\n", std::exp(log_ratio_sum / sizes));

@@ -62,8 +62,7 @@ ReferenceRun run_reference(const std::string& python, const std::map<std::string
     }
   }
   const int rc = pclose(pipe);
-  TORCH_CHECK(rc == 0 && !run.ms.empty(), "[gpt_bench] the Python reference failed (", cmd, "):\n",
-              output);
+  TORCH_CHECK(rc == 0 && !run.ms.empty(), "[gpt_bench] the Python reference failed (", cmd, "):\n", output);
   return run;
 }
 
@@ -71,10 +70,11 @@ ReferenceRun run_reference(const std::string& python, const std::map<std::string
 
 int main(int argc, char** argv) {
   try {
-    std::map<std::string, std::string> a{{"rounds", "3"}, {"steps", "3"}, {"warmup", "1"}, {"layers", "12"},
-                                         {"hidden", "768"}, {"heads", "12"}, {"seq", "256"},
-                                         {"batch", "1"},  {"threads", "0"},
-                                         {"python", MEGATRON_SOURCE_DIR "/.venv/bin/python"}};
+    std::map<std::string, std::string> a{{"rounds", "3"},   {"steps", "3"},
+                                         {"warmup", "1"},   {"layers", "12"},
+                                         {"hidden", "768"}, {"heads", "12"},
+                                         {"seq", "256"},    {"batch", "1"},
+                                         {"threads", "0"},  {"python", MEGATRON_SOURCE_DIR "/.venv/bin/python"}};
     bool reference = true, allocator_cache = true;
     for (int i = 1; i < argc; ++i) {
       std::string key = argv[i];
@@ -91,9 +91,8 @@ int main(int argc, char** argv) {
     a["threads"] = std::to_string(at::get_num_threads());
     if (allocator_cache) megatron::enable_cpu_allocator_cache();
 
-    auto cfg = tr::TransformerConfig(i64("layers"), i64("hidden"), i64("heads"))
-                   .hidden_dropout(0.0)
-                   .attention_dropout(0.0);
+    auto cfg =
+        tr::TransformerConfig(i64("layers"), i64("hidden"), i64("heads")).hidden_dropout(0.0).attention_dropout(0.0);
     GPTModel model(GPTModelOptions(cfg, 50257, 1024));
     model->train();
     const int64_t b = i64("batch"), s = i64("seq");
@@ -131,17 +130,18 @@ int main(int argc, char** argv) {
     const double ms = median(times);
     int64_t n_params = 0;
     for (const auto& p : model->parameters()) n_params += p.numel();
-    std::printf("gpt_bench: %lld layers, hidden %lld, %lld heads, seq %lld, batch %lld, vocab %lld, "
-                "%.1fM parameters, fp32 CPU, %d threads, %lld rounds x %lld steps\n",
-                (long long)i64("layers"), (long long)i64("hidden"), (long long)i64("heads"),
-                (long long)s, (long long)b, (long long)model->padded_vocab_size(), n_params / 1e6,
-                at::get_num_threads(), (long long)i64("rounds"), (long long)steps);
-    std::printf("megatron-cpp       fwd+bwd median %9.2f ms/step  (min %9.2f)  %8.0f page faults/step%s\n",
-                ms, minimum(times), median(faults), allocator_cache ? "" : " (no allocator cache)");
+    std::printf(
+        "gpt_bench: %lld layers, hidden %lld, %lld heads, seq %lld, batch %lld, vocab %lld, "
+        "%.1fM parameters, fp32 CPU, %d threads, %lld rounds x %lld steps\n",
+        (long long)i64("layers"), (long long)i64("hidden"), (long long)i64("heads"), (long long)s, (long long)b,
+        (long long)model->padded_vocab_size(), n_params / 1e6, at::get_num_threads(), (long long)i64("rounds"),
+        (long long)steps);
+    std::printf("megatron-cpp       fwd+bwd median %9.2f ms/step  (min %9.2f)  %8.0f page faults/step%s\n", ms,
+                minimum(times), median(faults), allocator_cache ? "" : " (no allocator cache)");
     if (reference) {
       const double ref_ms = median(ref_times);
-      std::printf("pytorch reference  fwd+bwd median %9.2f ms/step  (min %9.2f)  %8.0f page faults/step\n",
-                  ref_ms, minimum(ref_times), median(ref_faults));
+      std::printf("pytorch reference  fwd+bwd median %9.2f ms/step  (min %9.2f)  %8.0f page faults/step\n", ref_ms,
+                  minimum(ref_times), median(ref_faults));
       std::printf("ratio megatron-cpp / reference = %.3f (median), %.3f (min)\n", ms / ref_ms,
                   minimum(times) / minimum(ref_times));
     }

@@ -7,9 +7,9 @@
 // Launch: mpirun -np P build/bin/pipeline_bench   (P stages)
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <CLI/CLI.hpp>
 #include <torch/autograd.h>
 #include <torch/nn/module.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -98,14 +98,16 @@ Measured run(const ParallelState& ps, const std::string& kind, int64_t chunks, i
   for (int64_t v = 0; v < chunks; ++v) {
     std::optional<int> vr = chunks > 1 ? std::optional<int>(static_cast<int>(v)) : std::nullopt;
     if (kind == "timed")
-      modules.push_back(std::make_shared<TimedStage>(std::vector<int64_t>{s.seq, s.micro_batch, s.hidden}, s.forward_ms / chunks));
+      modules.push_back(
+          std::make_shared<TimedStage>(std::vector<int64_t>{s.seq, s.micro_batch, s.hidden}, s.forward_ms / chunks));
     else
-      modules.push_back(models::gpt::GPTModel(models::gpt::gpt_model_options_for_rank(ps, config, s.vocab, s.seq, vr)).ptr());
+      modules.push_back(
+          models::gpt::GPTModel(models::gpt::gpt_model_options_for_rank(ps, config, s.vocab, s.seq, vr)).ptr());
     datasets::BatchOptions batch;
     batch.sequence_length = s.seq;
     iterators.push_back(std::make_unique<datasets::DataIterator>(
-        mock[0], std::make_unique<datasets::MegatronPretrainingSampler>(mock[0]->size(), 0, s.micro_batch, 0, 1),
-        batch, 0));
+        mock[0], std::make_unique<datasets::MegatronPretrainingSampler>(mock[0]->size(), 0, s.micro_batch, 0, 1), batch,
+        0));
   }
   std::vector<torch::nn::Module*> model;
   std::vector<datasets::DataIterator*> its;
@@ -131,9 +133,9 @@ Measured run(const ParallelState& ps, const std::string& kind, int64_t chunks, i
     total += r.total_ms;
     inflight = std::max(inflight, r.peak_inflight_microbatches);
   }
-  auto values = at::tensor({1.0 - compute / total, static_cast<double>(inflight), tracker.peak_bytes() / 1048576.0,
-                            total / s.iters},
-                           at::kDouble);
+  auto values = at::tensor(
+      {1.0 - compute / total, static_cast<double>(inflight), tracker.peak_bytes() / 1048576.0, total / s.iters},
+      at::kDouble);
   auto sum = values.clone(), max = values.clone();
   ps.get_world_group().all_reduce(sum, comm::ReduceOp::kSum);
   ps.get_world_group().all_reduce(max, comm::ReduceOp::kMax);
@@ -146,7 +148,9 @@ Measured run(const ParallelState& ps, const std::string& kind, int64_t chunks, i
 int main(int argc, char** argv) {
   Settings s;
   CLI::App app{"pipeline bubble of 1F1B and interleaved 1F1B, measured against theory"};
-  app.add_option("--microbatches", s.microbatches, "numbers of micro-batches to run, e.g. 4,8,16")->delimiter(',')->capture_default_str();
+  app.add_option("--microbatches", s.microbatches, "numbers of micro-batches to run, e.g. 4,8,16")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("--forward-ms", s.forward_ms, "timed stages: forward ms of a whole stage")->capture_default_str();
   app.add_option("--layers-per-chunk", s.layers_per_chunk, "gpt stages: layers per model chunk")->capture_default_str();
   app.add_option("--hidden-size", s.hidden, "gpt stages: hidden size")->capture_default_str();
@@ -163,14 +167,17 @@ int main(int argc, char** argv) {
     TORCH_CHECK(p > 1, "pipeline_bench: launch with mpirun -np P, P > 1 stages");
     const bool root = world->rank() == 0;
     if (root) {
-      std::printf("# %d pipeline stages, %u cores on this machine; timed stages: forward %.0f ms, backward %.0f ms "
-                  "per stage and micro-batch\n", p, std::thread::hardware_concurrency(), s.forward_ms, 2 * s.forward_ms);
+      std::printf(
+          "# %d pipeline stages, %u cores on this machine; timed stages: forward %.0f ms, backward %.0f ms "
+          "per stage and micro-batch\n",
+          p, std::thread::hardware_concurrency(), s.forward_ms, 2 * s.forward_ms);
       std::printf("%-6s %-12s %4s %9s %9s %7s %9s %9s %9s\n", "stage", "schedule", "m", "measured", "theory", "ratio",
                   "in-flight", "peak MiB", "ms/iter");
     }
     for (const std::string kind : {"timed", "gpt"}) {
       for (int64_t chunks : {1, 2}) {
-        auto ps = ParallelState::initialize_model_parallel(world, 1, p, chunks > 1 ? std::optional<int>(2) : std::nullopt);
+        auto ps =
+            ParallelState::initialize_model_parallel(world, 1, p, chunks > 1 ? std::optional<int>(2) : std::nullopt);
         for (int64_t m : s.microbatches) {
           if (chunks > 1 && m % p != 0) continue;
           Measured r = run(ps, kind, chunks, m, s);

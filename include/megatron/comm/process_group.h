@@ -81,8 +81,7 @@ class ProcessGroup {
   WorkHandle all_gather_async(at::Tensor& output, const at::Tensor& input);
   // input: [size * n, ...]; output: [n, ...] = this rank's slice of the reduction.
   void reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op = ReduceOp::kSum);
-  WorkHandle reduce_scatter_async(at::Tensor& output, const at::Tensor& input,
-                                  ReduceOp op = ReduceOp::kSum);
+  WorkHandle reduce_scatter_async(at::Tensor& output, const at::Tensor& input, ReduceOp op = ReduceOp::kSum);
   void broadcast(at::Tensor& tensor, int src);  // src: group rank
   WorkHandle broadcast_async(at::Tensor& tensor, int src);
   void send(const at::Tensor& tensor, int dst);  // dst/src: group ranks
@@ -101,8 +100,7 @@ class ProcessGroup {
 // Starts the communication runtime for this process (MPI, and NCCL lazily on first CUDA
 // tensor) and returns the world group. Call once per process. A torchrun-style CPU job of more
 // than one rank is refused: run it under mpirun.
-std::shared_ptr<ProcessGroup> init_distributed(const LauncherEnv& env,
-                                               DistributedOptions options = {});
+std::shared_ptr<ProcessGroup> init_distributed(const LauncherEnv& env, DistributedOptions options = {});
 
 // For a program's error path: ends every rank of the job (MPI_Abort), so that no rank is left
 // waiting on one that failed. Without MPI it returns and the caller exits.

@@ -18,8 +18,8 @@ class BlendedDataset : public MegatronDataset {
  public:
   // size: samples to draw by the weights (normalised here); nullopt: exactly weights[i] samples
   // from dataset i (the weights must then be whole numbers).
-  BlendedDataset(std::vector<std::shared_ptr<const MegatronDataset>> datasets,
-                 std::vector<double> weights, std::optional<int64_t> size);
+  BlendedDataset(std::vector<std::shared_ptr<const MegatronDataset>> datasets, std::vector<double> weights,
+                 std::optional<int64_t> size);
 
   int64_t size() const override { return static_cast<int64_t>(dataset_index_.size()); }
   int64_t sample_length() const override { return datasets_[0]->sample_length(); }
@@ -49,23 +49,20 @@ DataBlend parse_data_path(const std::vector<std::string>& words);
 // in config.split and the requested sample counts (nullopt: one epoch). A split of weight 0 is
 // nullptr. With weights each prefix is over-built by mid_level_surplus (0.5 %) and blended.
 std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets(
-    const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes,
-    const GPTDatasetConfig& config, double mid_level_surplus = 0.005);
+    const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes, const GPTDatasetConfig& config,
+    double mid_level_surplus = 0.005);
 
 // The same in a distributed job, index caches built once: rank 0 builds (and saves) first, all
 // ranks meet in `barrier`, then the other ranks load the caches (a missing cache is an error).
 // barrier is the caller's (e.g. the world group's), which keeps this layer free of comm.
 std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets_on_ranks(
-    const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes,
-    const GPTDatasetConfig& config, int rank, const std::function<void()>& barrier,
-    double mid_level_surplus = 0.005);
+    const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes, const GPTDatasetConfig& config,
+    int rank, const std::function<void()>& barrier, double mid_level_surplus = 0.005);
 
 // Megatron's sample request per split: train_iters * gbs, (train_iters / eval_interval + 1) *
 // eval_iters * gbs, eval_iters * gbs.
-std::array<std::optional<int64_t>, 3> train_valid_test_num_samples(int64_t train_iters,
-                                                                   int64_t global_batch_size,
-                                                                   int64_t eval_interval,
-                                                                   int64_t eval_iters);
+std::array<std::optional<int64_t>, 3> train_valid_test_num_samples(int64_t train_iters, int64_t global_batch_size,
+                                                                   int64_t eval_interval, int64_t eval_iters);
 
 // --mock-data: the same over MockLowLevelDataset, split "1,1,1" (as Megatron-LM), no cache.
 std::array<std::shared_ptr<const MegatronDataset>, 3> build_mock_gpt_datasets(

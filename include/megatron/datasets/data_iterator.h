@@ -45,17 +45,15 @@ struct BatchOptions {
 };
 
 // The samples `indices` of `dataset` as one batch.
-GPTBatch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& indices,
-                     const BatchOptions& options);
+GPTBatch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& indices, const BatchOptions& options);
 
 // Pulls micro-batches of indices from the sampler and builds batches, optionally `prefetch`
 // batches ahead on a background thread. Checks every `check_files_every` batches that the files
 // under the dataset have not changed.
 class DataIterator {
  public:
-  DataIterator(std::shared_ptr<const MegatronDataset> dataset,
-               std::unique_ptr<BatchSampler> sampler, BatchOptions options, int prefetch = 0,
-               int64_t check_files_every = 100);
+  DataIterator(std::shared_ptr<const MegatronDataset> dataset, std::unique_ptr<BatchSampler> sampler,
+               BatchOptions options, int prefetch = 0, int64_t check_files_every = 100);
   ~DataIterator();
   DataIterator(const DataIterator&) = delete;
   DataIterator& operator=(const DataIterator&) = delete;

@@ -26,8 +26,8 @@ namespace megatron::datasets {
 std::array<double, 3> parse_and_normalize_split(const std::string& split);
 // Sequence ranges [begin, end) per split (round half to even, as Python's round), or nullopt for
 // a split of weight 0.
-std::array<std::optional<std::pair<int64_t, int64_t>>, 3> split_ranges(
-    const std::array<double, 3>& split, int64_t num_elements);
+std::array<std::optional<std::pair<int64_t, int64_t>>, 3> split_ranges(const std::array<double, 3>& split,
+                                                                       int64_t num_elements);
 
 // The token source a GPTDataset cuts samples from: sequences with lengths.
 class LowLevelDataset {

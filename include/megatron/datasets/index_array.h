@@ -14,8 +14,7 @@ template <typename T>
 class IndexArray {
  public:
   IndexArray() = default;
-  explicit IndexArray(std::vector<T> values)
-      : owned_(std::move(values)), data_(owned_.data()), size_(owned_.size()) {}
+  explicit IndexArray(std::vector<T> values) : owned_(std::move(values)), data_(owned_.data()), size_(owned_.size()) {}
   // View of size values at data, which lives inside file (kept alive here).
   IndexArray(std::shared_ptr<const MappedFile> file, const T* data, size_t size)
       : file_(std::move(file)), data_(data), size_(size) {}

@@ -21,11 +21,10 @@ struct NpyArray {
 };
 
 // Writes to "{path}.tmp.{pid}" and renames, so a reader never sees a partial file.
-void write_npy(const std::string& path, const std::string& descr, const std::vector<int64_t>& shape,
-               const void* data, size_t nbytes);
+void write_npy(const std::string& path, const std::string& descr, const std::vector<int64_t>& shape, const void* data,
+               size_t nbytes);
 template <typename T>
-void write_npy(const std::string& path, const std::vector<T>& values,
-               std::vector<int64_t> shape = {});
+void write_npy(const std::string& path, const std::vector<T>& values, std::vector<int64_t> shape = {});
 
 NpyArray read_npy(const std::string& path);
 

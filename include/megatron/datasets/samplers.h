@@ -21,9 +21,8 @@ class BatchSampler {
 // indices starting at consumed_samples; rank r takes [r * mbs, (r + 1) * mbs) of each.
 class MegatronPretrainingSampler : public BatchSampler {
  public:
-  MegatronPretrainingSampler(int64_t total_samples, int64_t consumed_samples,
-                             int64_t micro_batch_size, int64_t data_parallel_rank,
-                             int64_t data_parallel_size, bool drop_last = true);
+  MegatronPretrainingSampler(int64_t total_samples, int64_t consumed_samples, int64_t micro_batch_size,
+                             int64_t data_parallel_rank, int64_t data_parallel_size, bool drop_last = true);
   std::optional<std::vector<int64_t>> next() override;
   int64_t consumed_samples() const override { return consumed_; }
 
@@ -37,9 +36,8 @@ class MegatronPretrainingSampler : public BatchSampler {
 // per-rank bucket shuffled independently). Cycles through epochs without end.
 class MegatronPretrainingRandomSampler : public BatchSampler {
  public:
-  MegatronPretrainingRandomSampler(int64_t total_samples, int64_t consumed_samples,
-                                   int64_t micro_batch_size, int64_t data_parallel_rank,
-                                   int64_t data_parallel_size, bool data_sharding);
+  MegatronPretrainingRandomSampler(int64_t total_samples, int64_t consumed_samples, int64_t micro_batch_size,
+                                   int64_t data_parallel_rank, int64_t data_parallel_size, bool data_sharding);
   std::optional<std::vector<int64_t>> next() override;
   int64_t consumed_samples() const override { return consumed_; }
 

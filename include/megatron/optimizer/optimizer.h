@@ -96,9 +96,9 @@ class MegatronOptimizer {
   OptimizerConfig config_;
   std::shared_ptr<comm::ProcessGroup> dp_, mp_;
   std::vector<at::Tensor> main_params_;
-  std::vector<ParamShards> shards_;  // distributed optimizer: one per weight-decay group
+  std::vector<ParamShards> shards_;                 // distributed optimizer: one per weight-decay group
   std::vector<std::vector<size_t>> shard_members_;  // params_ indices of each shard group
-  bool has_copies_ = false;  // main params are fp32 copies of lower-precision model params
+  bool has_copies_ = false;                         // main params are fp32 copies of lower-precision model params
   std::unique_ptr<torch::optim::Optimizer> inner_;
   std::optional<GradScaler> scaler_;
   double lr_;

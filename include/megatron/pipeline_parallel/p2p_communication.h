@@ -39,8 +39,9 @@ class P2PCommunicator {
   at::Tensor send_forward_recv_forward(const at::Tensor& output_tensor, bool recv_prev);
   at::Tensor send_backward_recv_backward(const at::Tensor& input_tensor_grad, bool recv_next);
   // Returns (from the previous stage, from the next stage).
-  std::pair<at::Tensor, at::Tensor> send_forward_backward_recv_forward_backward(
-      const at::Tensor& output_tensor, const at::Tensor& input_tensor_grad, bool recv_prev, bool recv_next);
+  std::pair<at::Tensor, at::Tensor> send_forward_backward_recv_forward_backward(const at::Tensor& output_tensor,
+                                                                                const at::Tensor& input_tensor_grad,
+                                                                                bool recv_prev, bool recv_next);
 
   bool is_first_stage() const { return rank_ == 0; }
   bool is_last_stage() const { return rank_ == size_ - 1; }

@@ -24,13 +24,12 @@ namespace megatron::pipeline_parallel {
 
 // loss_func(output) -> (loss to back-propagate: mean over this micro-batch's tokens, metrics to
 // report, e.g. {"lm loss": loss}).
-using LossFunc = std::function<std::pair<at::Tensor, std::map<std::string, at::Tensor>>(
-    const at::Tensor& output)>;
+using LossFunc = std::function<std::pair<at::Tensor, std::map<std::string, at::Tensor>>(const at::Tensor& output)>;
 // forward_step(data_iterator, model) -> (output, loss_func): one micro-batch through one model
 // chunk. On stages after the first the chunk's input comes from set_input_tensor; loss_func is
 // called on the last stage only.
-using ForwardStepFunc = std::function<std::pair<at::Tensor, LossFunc>(
-    datasets::DataIterator& data_iterator, torch::nn::Module& model)>;
+using ForwardStepFunc =
+    std::function<std::pair<at::Tensor, LossFunc>(datasets::DataIterator& data_iterator, torch::nn::Module& model)>;
 
 struct ScheduleOptions {
   int64_t num_microbatches = 1;

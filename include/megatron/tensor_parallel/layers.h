@@ -37,8 +37,7 @@ struct ColumnParallelLinearOptions {
   TORCH_ARG(GroupPtr, tp_group) = nullptr;
 };
 
-class ColumnParallelLinearImpl : public torch::nn::Cloneable<ColumnParallelLinearImpl>,
-                                 public ShardedModule {
+class ColumnParallelLinearImpl : public torch::nn::Cloneable<ColumnParallelLinearImpl>, public ShardedModule {
  public:
   ColumnParallelLinearImpl(int64_t input_size, int64_t output_size)
       : ColumnParallelLinearImpl(ColumnParallelLinearOptions(input_size, output_size)) {}
@@ -71,8 +70,7 @@ struct RowParallelLinearOptions {
   TORCH_ARG(GroupPtr, tp_group) = nullptr;
 };
 
-class RowParallelLinearImpl : public torch::nn::Cloneable<RowParallelLinearImpl>,
-                              public ShardedModule {
+class RowParallelLinearImpl : public torch::nn::Cloneable<RowParallelLinearImpl>, public ShardedModule {
  public:
   RowParallelLinearImpl(int64_t input_size, int64_t output_size)
       : RowParallelLinearImpl(RowParallelLinearOptions(input_size, output_size)) {}
@@ -106,8 +104,7 @@ struct VocabParallelEmbeddingOptions {
   TORCH_ARG(GroupPtr, tp_group) = nullptr;
 };
 
-class VocabParallelEmbeddingImpl : public torch::nn::Cloneable<VocabParallelEmbeddingImpl>,
-                                   public ShardedModule {
+class VocabParallelEmbeddingImpl : public torch::nn::Cloneable<VocabParallelEmbeddingImpl>, public ShardedModule {
  public:
   VocabParallelEmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim)
       : VocabParallelEmbeddingImpl(VocabParallelEmbeddingOptions(num_embeddings, embedding_dim)) {}

@@ -13,19 +13,21 @@ namespace megatron::tensor_parallel {
 
 using GroupPtr = std::shared_ptr<comm::ProcessGroup>;
 
-inline int group_size(const GroupPtr& g) { return g ? g->size() : 1; }
-inline int group_rank(const GroupPtr& g) { return g ? g->rank() : 0; }
+inline int group_size(const GroupPtr& g) {
+  return g ? g->size() : 1;
+}
+inline int group_rank(const GroupPtr& g) {
+  return g ? g->rank() : 0;
+}
 
 // forward: identity;            backward: all-reduce.
 at::Tensor copy_to_tensor_model_parallel_region(const at::Tensor& input, const GroupPtr& group);
 // forward: all-reduce;          backward: identity.
-at::Tensor reduce_from_tensor_model_parallel_region(const at::Tensor& input,
-                                                    const GroupPtr& group);
+at::Tensor reduce_from_tensor_model_parallel_region(const at::Tensor& input, const GroupPtr& group);
 // forward: keep this rank's slice of the last dim;  backward: all-gather the last dim.
 at::Tensor scatter_to_tensor_model_parallel_region(const at::Tensor& input, const GroupPtr& group);
 // forward: all-gather the last dim;  backward: keep this rank's slice.
-at::Tensor gather_from_tensor_model_parallel_region(const at::Tensor& input,
-                                                    const GroupPtr& group);
+at::Tensor gather_from_tensor_model_parallel_region(const at::Tensor& input, const GroupPtr& group);
 
 // Sequence parallelism (dim 0 is the sequence, [s, b, h]).
 // forward: keep this rank's slice of dim 0;  backward: all-gather dim 0.
@@ -35,8 +37,7 @@ at::Tensor scatter_to_sequence_parallel_region(const at::Tensor& input, const Gr
 at::Tensor gather_from_sequence_parallel_region(const at::Tensor& input, const GroupPtr& group,
                                                 bool tensor_parallel_output_grad = true);
 // forward: reduce-scatter dim 0;  backward: all-gather dim 0.
-at::Tensor reduce_scatter_to_sequence_parallel_region(const at::Tensor& input,
-                                                      const GroupPtr& group);
+at::Tensor reduce_scatter_to_sequence_parallel_region(const at::Tensor& input, const GroupPtr& group);
 
 // Plain (non-autograd) helpers, also used by tests: all-gather along `dim`, slice along `dim`.
 at::Tensor all_gather_along_dim(const at::Tensor& input, const GroupPtr& group, int64_t dim);

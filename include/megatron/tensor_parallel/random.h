@@ -27,12 +27,14 @@ class RngTracker {
   // Adds a named state seeded with `seed`; names and seeds must be unique.
   void add(const std::string& name, uint64_t seed);
   bool has(const std::string& name) const { return states_.count(name) > 0; }
-  void reset() { states_.clear(); seeds_.clear(); }
+  void reset() {
+    states_.clear();
+    seeds_.clear();
+  }
 
   // Runs fn with the default generator of the tracker's device set to state `name`; afterwards
   // the advanced state is stored back and the default generator restored.
-  void fork(const std::function<void()>& fn,
-            const std::string& name = kModelParallelRngTrackerName);
+  void fork(const std::function<void()>& fn, const std::string& name = kModelParallelRngTrackerName);
 
   std::map<std::string, at::Tensor> get_states() const { return states_; }
   void set_states(const std::map<std::string, at::Tensor>& states) { states_ = states; }
@@ -57,9 +59,8 @@ at::Tensor dropout(const at::Tensor& x, double p, bool train);
 // activations and reruns it in backward, with the default generator of `device` and the tracker's
 // states (if any) reset to what they were in forward. Gradients flow to the inputs that require
 // grad and to whatever parameters fn uses. Non-tensor state must be captured by fn.
-std::vector<at::Tensor> checkpoint(
-    const std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>& fn,
-    const std::vector<at::Tensor>& inputs, const std::shared_ptr<RngTracker>& tracker,
-    c10::Device device);
+std::vector<at::Tensor> checkpoint(const std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>& fn,
+                                   const std::vector<at::Tensor>& inputs, const std::shared_ptr<RngTracker>& tracker,
+                                   c10::Device device);
 
 }  // namespace megatron::tensor_parallel

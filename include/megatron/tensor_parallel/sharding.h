@@ -50,8 +50,7 @@ uint64_t param_seed(uint64_t seed, const std::string& name);
 
 // The full tensor of shape full_shape drawn as `init` says from a CPU generator seeded with
 // param_seed(seed, name), in float32 on the CPU.
-at::Tensor init_full_tensor(const ParamInit& init, at::IntArrayRef full_shape, uint64_t seed,
-                            const std::string& name);
+at::Tensor init_full_tensor(const ParamInit& init, at::IntArrayRef full_shape, uint64_t seed, const std::string& name);
 
 // Initialises `param` (this rank's shard) in place from the full tensor drawn from the default
 // CPU generator (Megatron's CPU initialisation: equal on TP ranks seeded alike). Standalone
@@ -59,7 +58,6 @@ at::Tensor init_full_tensor(const ParamInit& init, at::IntArrayRef full_shape, u
 void init_sharded_param_from_default_generator(at::Tensor& param, const ParamInit& init);
 
 // Initialises `param` (this rank's shard) in place from init_full_tensor(...).
-void init_sharded_param(at::Tensor& param, const ParamInit& init, uint64_t seed,
-                        const std::string& name);
+void init_sharded_param(at::Tensor& param, const ParamInit& init, uint64_t seed, const std::string& name);
 
 }  // namespace megatron::tensor_parallel

@@ -106,40 +106,40 @@ struct Arguments {
   int64_t log_interval = 100;
   int64_t eval_interval = 1000;
   int64_t eval_iters = 100;
-  std::string metrics_file;  // JSONL, one line per logged iteration and evaluation
+  std::string metrics_file;          // JSONL, one line per logged iteration and evaluation
   bool skip_nan_iterations = false;  // default: a NaN/Inf loss stops training
 
   // --- checkpointing (docs/checkpoints.md)
-  std::string save;                    // directory to save checkpoints to
+  std::string save;                      // directory to save checkpoints to
   std::optional<int64_t> save_interval;  // iterations between checkpoints (also saved at the end)
   bool no_save_optim = false;
   bool no_save_rng = false;
-  std::string load;                    // directory to resume from (its tracker file names the iteration)
-  bool no_load_optim = false;          // also skips the learning-rate schedule, as Megatron-LM
+  std::string load;            // directory to resume from (its tracker file names the iteration)
+  bool no_load_optim = false;  // also skips the learning-rate schedule, as Megatron-LM
   bool no_load_rng = false;
-  bool finetune = false;               // model weights only; iteration and samples start at 0
-  std::optional<int64_t> ckpt_step;    // load this iteration instead of the tracker's
-  bool load_fallback = false;          // an unreadable checkpoint: load the newest older complete one
-  int64_t keep_last_checkpoints = 0;   // 0: keep all
-  bool exit_signal_handler = false;    // SIGTERM: save a checkpoint after the current iteration, stop
+  bool finetune = false;                        // model weights only; iteration and samples start at 0
+  std::optional<int64_t> ckpt_step;             // load this iteration instead of the tracker's
+  bool load_fallback = false;                   // an unreadable checkpoint: load the newest older complete one
+  int64_t keep_last_checkpoints = 0;            // 0: keep all
+  bool exit_signal_handler = false;             // SIGTERM: save a checkpoint after the current iteration, stop
   std::optional<int64_t> exit_interval;         // stop (saving to --save first) when iteration % N == 0
   std::optional<double> exit_duration_in_mins;  // stop (saving first) once training has run this long
 
   // --- device
-  std::string device;  // cpu | cuda; default cuda when a GPU is visible
-  bool tf32 = false;   // TF32 for fp32 matmuls on CUDA
+  std::string device;                   // cpu | cuda; default cuda when a GPU is visible
+  bool tf32 = false;                    // TF32 for fp32 matmuls on CUDA
   bool no_cpu_allocator_cache = false;  // freed host blocks go back to the OS at once (memory.h)
 
   // --- Megatron-LM flags accepted so that its launch scripts run unchanged
-  bool recompute_activations = false;            // = --recompute-granularity selective
-  bool use_rotary_position_embeddings = false;   // = --position-embedding-type rope
+  bool recompute_activations = false;           // = --recompute-granularity selective
+  bool use_rotary_position_embeddings = false;  // = --position-embedding-type rope
   // No effect here (ignored_megatron_flags() names the ones given): attention is always
   // at::scaled_dot_product_attention with an fp32 softmax, kernels are LibTorch's, host and CUDA
   // collectives are MPI and NCCL, and there is no Python garbage collector.
   bool use_mcore_models = false;
-  std::string transformer_impl = "local";        // local | transformer_engine
+  std::string transformer_impl = "local";  // local | transformer_engine
   bool use_flash_attn = false;
-  std::string attention_backend = "auto";        // flash | fused | unfused | local | auto
+  std::string attention_backend = "auto";  // flash | fused | unfused | local | auto
   bool no_masked_softmax_fusion = false;
   bool attention_softmax_in_fp32 = false;
   bool apply_query_key_layer_scaling = false;
@@ -151,11 +151,11 @@ struct Arguments {
   bool no_persist_layer_norm = false;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
-  std::string distributed_backend = "nccl";      // nccl | gloo
+  std::string distributed_backend = "nccl";  // nccl | gloo
   bool no_create_attention_mask_in_dataloader = false;
   bool manual_gc = false;
   int64_t manual_gc_interval = 0;
-  bool log_throughput = false;                    // the iteration line always has it
+  bool log_throughput = false;  // the iteration line always has it
   int64_t timing_log_level = 0;
 
   // --- set by validate()
@@ -177,8 +177,8 @@ std::vector<std::string> ignored_megatron_flags(const Arguments& args);
 
 // One line of the table (arguments_table.h), for code that walks every setting.
 struct ArgumentField {
-  const char* name;         // the struct field: "num_layers"
-  std::string flag;         // "--num-layers"; "" for values validate() derives
+  const char* name;  // the struct field: "num_layers"
+  std::string flag;  // "--num-layers"; "" for values validate() derives
   ArgGroup group;
   bool saved;               // in a checkpoint's args dict
   const char* python_type;  // "int", "Optional[float]", "List[str]", ...

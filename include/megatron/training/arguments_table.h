@@ -12,8 +12,20 @@ namespace megatron::training {
 // Megatron-LM's argument groups (arguments.py's _add_<group>_args), plus the two groups of its
 // launch-script flags: aliases, and switches that change nothing here.
 enum class ArgGroup {
-  network_size, regularization, training, initialization, learning_rate, checkpointing,
-  mixed_precision, distributed, validation, data, tokenizer, logging, aliases, ignored,
+  network_size,
+  regularization,
+  training,
+  initialization,
+  learning_rate,
+  checkpointing,
+  mixed_precision,
+  distributed,
+  validation,
+  data,
+  tokenizer,
+  logging,
+  aliases,
+  ignored,
   derived  // set by validate(), not a flag
 };
 
@@ -28,18 +40,36 @@ struct ArgCheck {
 };
 namespace arg {
 constexpr double kInf = 1e308;
-constexpr ArgCheck any() { return {}; }
+constexpr ArgCheck any() {
+  return {};
+}
 // A positive number that has no default: "is required".
-constexpr ArgCheck required() { return {ArgCheck::Kind::kRequired, 0, kInf, true, false, nullptr}; }
-constexpr ArgCheck positive() { return {ArgCheck::Kind::kRange, 0, kInf, true, false, nullptr}; }
-constexpr ArgCheck non_negative() { return {ArgCheck::Kind::kRange, 0, kInf, false, false, nullptr}; }
-constexpr ArgCheck at_least(double lo) { return {ArgCheck::Kind::kRange, lo, kInf, false, false, nullptr}; }
-constexpr ArgCheck between(double lo, double hi) { return {ArgCheck::Kind::kRange, lo, hi, false, false, nullptr}; }
+constexpr ArgCheck required() {
+  return {ArgCheck::Kind::kRequired, 0, kInf, true, false, nullptr};
+}
+constexpr ArgCheck positive() {
+  return {ArgCheck::Kind::kRange, 0, kInf, true, false, nullptr};
+}
+constexpr ArgCheck non_negative() {
+  return {ArgCheck::Kind::kRange, 0, kInf, false, false, nullptr};
+}
+constexpr ArgCheck at_least(double lo) {
+  return {ArgCheck::Kind::kRange, lo, kInf, false, false, nullptr};
+}
+constexpr ArgCheck between(double lo, double hi) {
+  return {ArgCheck::Kind::kRange, lo, hi, false, false, nullptr};
+}
 // [lo, hi): probabilities and Adam's betas.
-constexpr ArgCheck below(double lo, double hi) { return {ArgCheck::Kind::kRange, lo, hi, false, true, nullptr}; }
+constexpr ArgCheck below(double lo, double hi) {
+  return {ArgCheck::Kind::kRange, lo, hi, false, true, nullptr};
+}
 // (lo, hi]
-constexpr ArgCheck above(double lo, double hi) { return {ArgCheck::Kind::kRange, lo, hi, true, false, nullptr}; }
-constexpr ArgCheck one_of(const char* choices) { return {ArgCheck::Kind::kChoices, 0, 0, false, false, choices}; }
+constexpr ArgCheck above(double lo, double hi) {
+  return {ArgCheck::Kind::kRange, lo, hi, true, false, nullptr};
+}
+constexpr ArgCheck one_of(const char* choices) {
+  return {ArgCheck::Kind::kChoices, 0, 0, false, false, choices};
+}
 }  // namespace arg
 
 // Whether a checkpoint's args dict records the field (the settings that describe the run, not

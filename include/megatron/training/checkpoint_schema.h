@@ -58,8 +58,8 @@ struct RankCheckpoint {
   Arguments args;
   int64_t padded_vocab_size = 0, true_vocab_size = 0;  // 0: not recorded
   int64_t iteration = 0;
-  std::vector<TensorMap> model;                 // one state dict per model chunk
-  std::optional<OptimizerState> optimizer;      // absent: --no-save-optim, or an import
+  std::vector<TensorMap> model;                    // one state dict per model chunk
+  std::optional<OptimizerState> optimizer;         // absent: --no-save-optim, or an import
   std::optional<std::vector<RngState>> rng_state;  // one per data-parallel rank, or one
   int64_t consumed_train_samples = 0, consumed_valid_samples = 0;
 

@@ -52,7 +52,7 @@ struct TrainingState {
 };
 
 struct SaveResult {
-  std::string path;   // the iteration folder
+  std::string path;    // the iteration folder
   uint64_t bytes = 0;  // written by this rank
   double seconds = 0;
 };

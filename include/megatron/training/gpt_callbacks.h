@@ -25,8 +25,8 @@ std::unique_ptr<tokenizer::Tokenizer> build_tokenizer(const Arguments& args);
 
 // GPTModel for this rank's pipeline stage (and model chunk, with virtual stages) as the flags
 // describe it (Megatron's model_provider); vocab_size is the tokenizer's, before padding.
-std::shared_ptr<torch::nn::Module> gpt_model_provider(const TrainingContext& ctx, bool pre_process,
-                                                      bool post_process, int64_t vocab_size);
+std::shared_ptr<torch::nn::Module> gpt_model_provider(const TrainingContext& ctx, bool pre_process, bool post_process,
+                                                      int64_t vocab_size);
 
 // Train/valid/test GPT datasets of the requested sample counts from --data-path (rank 0 builds
 // the index caches, the others load them after a barrier) or --mock-data.
@@ -41,8 +41,7 @@ std::pair<at::Tensor, std::map<std::string, at::Tensor>> gpt_loss_func(const at:
                                                                        const at::Tensor& output_tensor);
 
 // One micro-batch through a GPTModel: (per-token loss [b, s], loss_func bound to its loss mask).
-std::pair<at::Tensor, LossFunc> gpt_forward_step(datasets::DataIterator& data_iterator,
-                                                 torch::nn::Module& model);
+std::pair<at::Tensor, LossFunc> gpt_forward_step(datasets::DataIterator& data_iterator, torch::nn::Module& model);
 
 // The three callbacks as pretrain() takes them, bound to one tokenizer.
 struct GPTCallbacks {

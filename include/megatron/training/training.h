@@ -9,8 +9,8 @@
 #include <array>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,22 +47,22 @@ struct TrainingContext {
 // one micro-batch through one model chunk; loss_func is called on the last pipeline stage only.
 using LossFunc = pipeline_parallel::LossFunc;
 using ForwardStepFunc = pipeline_parallel::ForwardStepFunc;
-using ModelBuilder = std::function<std::shared_ptr<torch::nn::Module>(
-    const TrainingContext& ctx, bool pre_process, bool post_process)>;
+using ModelBuilder =
+    std::function<std::shared_ptr<torch::nn::Module>(const TrainingContext& ctx, bool pre_process, bool post_process)>;
 struct Datasets {
   std::shared_ptr<const datasets::MegatronDataset> train, valid, test;  // valid/test may be null
   int64_t eod_token = -1;  // for --reset-position-ids, --reset-attention-mask, --eod-mask-loss
 };
-using DatasetBuilder = std::function<Datasets(const TrainingContext& ctx,
-                                              const std::array<int64_t, 3>& train_valid_test_num_samples)>;
+using DatasetBuilder =
+    std::function<Datasets(const TrainingContext& ctx, const std::array<int64_t, 3>& train_valid_test_num_samples)>;
 
 struct IterationRecord {
   int64_t iteration = 0;
   std::map<std::string, double> metrics;  // averaged over micro-batches and DP ranks
-  double learning_rate = 0.0;              // the one this iteration's update used
+  double learning_rate = 0.0;             // the one this iteration's update used
   double grad_norm = 0.0;
   double loss_scale = 1.0;
-  bool skipped = false;                    // fp16 overflow or a skipped NaN loss
+  bool skipped = false;  // fp16 overflow or a skipped NaN loss
   double elapsed_ms = 0.0;
 };
 
@@ -87,12 +87,10 @@ struct TrainingResult {
 // Runs the whole job on `world` (nullptr: init_distributed from the launcher environment).
 // Throws c10::Error for bad settings, for a NaN/Inf loss (unless args.skip_nan_iterations) and
 // for a checkpoint that cannot be saved or loaded (training/checkpointing.h).
-TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder,
-                        const DatasetBuilder& dataset_builder, const ForwardStepFunc& forward_step,
-                        std::shared_ptr<comm::ProcessGroup> world = nullptr);
+TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder, const DatasetBuilder& dataset_builder,
+                        const ForwardStepFunc& forward_step, std::shared_ptr<comm::ProcessGroup> world = nullptr);
 
 // Megatron-LM's model FLOPs of one iteration (forward + backward), for the throughput column.
-double num_floating_point_operations(const Arguments& args, int64_t batch_size,
-                                     int64_t padded_vocab_size);
+double num_floating_point_operations(const Arguments& args, int64_t batch_size, int64_t padded_vocab_size);
 
 }  // namespace megatron::training

@@ -16,8 +16,8 @@ namespace megatron::transformer {
 class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
  public:
   // num_local_layers: layers on this stage (default: config.num_layers); post_process: final norm.
-  TransformerBlockImpl(const TransformerConfig& config, bool pre_process = true,
-                       bool post_process = true, std::optional<int64_t> num_local_layers = {});
+  TransformerBlockImpl(const TransformerConfig& config, bool pre_process = true, bool post_process = true,
+                       std::optional<int64_t> num_local_layers = {});
   void reset() override;
   // hidden [s, b, h]; ignored (may be undefined) when !pre_process and an input tensor is set.
   at::Tensor forward(const at::Tensor& hidden, const at::Tensor& attention_mask = {},

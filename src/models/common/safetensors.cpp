@@ -15,9 +15,8 @@ namespace {
 
 const std::map<std::string, at::ScalarType>& dtypes() {
   static const std::map<std::string, at::ScalarType> table = {
-      {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf},  {"BF16", at::kBFloat16},
-      {"I64", at::kLong},   {"I32", at::kInt},   {"I16", at::kShort}, {"I8", at::kChar},
-      {"U8", at::kByte},    {"BOOL", at::kBool}};
+      {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf}, {"BF16", at::kBFloat16}, {"I64", at::kLong},
+      {"I32", at::kInt},    {"I16", at::kShort}, {"I8", at::kChar},  {"U8", at::kByte},       {"BOOL", at::kBool}};
   return table;
 }
 
@@ -37,7 +36,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, at::T
   if (!metadata.empty()) {
     header << "\"__metadata__\":{";
     for (auto it = metadata.begin(); it != metadata.end(); ++it)
-      header << (it == metadata.begin() ? "" : ",") << utils::json_quote(it->first) << ":" << utils::json_quote(it->second);
+      header << (it == metadata.begin() ? "" : ",") << utils::json_quote(it->first) << ":"
+             << utils::json_quote(it->second);
     header << "}";
     first = false;
   }
@@ -65,7 +65,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, at::T
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     for (const auto& [name, t] : tensors) {
       auto cpu = t.detach().to(at::kCPU).contiguous();  // one tensor at a time
-      out.write(static_cast<const char*>(cpu.data_ptr()), static_cast<std::streamsize>(cpu.numel() * cpu.element_size()));
+      out.write(static_cast<const char*>(cpu.data_ptr()),
+                static_cast<std::streamsize>(cpu.numel() * cpu.element_size()));
     }
     out.close();
     TORCH_CHECK(out, "[safetensors] writing ", tmp, " failed (disk full?)");

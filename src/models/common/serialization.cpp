@@ -33,11 +33,11 @@ c10::IValue read_archive(const std::string& path) {
   TORCH_CHECK(std::filesystem::is_regular_file(path), "[serialization] ", path, " does not exist");
   try {
     caffe2::serialize::PyTorchStreamReader reader(path);
-    return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"",
-                                             std::nullopt, std::nullopt, c10::Device(c10::kCPU), reader);
+    return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"", std::nullopt,
+                                             std::nullopt, c10::Device(c10::kCPU), reader);
   } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "[serialization] ", path, " is not a readable torch.save archive (truncated or corrupt?): ",
-                e.what_without_backtrace());
+    TORCH_CHECK(false, "[serialization] ", path,
+                " is not a readable torch.save archive (truncated or corrupt?): ", e.what_without_backtrace());
   }
 }
 
@@ -55,8 +55,7 @@ void save_tensor_dict(const std::string& path, const std::map<std::string, at::T
     out.close();
     TORCH_CHECK(out, "[serialization] writing ", tmp, " failed (disk full?)");
   }
-  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[serialization] cannot rename ", tmp,
-              " to ", path);
+  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[serialization] cannot rename ", tmp, " to ", path);
 }
 
 std::map<std::string, at::Tensor> load_tensor_dict(const std::string& path) {

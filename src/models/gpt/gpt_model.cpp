@@ -14,14 +14,12 @@ namespace tp = megatron::tensor_parallel;
 
 int64_t vocab_size_with_padding(int64_t vocab_size, int64_t divisible_by, int64_t tp_size) {
   TORCH_CHECK(vocab_size > 0, "[gpt_model] vocab_size must be positive, got ", vocab_size);
-  TORCH_CHECK(divisible_by >= 1, "[gpt_model] make_vocab_size_divisible_by must be >= 1, got ",
-              divisible_by);
+  TORCH_CHECK(divisible_by >= 1, "[gpt_model] make_vocab_size_divisible_by must be >= 1, got ", divisible_by);
   const int64_t multiple = divisible_by * tp_size;
   return (vocab_size + multiple - 1) / multiple * multiple;
 }
 
-GPTModelOptions gpt_model_options_for_rank(const ParallelState& ps,
-                                           transformer::TransformerConfig config,
+GPTModelOptions gpt_model_options_for_rank(const ParallelState& ps, transformer::TransformerConfig config,
                                            int64_t vocab_size, int64_t max_sequence_length,
                                            std::optional<int> virtual_rank) {
   const auto vpp = ps.get_virtual_pipeline_model_parallel_world_size();
@@ -54,26 +52,24 @@ void GPTModelImpl::reset() {
   // The config has checked that num_layers divides into pp x vpp chunks.
   num_local_layers = config.num_layers() / (pp * vpp);
   layer_offset = vp_rank * (config.num_layers() / vpp) + pp_rank * num_local_layers;
-  padded_vocab_size_ = vocab_size_with_padding(options.vocab_size(),
-                                              options.make_vocab_size_divisible_by(),
-                                              config.tensor_model_parallel_size());
+  padded_vocab_size_ = vocab_size_with_padding(options.vocab_size(), options.make_vocab_size_divisible_by(),
+                                               config.tensor_model_parallel_size());
   const auto pos_type = options.position_embedding_type();
   // Submodules allocate only; the pass below initialises every parameter by its global name.
   auto layer_config = config;
   layer_config.perform_initialization(false);
   // With the output layer on the same stage sharing the weight, the lookup's gradient can be
   // sparse: autograd adds it into the output layer's dense gradient.
-  const bool tied_here = options.share_embeddings_and_output_weights() && options.pre_process() &&
-                         options.post_process();
+  const bool tied_here =
+      options.share_embeddings_and_output_weights() && options.pre_process() && options.post_process();
   if (options.pre_process())
-    embedding = register_module("embedding", common::LanguageModelEmbedding(
-                                                 layer_config, padded_vocab_size_,
-                                                 options.max_sequence_length(), pos_type, tied_here));
+    embedding = register_module(
+        "embedding", common::LanguageModelEmbedding(layer_config, padded_vocab_size_, options.max_sequence_length(),
+                                                    pos_type, tied_here));
   if (pos_type == PositionEmbeddingType::kRope)
     rotary_pos_emb.emplace(config.head_dim(), options.rotary_percent(), options.rotary_base());
   decoder = register_module("decoder", transformer::TransformerBlock(layer_config, options.pre_process(),
-                                                                     options.post_process(),
-                                                                     num_local_layers));
+                                                                     options.post_process(), num_local_layers));
   if (options.post_process()) {
     const bool tied = options.share_embeddings_and_output_weights();
     output_layer = register_module(
@@ -133,10 +129,9 @@ void GPTModelImpl::initialize_parameters(uint64_t seed) {
   for (auto& sp : sharded_parameters()) tp::init_sharded_param(sp.param, sp.init, seed, sp.init_name);
 }
 
-void GPTModelImpl::allreduce_word_embedding_grads(
-    const std::shared_ptr<comm::ProcessGroup>& embedding_group) {
-  if (!options.share_embeddings_and_output_weights() || !embedding_group ||
-      embedding_group->size() == 1 || !(options.pre_process() || options.post_process()))
+void GPTModelImpl::allreduce_word_embedding_grads(const std::shared_ptr<comm::ProcessGroup>& embedding_group) {
+  if (!options.share_embeddings_and_output_weights() || !embedding_group || embedding_group->size() == 1 ||
+      !(options.pre_process() || options.post_process()))
     return;
   at::Tensor weight = shared_embedding_or_output_weight();
   if (!weight.grad().defined()) weight.mutable_grad() = at::zeros_like(weight);
@@ -167,8 +162,7 @@ at::Tensor GPTModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& 
                                  const at::Tensor& attention_mask, const at::Tensor& labels) {
   at::Tensor decoder_input;
   if (options.pre_process()) {
-    TORCH_CHECK(input_ids.defined() && input_ids.dim() == 2,
-                "[gpt_model] input_ids must be [b, s], got ",
+    TORCH_CHECK(input_ids.defined() && input_ids.dim() == 2, "[gpt_model] input_ids must be [b, s], got ",
                 input_ids.defined() ? input_ids.sizes() : at::IntArrayRef{});
     at::Tensor position_ids = position_ids_in;
     if (!position_ids.defined())
@@ -177,7 +171,8 @@ at::Tensor GPTModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& 
   }
   at::Tensor rope;
   if (rotary_pos_emb) {
-    TORCH_CHECK(input_ids.defined(), "[gpt_model] rotary embeddings need input_ids (for the "
+    TORCH_CHECK(input_ids.defined(),
+                "[gpt_model] rotary embeddings need input_ids (for the "
                 "sequence length) on every stage");
     rope = rotary_pos_emb->forward(input_ids.size(1), input_ids.device());
   }
@@ -188,12 +183,11 @@ at::Tensor GPTModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& 
   if (options.share_embeddings_and_output_weights()) weight = shared_embedding_or_output_weight();
   at::Tensor logits = output_layer(hidden, weight);  // [s, b, V/tp]
   if (labels.defined()) {
-    at::Tensor loss = tp::vocab_parallel_cross_entropy(logits, labels.transpose(0, 1).contiguous(),
-                                                       config.tp_group(), options.label_smoothing());
+    at::Tensor loss = tp::vocab_parallel_cross_entropy(logits, labels.transpose(0, 1).contiguous(), config.tp_group(),
+                                                       options.label_smoothing());
     return loss.transpose(0, 1).contiguous();  // [b, s]
   }
-  if (!options.parallel_output())
-    logits = tp::gather_from_tensor_model_parallel_region(logits, config.tp_group());
+  if (!options.parallel_output()) logits = tp::gather_from_tensor_model_parallel_region(logits, config.tp_group());
   return logits.transpose(0, 1).contiguous();  // [b, s, V]
 }
 
@@ -214,15 +208,14 @@ void GPTModelImpl::load_state_dict(const std::map<std::string, at::Tensor>& stat
       TORCH_CHECK(!strict, "[gpt_model] load_state_dict: unexpected key '", name, "'");
       continue;
     }
-    TORCH_CHECK(p->sizes() == tensor.sizes(), "[gpt_model] load_state_dict: '", name, "' has shape ",
-                tensor.sizes(), " but this rank's parameter is ", p->sizes(),
-                " (was it saved with another TP size?)");
+    TORCH_CHECK(p->sizes() == tensor.sizes(), "[gpt_model] load_state_dict: '", name, "' has shape ", tensor.sizes(),
+                " but this rank's parameter is ", p->sizes(), " (was it saved with another TP size?)");
     p->copy_(tensor);
     missing.erase(name);
   }
   if (strict && !missing.empty())
-    TORCH_CHECK(false, "[gpt_model] load_state_dict: missing key '", *missing.begin(), "' (and ",
-                missing.size() - 1, " more)");
+    TORCH_CHECK(false, "[gpt_model] load_state_dict: missing key '", *missing.begin(), "' (and ", missing.size() - 1,
+                " more)");
 }
 
 std::map<std::string, at::Tensor> GPTModelImpl::full_state_dict() const {

@@ -19,8 +19,7 @@ class LanguageModelEmbeddingImpl : public torch::nn::Cloneable<LanguageModelEmbe
                                    public tensor_parallel::ShardedModule {
  public:
   LanguageModelEmbeddingImpl(const transformer::TransformerConfig& config, int64_t vocab_size,
-                             int64_t max_sequence_length,
-                             PositionEmbeddingType position_embedding_type,
+                             int64_t max_sequence_length, PositionEmbeddingType position_embedding_type,
                              bool sparse_word_embedding_grad = false);
   void reset() override;
   // input_ids, position_ids [b, s] -> [s, b, h] ([s/tp, b, h] with sequence parallelism).

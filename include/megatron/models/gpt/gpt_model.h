@@ -28,8 +28,7 @@ namespace megatron::models::gpt {
 using common::PositionEmbeddingType;
 
 struct GPTModelOptions {
-  GPTModelOptions(transformer::TransformerConfig config, int64_t vocab_size,
-                  int64_t max_sequence_length)
+  GPTModelOptions(transformer::TransformerConfig config, int64_t vocab_size, int64_t max_sequence_length)
       : config_(std::move(config)), vocab_size_(vocab_size), max_sequence_length_(max_sequence_length) {}
   TORCH_ARG(transformer::TransformerConfig, config);
   TORCH_ARG(int64_t, vocab_size);  // before padding
@@ -62,8 +61,7 @@ int64_t vocab_size_with_padding(int64_t vocab_size, int64_t make_vocab_size_divi
 // Options for this rank's pipeline stage (and model chunk `virtual_rank` of it): the config's
 // TP size, TP group, PP and virtual PP sizes, and pre_process / post_process / the stage ranks,
 // all from `ps`.
-GPTModelOptions gpt_model_options_for_rank(const ParallelState& ps,
-                                           transformer::TransformerConfig config,
+GPTModelOptions gpt_model_options_for_rank(const ParallelState& ps, transformer::TransformerConfig config,
                                            int64_t vocab_size, int64_t max_sequence_length,
                                            std::optional<int> virtual_rank = std::nullopt);
 
