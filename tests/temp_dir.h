@@ -30,8 +30,9 @@ class TempDirs {
   }
   ~TempDirs() {
     for (const auto& dir : made_)
-      ::nftw(dir.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-             FTW_DEPTH | FTW_PHYS);
+      ::nftw(
+          dir.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
+          FTW_DEPTH | FTW_PHYS);
   }
 
  private:
@@ -40,6 +41,8 @@ class TempDirs {
 };
 
 // A fresh folder, deleted at exit.
-inline std::string make_temp_dir(const std::string& tag = "test") { return TempDirs::instance().make(tag); }
+inline std::string make_temp_dir(const std::string& tag = "test") {
+  return TempDirs::instance().make(tag);
+}
 
 }  // namespace megatron::testing
