@@ -183,14 +183,13 @@ void Trainer::train() {
   std::vector<IterationRecord> window;
   ExitSignalHandler signal_handler(args_.exit_signal_handler);
   const int64_t start_iteration = progress_.iteration;
-  result_.iteration = start_iteration;
   for (int64_t iteration = start_iteration + 1; iteration <= *args_.train_iters; ++iteration) {
     const auto start = Clock::now();
     IterationRecord record = train_step(iteration);
     record.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     window.push_back(record);
     result_.iterations.push_back(record);
-    progress_.iteration = result_.iteration = iteration;
+    progress_.iteration = iteration;
     if (iteration % args_.log_interval == 0 || iteration == *args_.train_iters) {
       training_log(iteration, window);
       window.clear();
@@ -208,7 +207,7 @@ void Trainer::train() {
       return;
     }
   }
-  if (!args_.save.empty() && result_.iteration > start_iteration) save(result_.iteration);
+  if (!args_.save.empty() && progress_.iteration > start_iteration) save(progress_.iteration);
 }
 
 std::map<std::string, double> Trainer::evaluate(const Iterators& its) {
@@ -231,6 +230,7 @@ void Trainer::evaluate_final() {
 
 TrainingResult Trainer::result() const {
   TrainingResult r = result_;
+  r.iteration = progress_.iteration;
   r.consumed_train_samples = progress_.consumed_train_samples;
   return r;
 }

@@ -29,11 +29,11 @@ bool is_choice(const std::string& value, std::string_view choices) {
   return false;
 }
 
-std::string listed(std::string choices) {
-  std::replace(choices.begin(), choices.end(), '|', ',');
-  size_t at = 0;
-  while ((at = choices.find(',', at)) != std::string::npos) choices.replace(at, 1, ", "), at += 2;
-  return choices;
+// "a|b|c" -> "a, b, c"
+std::string listed(const std::string& choices) {
+  std::string out;
+  for (char c : choices) out += c == '|' ? std::string(", ") : std::string(1, c);
+  return out;
 }
 
 // The range check of one value (numbers), or of its choices (strings, which may also keep

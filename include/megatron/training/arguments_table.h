@@ -76,6 +76,9 @@ constexpr ArgCheck one_of(const char* choices) {
 // where this process reads or writes).
 enum class ArgSaved { kSaved, kNotSaved };
 
+// The reason the attention switches of Megatron-LM's scripts change nothing here.
+#define MEGATRON_ARG_SDPA "attention is at::scaled_dot_product_attention (flash / memory-efficient kernels on CUDA)"
+
 // X(group, field, saved, check, help), in the struct's order: the checkpoint's args dict keeps it.
 // clang-format off
 #define MEGATRON_ARGUMENTS(X)                                                                                        \
@@ -223,7 +226,5 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(derived, virtual_pipeline_model_parallel_size, kSaved, positive(), "model chunks per pipeline stage")           \
   X(derived, config_file, kNotSaved, any(), "the --config file")
 // clang-format on
-
-#define MEGATRON_ARG_SDPA "attention is at::scaled_dot_product_attention (flash / memory-efficient kernels on CUDA)"
 
 }  // namespace megatron::training

@@ -7,14 +7,10 @@
 // Files are torch.save archives (Python's torch.load opens them). docs/checkpoints.md.
 #pragma once
 
-#include <ATen/core/Tensor.h>
-#include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
