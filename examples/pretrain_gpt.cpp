@@ -41,7 +41,7 @@ training::Datasets dataset_builder(const TrainingContext& ctx, const std::array<
 }
 
 // One micro-batch: get_batch, the model's per-token loss, and loss_func (masked mean).
-std::pair<at::Tensor, training::LossFunc> forward_step(datasets::DataIterator& data_iterator,
+std::pair<at::Tensor, training::LossFunc> forward_step(datasets::BatchIterator& data_iterator,
                                                        torch::nn::Module& model) {
   return training::gpt_forward_step(data_iterator, model);
 }

@@ -8,7 +8,7 @@ import numpy.typing
 import torch
 import torch._C.cpp.nn
 import typing
-__all__: list[str] = ['Activation', 'Arguments', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'ShardLayout', 'ShardedParameter', 'Split', 'Tokenizer', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'gpt_loss_func', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
+__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'ShardLayout', 'ShardedParameter', 'Split', 'Tokenizer', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'gpt_loss_func', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
 class Activation:
     """
     Members:
@@ -1061,6 +1061,14 @@ class Arguments:
     @world_size.setter
     def world_size(self, arg0: typing.SupportsInt) -> None:
         ...
+class BatchIterator:
+    """
+    What forward_step draws micro-batches from: next(it) is a dict of tensors (None for a tensor not created).
+    """
+    def __iter__(self) -> typing.Any:
+        ...
+    def __next__(self) -> typing.Any:
+        ...
 class BatchOptions:
     """
     How samples become a batch (Megatron's GPT sample construction).
@@ -1213,7 +1221,7 @@ class DType:
     @property
     def value(self) -> int:
         ...
-class DataIterator:
+class DataIterator(BatchIterator):
     """
     Batches from a dataset and a sampler (what forward_step reads): next(it) is a dict of tokens, labels, loss_mask, attention_mask (None when not created) and position_ids; optionally prefetched on a background thread.
     """
@@ -1221,10 +1229,6 @@ class DataIterator:
         """
         The iterator advances the sampler (from its background thread when prefetching).
         """
-    def __iter__(self) -> typing.Any:
-        ...
-    def __next__(self) -> typing.Any:
-        ...
     @property
     def consumed_samples(self) -> int:
         """

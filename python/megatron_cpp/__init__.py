@@ -15,6 +15,7 @@ import torch  # noqa: F401  (loads LibTorch and torch's Python types before the 
 from ._C import (  # noqa: F401
     Activation,
     Arguments,
+    BatchIterator,
     BatchOptions,
     BatchSampler,
     BlendedDataset,

@@ -20,13 +20,9 @@ using Release = py::call_guard<py::gil_scoped_release>;
 
 namespace megatron::python {
 
-py::object batch_to_dict(const ds::GPTBatch& batch) {
+py::object batch_to_dict(const ds::Batch& batch) {
   py::dict d;
-  d["tokens"] = batch.tokens;
-  d["labels"] = batch.labels;
-  d["loss_mask"] = batch.loss_mask;
-  d["attention_mask"] = batch.attention_mask.defined() ? py::cast(batch.attention_mask) : py::none();
-  d["position_ids"] = batch.position_ids;
+  for (const auto& [name, t] : batch) d[py::str(name)] = t.defined() ? py::cast(t) : py::none();
   return std::move(d);
 }
 
@@ -502,7 +498,7 @@ void init_datasets(py::module_& m) {
   m.def(
       "build_batch",
       [](const ds::MegatronDataset& dataset, const std::vector<int64_t>& indices, const ds::BatchOptions& options) {
-        ds::GPTBatch batch;
+        ds::Batch batch;
         {
           py::gil_scoped_release release;
           batch = ds::build_batch(dataset, indices, options);
@@ -513,10 +509,25 @@ void init_datasets(py::module_& m) {
       "The samples indices of dataset as one batch: dict of tokens, labels, loss_mask, "
       "attention_mask (None when not created), position_ids.");
 
-  py::class_<ds::DataIterator>(m, "DataIterator",
-                               "Batches from a dataset and a sampler (what forward_step reads): next(it) is a dict of "
-                               "tokens, labels, loss_mask, attention_mask (None when not created) and position_ids; "
-                               "optionally prefetched on a background thread.")
+  py::class_<ds::BatchIterator>(m, "BatchIterator",
+                                "What forward_step draws micro-batches from: next(it) is a dict of tensors (None for a "
+                                "tensor not created).")
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", [](ds::BatchIterator& it) {
+        std::optional<ds::Batch> batch;
+        {
+          py::gil_scoped_release release;
+          batch = it.next();
+        }
+        if (!batch) throw py::stop_iteration();
+        return batch_to_dict(*batch);
+      });
+
+  py::class_<ds::DataIterator, ds::BatchIterator>(
+      m, "DataIterator",
+      "Batches from a dataset and a sampler (what forward_step reads): next(it) is a dict of "
+      "tokens, labels, loss_mask, attention_mask (None when not created) and position_ids; "
+      "optionally prefetched on a background thread.")
       .def(py::init([](std::shared_ptr<ds::MegatronDataset> dataset, std::shared_ptr<ds::BatchSampler> sampler,
                        const ds::BatchOptions& options, int prefetch, int64_t check_files_every) {
              TORCH_CHECK_VALUE(dataset && sampler, "[data_iterator] expected a dataset and a sampler, found None");
@@ -527,17 +538,6 @@ void init_datasets(py::module_& m) {
            py::arg("dataset"), py::arg("sampler"), py::arg("options") = ds::BatchOptions(), py::arg("prefetch") = 0,
            py::arg("check_files_every") = 100,
            "The iterator advances the sampler (from its background thread when prefetching).")
-      .def("__iter__", [](py::object self) { return self; })
-      .def("__next__",
-           [](ds::DataIterator& it) {
-             std::optional<ds::GPTBatch> batch;
-             {
-               py::gil_scoped_release release;
-               batch = it.next();
-             }
-             if (!batch) throw py::stop_iteration();
-             return batch_to_dict(*batch);
-           })
       .def_property_readonly("consumed_samples", &ds::DataIterator::consumed_samples,
                              "consumed_samples after the batches handed out so far.");
 }

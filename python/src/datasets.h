@@ -10,7 +10,7 @@
 namespace megatron::python {
 
 // A batch as forward_step sees it: the dict Megatron's data iterators yield.
-py::object batch_to_dict(const datasets::GPTBatch& batch);
+py::object batch_to_dict(const datasets::Batch& batch);
 // A library dataset as its most derived Python class (None for nullptr).
 py::object dataset_object(const std::shared_ptr<const datasets::MegatronDataset>& dataset);
 

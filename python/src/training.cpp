@@ -1,5 +1,5 @@
 // pretrain() with callbacks written in Python or the library's GPT ones (gpt_callbacks.h), and
-// what the callbacks see: TrainingContext, Datasets, DataIterator batches. The GIL is released
+// what the callbacks see: TrainingContext, Datasets, BatchIterator batches. The GIL is released
 // for the whole run and taken back inside each Python callback; an exception raised in a
 // callback unwinds pretrain() and reaches the caller as the same Python exception.
 #include <Python.h>
@@ -103,7 +103,7 @@ tr::DatasetBuilder python_dataset_builder(SharedObject fn) {
 }
 
 tr::ForwardStepFunc python_forward_step(SharedObject fn, Models models) {
-  return [fn, models](ds::DataIterator& data_iterator,
+  return [fn, models](ds::BatchIterator& data_iterator,
                       torch::nn::Module& model) -> std::pair<at::Tensor, tr::LossFunc> {
     py::gil_scoped_acquire gil;
     py::object result =
@@ -227,7 +227,7 @@ void init_training(py::module_& m) {
         tr::ForwardStepFunc step;
         if (forward_step.is_none()) {
           // Ctrl-C still stops a run whose callbacks are all C++: check for signals per micro-batch.
-          step = [](ds::DataIterator& it, torch::nn::Module& model) {
+          step = [](ds::BatchIterator& it, torch::nn::Module& model) {
             {
               py::gil_scoped_acquire gil;
               if (PyErr_CheckSignals() != 0) throw py::error_already_set();

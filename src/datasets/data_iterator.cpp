@@ -23,7 +23,7 @@ at::Tensor causal_mask(int64_t s) {
 
 }  // namespace
 
-GPTBatch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& indices, const BatchOptions& options) {
+Batch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& indices, const BatchOptions& options) {
   const int64_t b = static_cast<int64_t>(indices.size());
   const int64_t len = dataset.sample_length();
   const int64_t extra = options.add_extra_token_to_sequence ? 1 : 0;
@@ -40,24 +40,24 @@ GPTBatch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>&
               "EOD id, got ",
               eod);
 
-  GPTBatch batch;
-  batch.tokens = at::empty({b, s}, at::kLong);
-  batch.labels = at::empty({b, s}, at::kLong);
-  batch.loss_mask = at::empty({b, s}, at::kFloat);
-  batch.position_ids = at::empty({b, s}, at::kLong);
+  auto batch_tokens = at::empty({b, s}, at::kLong);
+  auto batch_labels = at::empty({b, s}, at::kLong);
+  auto batch_loss_mask = at::empty({b, s}, at::kFloat);
+  auto batch_position_ids = at::empty({b, s}, at::kLong);
+  at::Tensor batch_attention_mask;
   // Without resets every sample has the same causal mask: one [1, 1, s, s] expanded to
   // [b, 1, s, s] (a view, as Megatron-LM caches its mask).
   const bool per_sample_mask = options.create_attention_mask && options.reset_attention_mask;
   if (per_sample_mask) {
-    batch.attention_mask = at::empty({b, 1, s, s}, at::kBool);
+    batch_attention_mask = at::empty({b, 1, s, s}, at::kBool);
   } else if (options.create_attention_mask) {
-    batch.attention_mask = causal_mask(s).expand({b, 1, s, s});
+    batch_attention_mask = causal_mask(s).expand({b, 1, s, s});
   }
-  int64_t* tokens = batch.tokens.data_ptr<int64_t>();
-  int64_t* labels = batch.labels.data_ptr<int64_t>();
-  float* loss_mask = batch.loss_mask.data_ptr<float>();
-  int64_t* position_ids = batch.position_ids.data_ptr<int64_t>();
-  bool* attention = per_sample_mask ? batch.attention_mask.data_ptr<bool>() : nullptr;
+  int64_t* tokens = batch_tokens.data_ptr<int64_t>();
+  int64_t* labels = batch_labels.data_ptr<int64_t>();
+  float* loss_mask = batch_loss_mask.data_ptr<float>();
+  int64_t* position_ids = batch_position_ids.data_ptr<int64_t>();
+  bool* attention = per_sample_mask ? batch_attention_mask.data_ptr<bool>() : nullptr;
 
   std::vector<int64_t> text(static_cast<size_t>(len));
   std::vector<int64_t> last_eod(static_cast<size_t>(s));  // last EOD position < row, or -1
@@ -99,7 +99,11 @@ GPTBatch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>&
       if (l[i] == pad) l[i] = 0;
     }
   }
-  return batch;
+  return {{"tokens", batch_tokens},
+          {"labels", batch_labels},
+          {"loss_mask", batch_loss_mask},
+          {"attention_mask", batch_attention_mask},
+          {"position_ids", batch_position_ids}};
 }
 
 DataIterator::DataIterator(std::shared_ptr<const MegatronDataset> dataset, std::unique_ptr<BatchSampler> sampler,
@@ -131,9 +135,8 @@ DataIterator::Item DataIterator::produce() {
   if (check_every_ > 0 && produced_++ % check_every_ == 0) dataset_->check_unchanged();
   item.batch = build_batch(*dataset_, *indices, options_);
   if (options_.pin_memory) {
-    auto& b = *item.batch;
-    for (at::Tensor* t : {&b.tokens, &b.labels, &b.loss_mask, &b.attention_mask, &b.position_ids})
-      if (t->defined()) *t = t->contiguous().pin_memory();
+    for (auto& [name, t] : *item.batch)
+      if (t.defined()) t = t.contiguous().pin_memory();
   }
   return item;
 }
@@ -166,7 +169,7 @@ void DataIterator::worker() {
   }
 }
 
-std::optional<GPTBatch> DataIterator::next() {
+std::optional<Batch> DataIterator::next() {
   Item item;
   if (prefetch_ <= 0) {
     item = produce();

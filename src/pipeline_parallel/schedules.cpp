@@ -26,7 +26,7 @@ double ms_since(Clock::time_point start) {
 // the bookkeeping of in-flight micro-batches and compute time.
 class Steps {
  public:
-  Steps(const ParallelState& ps, const ForwardStepFunc& f, const std::vector<datasets::DataIterator*>& its,
+  Steps(const ParallelState& ps, const ForwardStepFunc& f, const std::vector<datasets::BatchIterator*>& its,
         const std::vector<torch::nn::Module*>& model, const ScheduleOptions& o)
       : ps_(ps), f_(f), its_(its), model_(model), o_(o), start_(Clock::now()) {
     TORCH_CHECK(!model.empty() && model.size() == its.size(),
@@ -120,7 +120,7 @@ class Steps {
 
   const ParallelState& ps_;
   const ForwardStepFunc& f_;
-  const std::vector<datasets::DataIterator*>& its_;
+  const std::vector<datasets::BatchIterator*>& its_;
   const std::vector<torch::nn::Module*>& model_;
   const ScheduleOptions& o_;
 
@@ -142,7 +142,7 @@ T pop_front(std::deque<T>& q) {
 }  // namespace
 
 ForwardBackwardResult forward_backward_no_pipelining(const ParallelState& ps, const ForwardStepFunc& f,
-                                                     const std::vector<datasets::DataIterator*>& its,
+                                                     const std::vector<datasets::BatchIterator*>& its,
                                                      const std::vector<torch::nn::Module*>& model,
                                                      const ScheduleOptions& o) {
   TORCH_CHECK(model.size() == 1, "[schedules] no pipelining runs one model chunk, got ", model.size());
@@ -157,7 +157,7 @@ ForwardBackwardResult forward_backward_no_pipelining(const ParallelState& ps, co
 
 ForwardBackwardResult forward_backward_pipelining_without_interleaving(const ParallelState& ps,
                                                                        const ForwardStepFunc& f,
-                                                                       const std::vector<datasets::DataIterator*>& its,
+                                                                       const std::vector<datasets::BatchIterator*>& its,
                                                                        const std::vector<torch::nn::Module*>& model,
                                                                        const ScheduleOptions& o) {
   TORCH_CHECK(model.size() == 1, "[schedules] 1F1B without interleaving runs one model chunk, got ", model.size());
@@ -221,7 +221,7 @@ ForwardBackwardResult forward_backward_pipelining_without_interleaving(const Par
 }
 
 ForwardBackwardResult forward_backward_pipelining_with_interleaving(const ParallelState& ps, const ForwardStepFunc& f,
-                                                                    const std::vector<datasets::DataIterator*>& its,
+                                                                    const std::vector<datasets::BatchIterator*>& its,
                                                                     const std::vector<torch::nn::Module*>& model,
                                                                     const ScheduleOptions& o) {
   Steps steps(ps, f, its, model, o);
@@ -343,15 +343,15 @@ ForwardBackwardResult forward_backward_pipelining_with_interleaving(const Parall
 ForwardBackwardFunc get_forward_backward_func(const ParallelState& ps) {
   const ParallelState* state = &ps;
   if (ps.get_pipeline_model_parallel_world_size() == 1)
-    return [state](const ForwardStepFunc& f, const std::vector<datasets::DataIterator*>& its,
+    return [state](const ForwardStepFunc& f, const std::vector<datasets::BatchIterator*>& its,
                    const std::vector<torch::nn::Module*>& model,
                    const ScheduleOptions& o) { return forward_backward_no_pipelining(*state, f, its, model, o); };
   if (ps.get_virtual_pipeline_model_parallel_world_size().value_or(1) > 1)
-    return [state](const ForwardStepFunc& f, const std::vector<datasets::DataIterator*>& its,
+    return [state](const ForwardStepFunc& f, const std::vector<datasets::BatchIterator*>& its,
                    const std::vector<torch::nn::Module*>& model, const ScheduleOptions& o) {
       return forward_backward_pipelining_with_interleaving(*state, f, its, model, o);
     };
-  return [state](const ForwardStepFunc& f, const std::vector<datasets::DataIterator*>& its,
+  return [state](const ForwardStepFunc& f, const std::vector<datasets::BatchIterator*>& its,
                  const std::vector<torch::nn::Module*>& model, const ScheduleOptions& o) {
     return forward_backward_pipelining_without_interleaving(*state, f, its, model, o);
   };

@@ -60,18 +60,12 @@ Datasets gpt_datasets_provider(const TrainingContext& ctx, const std::array<int6
   return {ds[0], ds[1], ds[2], tokenizer.eod()};
 }
 
-datasets::GPTBatch get_batch(datasets::DataIterator& data_iterator, c10::Device device) {
+datasets::Batch get_batch(datasets::BatchIterator& data_iterator, c10::Device device) {
   auto batch = data_iterator.next();
   TORCH_CHECK(batch, "[pretrain_gpt] the data iterator ran out of samples");
-  auto to = [&](at::Tensor& t) {
+  for (auto& [name, t] : *batch)
     if (t.defined()) t = t.to(device, /*non_blocking=*/true);
-  };
-  to(batch->tokens);
-  to(batch->labels);
-  to(batch->loss_mask);
-  to(batch->attention_mask);
-  to(batch->position_ids);
-  return *batch;
+  return std::move(*batch);
 }
 
 std::pair<at::Tensor, std::map<std::string, at::Tensor>> gpt_loss_func(const at::Tensor& loss_mask,
@@ -82,13 +76,21 @@ std::pair<at::Tensor, std::map<std::string, at::Tensor>> gpt_loss_func(const at:
   return {loss, {{"lm loss", loss.detach()}}};
 }
 
-std::pair<at::Tensor, LossFunc> gpt_forward_step(datasets::DataIterator& data_iterator, torch::nn::Module& model) {
+std::pair<at::Tensor, LossFunc> gpt_forward_step(datasets::BatchIterator& data_iterator, torch::nn::Module& model) {
   auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(&model);
   TORCH_CHECK(gpt, "[pretrain_gpt] forward_step expects a GPTModel, found ", model.name());
   auto device = gpt->parameters().front().device();
   auto batch = get_batch(data_iterator, device);
-  auto output = gpt->forward(batch.tokens, batch.position_ids, batch.attention_mask, batch.labels);
-  auto loss_mask = batch.loss_mask;
+  auto field = [&](const char* name, bool required) {
+    auto it = batch.find(name);
+    TORCH_CHECK(!required || (it != batch.end() && it->second.defined()),
+                "[pretrain_gpt] forward_step: the batch has no '", name,
+                "' tensor (a GPT batch holds tokens, labels, loss_mask, position_ids, attention_mask)");
+    return it == batch.end() ? at::Tensor() : it->second;
+  };
+  auto output = gpt->forward(field("tokens", true), field("position_ids", false), field("attention_mask", false),
+                             field("labels", true));
+  auto loss_mask = field("loss_mask", true);
   return {output, [loss_mask](const at::Tensor& out) { return gpt_loss_func(loss_mask, out); }};
 }
 

@@ -43,8 +43,8 @@ class ExitSignalHandler {
   void (*previous_)(int) = SIG_DFL;
 };
 
-std::vector<datasets::DataIterator*> raw(const Iterators& its) {
-  std::vector<datasets::DataIterator*> out;
+std::vector<datasets::BatchIterator*> raw(const Iterators& its) {
+  std::vector<datasets::BatchIterator*> out;
   for (const auto& it : its) out.push_back(it.get());
   return out;
 }

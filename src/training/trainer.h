@@ -22,7 +22,7 @@ using Clock = std::chrono::steady_clock;
 using Model = std::vector<std::shared_ptr<torch::nn::Module>>;  // one chunk per virtual stage
 // The data iterators of one split: one per model chunk, each walking the same samples, since
 // every chunk's forward_step draws its own micro-batch (as Megatron-LM's interleaved schedule).
-using Iterators = std::vector<std::unique_ptr<datasets::DataIterator>>;
+using Iterators = std::vector<std::unique_ptr<datasets::BatchIterator>>;
 
 // Where a run starts: from scratch, or where a loaded checkpoint left off.
 struct TrainingProgress {

@@ -211,21 +211,21 @@ TEST(BuildBatch, MasksAndPositionIdsFollowMegatron) {
   o.reset_attention_mask = true;
   o.eod_mask_loss = true;
   auto b = build_batch(ds, {0}, o);
-  EXPECT_TRUE(at::equal(b.tokens, at::tensor({5, 0, 6, 7, 0, 8}, at::kLong).view({1, 6})));
-  EXPECT_TRUE(at::equal(b.labels, at::tensor({0, 6, 7, 0, 8, 9}, at::kLong).view({1, 6})));
-  EXPECT_TRUE(at::equal(b.position_ids, at::tensor({0, 1, 0, 1, 2, 0}, at::kLong).view({1, 6})));
-  EXPECT_TRUE(at::equal(b.loss_mask, at::tensor({1, 0, 1, 1, 0, 1}, at::kFloat).view({1, 6})));
+  EXPECT_TRUE(at::equal(b.at("tokens"), at::tensor({5, 0, 6, 7, 0, 8}, at::kLong).view({1, 6})));
+  EXPECT_TRUE(at::equal(b.at("labels"), at::tensor({0, 6, 7, 0, 8, 9}, at::kLong).view({1, 6})));
+  EXPECT_TRUE(at::equal(b.at("position_ids"), at::tensor({0, 1, 0, 1, 2, 0}, at::kLong).view({1, 6})));
+  EXPECT_TRUE(at::equal(b.at("loss_mask"), at::tensor({1, 0, 1, 1, 0, 1}, at::kFloat).view({1, 6})));
   // Reference: Megatron's construction with torch ops.
   auto mask = at::tril(at::ones({6, 6}));
   for (int64_t i : {1, 4}) mask.slice(0, i + 1).slice(1, 0, i + 1).zero_();
-  EXPECT_TRUE(at::equal(b.attention_mask, (mask < 0.5).view({1, 1, 6, 6})));
+  EXPECT_TRUE(at::equal(b.at("attention_mask"), (mask < 0.5).view({1, 1, 6, 6})));
   // Without resets: plain causal masks and positions, for every row of the batch.
   BatchOptions plain;
   auto c = build_batch(ds, {0, 0}, plain);
-  EXPECT_TRUE(at::equal(c.attention_mask.contiguous(),
+  EXPECT_TRUE(at::equal(c.at("attention_mask").contiguous(),
                         (at::tril(at::ones({6, 6})) < 0.5).view({1, 1, 6, 6}).expand({2, 1, 6, 6})));
-  EXPECT_TRUE(at::equal(c.position_ids[1], at::arange(6, at::kLong)));
-  EXPECT_TRUE(at::equal(c.loss_mask, at::ones({2, 6})));
+  EXPECT_TRUE(at::equal(c.at("position_ids")[1], at::arange(6, at::kLong)));
+  EXPECT_TRUE(at::equal(c.at("loss_mask"), at::ones({2, 6})));
   plain.sequence_length = 8;
   EXPECT_THAT(error_of([&] { build_batch(ds, {0}, plain); }),
               HasSubstr("sequences of 6 tokens, expected --seq-length 8"));
@@ -256,8 +256,8 @@ TEST(DataIterator, PrefetchGivesTheSameBatchesAndCountsConsumedSamples) {
   while (auto a = plain->next()) {
     auto b = ahead->next();
     ASSERT_TRUE(b.has_value());
-    EXPECT_TRUE(at::equal(a->tokens, b->tokens));
-    EXPECT_TRUE(at::equal(a->labels, b->labels));
+    EXPECT_TRUE(at::equal(a->at("tokens"), b->at("tokens")));
+    EXPECT_TRUE(at::equal(a->at("labels"), b->at("labels")));
     EXPECT_EQ(plain->consumed_samples(), ahead->consumed_samples());
     ++n;
   }
@@ -268,7 +268,7 @@ TEST(DataIterator, PrefetchGivesTheSameBatchesAndCountsConsumedSamples) {
   auto first = make(0, 0);
   for (int i = 0; i < 3; ++i) first->next();
   auto resumed = make(2, first->consumed_samples());
-  EXPECT_TRUE(at::equal(first->next()->tokens, resumed->next()->tokens));
+  EXPECT_TRUE(at::equal(first->next()->at("tokens"), resumed->next()->at("tokens")));
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // The schedules on their own, at 4 ranks (4 stages, or 2 stages x 2 data-parallel): a stage
 // keeps at most (stages - its rank) micro-batches in flight under 1F1B whatever the number of
 // micro-batches, so its peak host memory does not grow with them; evaluation keeps none; the
-// interleaved schedule's bound does not grow either; bad calls are clear errors. Every rank
-// asserts.
+// interleaved schedule's bound does not grow either; bad calls are clear errors; forward_step
+// draws from any batch iterator, not only the library's. Every rank asserts.
 #define PRETRAIN_GPT_NO_MAIN
 #include "../../examples/pretrain_gpt.cpp"
 
@@ -31,8 +31,8 @@ struct Stage {
     for (const auto& c : chunks) out.push_back(c.ptr().get());
     return out;
   }
-  std::vector<datasets::DataIterator*> data() const {
-    std::vector<datasets::DataIterator*> out;
+  std::vector<datasets::BatchIterator*> data() const {
+    std::vector<datasets::BatchIterator*> out;
     for (const auto& it : iterators) out.push_back(it.get());
     return out;
   }
@@ -141,6 +141,51 @@ TEST(Schedules, BadCallsAreClearErrors) {
   EXPECT_NE(megatron::testing::error_of([&] {
               run(forward_step, s.data(), s.model(), o);
             }).find("pipelining needs seq_length, micro_batch_size and hidden_size"),
+            std::string::npos);
+}
+
+// A batch source of the user's own: a list of hand-made batches.
+class ListIterator : public datasets::BatchIterator {
+ public:
+  explicit ListIterator(std::vector<datasets::Batch> batches) : batches_(std::move(batches)) {}
+  std::optional<datasets::Batch> next() override {
+    if (drawn_ == batches_.size()) return std::nullopt;
+    return batches_[drawn_++];
+  }
+  size_t drawn() const { return drawn_; }
+
+ private:
+  std::vector<datasets::Batch> batches_;
+  size_t drawn_ = 0;
+};
+
+TEST(Schedules, ForwardStepDrawsFromAnyBatchIterator) {
+  auto ps = ParallelState::initialize_model_parallel(megatron::testing::world(), 1, 1, std::nullopt);
+  transformer::TransformerConfig config(2, kHidden, 4);
+  config.hidden_dropout(0).attention_dropout(0);
+  GPTModel model(models::gpt::gpt_model_options_for_rank(ps, config, kVocab, kSeq, std::nullopt));
+  // Only what the GPT step needs: no position ids, no attention mask.
+  std::vector<datasets::Batch> batches;
+  for (int i = 0; i < 3; ++i) {
+    auto tokens = at::randint(kVocab, {kMicroBatch, kSeq}, at::kLong);
+    batches.push_back(
+        {{"tokens", tokens}, {"labels", tokens.roll(-1, 1)}, {"loss_mask", at::ones({kMicroBatch, kSeq})}});
+  }
+  ListIterator it(batches);
+  at::NoGradGuard no_grad;
+  auto result = pp::forward_backward_no_pipelining(ps, forward_step, {&it}, {model.ptr().get()}, options(3, true));
+  EXPECT_EQ(it.drawn(), 3u);
+  ASSERT_EQ(result.losses_reduced.size(), 3u);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    // Reference: the model called directly, the mean over a mask of ones.
+    auto expected = model->forward(batches[i].at("tokens"), {}, {}, batches[i].at("labels")).mean().item<double>();
+    EXPECT_NEAR(result.losses_reduced[i].at("lm loss").item<double>(), expected, 1e-6) << "micro-batch " << i;
+  }
+  ListIterator unlabelled({{{"tokens", batches[0].at("tokens")}}});
+  EXPECT_NE(megatron::testing::error_of([&] {
+              pp::forward_backward_no_pipelining(ps, forward_step, {&unlabelled}, {model.ptr().get()},
+                                                 options(1, true));
+            }).find("forward_step: the batch has no 'labels' tensor"),
             std::string::npos);
 }
 

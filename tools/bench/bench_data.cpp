@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
       for (int64_t b = 0; b < batches; ++b) {
         auto batch = it.next();
         if (!batch) break;
-        n += batch->tokens.size(0);
+        n += batch->at("tokens").size(0);
       }
       const double s = secs(t0);
       std::printf("fetch (attention mask %s): %.0f samples/s, %.1f M tokens/s\n", mask ? "on" : "off", n / s,

@@ -17,6 +17,7 @@
 
 #include "megatron/comm/process_group.h"
 #include "megatron/datasets/blended_dataset.h"
+#include "megatron/datasets/data_iterator.h"
 #include "megatron/logging.h"
 #include "megatron/memory.h"
 #include "megatron/models/gpt/gpt_model.h"
@@ -60,7 +61,7 @@ struct TimedStage : torch::nn::Module, transformer::MegatronModule {
   at::Tensor w, in;
 };
 
-std::pair<at::Tensor, pp::LossFunc> timed_forward_step(datasets::DataIterator&, torch::nn::Module& m) {
+std::pair<at::Tensor, pp::LossFunc> timed_forward_step(datasets::BatchIterator&, torch::nn::Module& m) {
   at::Tensor out = dynamic_cast<TimedStage&>(m).forward();
   return {out, [](const at::Tensor& o) {
             at::Tensor loss = o.mean();
@@ -68,11 +69,12 @@ std::pair<at::Tensor, pp::LossFunc> timed_forward_step(datasets::DataIterator&, 
           }};
 }
 
-std::pair<at::Tensor, pp::LossFunc> gpt_forward_step(datasets::DataIterator& it, torch::nn::Module& m) {
+std::pair<at::Tensor, pp::LossFunc> gpt_forward_step(datasets::BatchIterator& it, torch::nn::Module& m) {
   auto batch = it.next();
   TORCH_CHECK(batch, "pipeline_bench: out of samples");
-  at::Tensor out = dynamic_cast<models::gpt::GPTModelImpl&>(m).forward(batch->tokens, {}, {}, batch->labels);
-  at::Tensor mask = batch->loss_mask;
+  at::Tensor out =
+      dynamic_cast<models::gpt::GPTModelImpl&>(m).forward(batch->at("tokens"), {}, {}, batch->at("labels"));
+  at::Tensor mask = batch->at("loss_mask");
   return {out, [mask](const at::Tensor& o) {
             at::Tensor loss = (o * mask).sum() / mask.sum();
             return std::make_pair(loss, std::map<std::string, at::Tensor>{{"lm loss", loss.detach()}});
@@ -110,7 +112,7 @@ Measured run(const ParallelState& ps, const std::string& kind, int64_t chunks, i
         0));
   }
   std::vector<torch::nn::Module*> model;
-  std::vector<datasets::DataIterator*> its;
+  std::vector<datasets::BatchIterator*> its;
   for (size_t i = 0; i < modules.size(); ++i) {
     model.push_back(modules[i].get());
     its.push_back(iterators[i].get());

@@ -2,6 +2,7 @@
 // position ids follow Megatron-LM's GPT sample construction (_get_ltor_masks_and_position_ids).
 #pragma once
 
+#include "megatron/datasets/batch_iterator.h"
 #include "megatron/datasets/megatron_dataset.h"
 #include "megatron/datasets/samplers.h"
 
@@ -17,16 +18,6 @@
 #include <vector>
 
 namespace megatron::datasets {
-
-struct GPTBatch {
-  at::Tensor tokens;     // [b, s] int64
-  at::Tensor labels;     // [b, s] int64, tokens shifted left by one
-  at::Tensor loss_mask;  // [b, s] float32
-  // [b, 1, s, s] bool, true = masked out; undefined when not created. Without
-  // reset_attention_mask it is one causal [1, 1, s, s] expanded (a view: .contiguous() to own).
-  at::Tensor attention_mask;
-  at::Tensor position_ids;  // [b, s] int64
-};
 
 struct BatchOptions {
   int64_t eod_token = -1;
@@ -44,28 +35,32 @@ struct BatchOptions {
   bool pin_memory = false;
 };
 
-// The samples `indices` of `dataset` as one batch.
-GPTBatch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& indices, const BatchOptions& options);
+// The samples `indices` of `dataset` as one GPT batch:
+//   tokens [b, s] int64; labels [b, s] int64, the tokens shifted left by one; loss_mask [b, s]
+//   float32; position_ids [b, s] int64; attention_mask [b, 1, s, s] bool, true = masked out,
+//   undefined when not created (without reset_attention_mask one causal [1, 1, s, s] expanded,
+//   a view: .contiguous() to own).
+Batch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& indices, const BatchOptions& options);
 
 // Pulls micro-batches of indices from the sampler and builds batches, optionally `prefetch`
 // batches ahead on a background thread. Checks every `check_files_every` batches that the files
 // under the dataset have not changed.
-class DataIterator {
+class DataIterator : public BatchIterator {
  public:
   DataIterator(std::shared_ptr<const MegatronDataset> dataset, std::unique_ptr<BatchSampler> sampler,
                BatchOptions options, int prefetch = 0, int64_t check_files_every = 100);
-  ~DataIterator();
+  ~DataIterator() override;
   DataIterator(const DataIterator&) = delete;
   DataIterator& operator=(const DataIterator&) = delete;
 
   // The next batch, nullopt once the sampler is exhausted. Rethrows a background failure.
-  std::optional<GPTBatch> next();
+  std::optional<Batch> next() override;
   // consumed_samples after the batches handed out so far (what a checkpoint stores).
   int64_t consumed_samples() const { return consumed_; }
 
  private:
   struct Item {
-    std::optional<GPTBatch> batch;
+    std::optional<Batch> batch;
     int64_t consumed = 0;
   };
   Item produce();

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "megatron/datasets/data_iterator.h"
+#include "megatron/datasets/batch_iterator.h"
 #include "megatron/parallel_state.h"
 
 namespace torch::nn {
@@ -29,7 +29,7 @@ using LossFunc = std::function<std::pair<at::Tensor, std::map<std::string, at::T
 // chunk. On stages after the first the chunk's input comes from set_input_tensor; loss_func is
 // called on the last stage only.
 using ForwardStepFunc =
-    std::function<std::pair<at::Tensor, LossFunc>(datasets::DataIterator& data_iterator, torch::nn::Module& model)>;
+    std::function<std::pair<at::Tensor, LossFunc>(datasets::BatchIterator& data_iterator, torch::nn::Module& model)>;
 
 struct ScheduleOptions {
   int64_t num_microbatches = 1;
@@ -62,7 +62,7 @@ struct ForwardBackwardResult {
 
 // One data iterator and one model chunk per virtual stage (a single one without interleaving).
 using ForwardBackwardFunc = std::function<ForwardBackwardResult(
-    const ForwardStepFunc& forward_step_func, const std::vector<datasets::DataIterator*>& data_iterators,
+    const ForwardStepFunc& forward_step_func, const std::vector<datasets::BatchIterator*>& data_iterators,
     const std::vector<torch::nn::Module*>& model, const ScheduleOptions& options)>;
 
 // No pipelining for one stage, 1F1B for several, interleaved 1F1B with virtual stages. The
@@ -70,16 +70,16 @@ using ForwardBackwardFunc = std::function<ForwardBackwardResult(
 ForwardBackwardFunc get_forward_backward_func(const ParallelState& parallel_state);
 
 ForwardBackwardResult forward_backward_no_pipelining(const ParallelState& ps, const ForwardStepFunc& forward_step_func,
-                                                     const std::vector<datasets::DataIterator*>& data_iterators,
+                                                     const std::vector<datasets::BatchIterator*>& data_iterators,
                                                      const std::vector<torch::nn::Module*>& model,
                                                      const ScheduleOptions& options);
 ForwardBackwardResult forward_backward_pipelining_without_interleaving(
     const ParallelState& ps, const ForwardStepFunc& forward_step_func,
-    const std::vector<datasets::DataIterator*>& data_iterators, const std::vector<torch::nn::Module*>& model,
+    const std::vector<datasets::BatchIterator*>& data_iterators, const std::vector<torch::nn::Module*>& model,
     const ScheduleOptions& options);
 ForwardBackwardResult forward_backward_pipelining_with_interleaving(
     const ParallelState& ps, const ForwardStepFunc& forward_step_func,
-    const std::vector<datasets::DataIterator*>& data_iterators, const std::vector<torch::nn::Module*>& model,
+    const std::vector<datasets::BatchIterator*>& data_iterators, const std::vector<torch::nn::Module*>& model,
     const ScheduleOptions& options);
 
 }  // namespace megatron::pipeline_parallel

@@ -34,14 +34,16 @@ Datasets gpt_datasets_provider(const TrainingContext& ctx, const std::array<int6
                                const tokenizer::Tokenizer& tokenizer);
 
 // The next micro-batch with its tensors on `device`; running out of samples is an error.
-datasets::GPTBatch get_batch(datasets::DataIterator& data_iterator, c10::Device device);
+datasets::Batch get_batch(datasets::BatchIterator& data_iterator, c10::Device device);
 
 // Mean of the per-token losses where loss_mask is 1, reported as "lm loss".
 std::pair<at::Tensor, std::map<std::string, at::Tensor>> gpt_loss_func(const at::Tensor& loss_mask,
                                                                        const at::Tensor& output_tensor);
 
 // One micro-batch through a GPTModel: (per-token loss [b, s], loss_func bound to its loss mask).
-std::pair<at::Tensor, LossFunc> gpt_forward_step(datasets::DataIterator& data_iterator, torch::nn::Module& model);
+// The batch needs "tokens", "labels" and "loss_mask"; "position_ids" and "attention_mask" are
+// used when present.
+std::pair<at::Tensor, LossFunc> gpt_forward_step(datasets::BatchIterator& data_iterator, torch::nn::Module& model);
 
 // The three callbacks as pretrain() takes them, bound to one tokenizer.
 struct GPTCallbacks {
