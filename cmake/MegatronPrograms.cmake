@@ -1,8 +1,10 @@
 # megatron_add_program(name SOURCES ...): an executable on the library (tools, examples, benches),
 # landing in build/bin and reusing the library's precompiled LibTorch headers.
 function(megatron_use_library_pch target)
-  # Reusing the library's precompiled header needs the library's -fPIC, not the default -fPIE.
-  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
+  # Reusing the library's precompiled header needs the library's -fPIC, not the default -fPIE,
+  # and its visibility flags.
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE OFF CXX_VISIBILITY_PRESET hidden
+                                             VISIBILITY_INLINES_HIDDEN ON)
   target_compile_options(${target} PRIVATE -fPIC)
   if(MEGATRON_PRECOMPILE_HEADERS)
     target_precompile_headers(${target} REUSE_FROM megatron)

@@ -1,6 +1,8 @@
 // CPU math kernels settled before they run on several threads.
 #pragma once
 
+#include "megatron/export.h"
+
 namespace megatron {
 
 // LibTorch sends float and double exp, log, sqrt, tanh, erf, sin, ... on CPU to MKL's vector math
@@ -9,6 +11,6 @@ namespace megatron {
 // (up to ~1e-4 relative error, so a resumed run's first loss differs; pytorch/pytorch#188792).
 // Calling each function once on one element, on this thread, settles the choice first.
 // Idempotent; pretrain(), init_distributed() and GPTModel call it.
-void warm_up_cpu_math();
+MEGATRON_API void warm_up_cpu_math();
 
 }  // namespace megatron

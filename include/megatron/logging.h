@@ -3,6 +3,8 @@
 // because torch bundles an fmt of its own that must not meet spdlog's.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <string>
 #include <string_view>
 
@@ -10,7 +12,7 @@ namespace megatron {
 
 enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kOff };
 
-struct LoggingOptions {
+struct MEGATRON_API LoggingOptions {
   int rank = 0;
   int world_size = 1;
   // "trace" | "debug" | "info" | "warn" | "error" | "off"; empty: $MEGATRON_LOG_LEVEL, else "info".
@@ -19,14 +21,14 @@ struct LoggingOptions {
 
 // Installs the rank-prefixed logger. Call once per process, after the launcher is known.
 // Throws std::invalid_argument for an unknown level or a rank outside the world.
-void init_logging(const LoggingOptions& options);
+MEGATRON_API void init_logging(const LoggingOptions& options);
 
 // The rank and world size given to init_logging (rank 0 of 1 before it is called).
-int logging_rank();
-int logging_world_size();
+MEGATRON_API int logging_rank();
+MEGATRON_API int logging_world_size();
 
-bool log_enabled(LogLevel level);
-void log(LogLevel level, std::string_view message);
+MEGATRON_API bool log_enabled(LogLevel level);
+MEGATRON_API void log(LogLevel level, std::string_view message);
 inline void log_info(std::string_view message) {
   log(LogLevel::kInfo, message);
 }
@@ -35,8 +37,8 @@ inline void log_warn(std::string_view message) {
 }
 
 // Once per job: only rank 0 logs.
-void log_rank_0(LogLevel level, std::string_view message);
+MEGATRON_API void log_rank_0(LogLevel level, std::string_view message);
 // Only the last rank logs: it holds the loss when the pipeline has several stages.
-void log_rank_last(LogLevel level, std::string_view message);
+MEGATRON_API void log_rank_last(LogLevel level, std::string_view message);
 
 }  // namespace megatron

@@ -5,6 +5,8 @@
 //   CUDA caching allocator does on a GPU.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <cstdint>
 
 namespace c10 {
@@ -13,7 +15,7 @@ struct Allocator;
 
 namespace megatron {
 
-class HostMemoryTracker {
+class MEGATRON_API HostMemoryTracker {
  public:
   HostMemoryTracker();   // one at a time per process
   ~HostMemoryTracker();  // the previous allocator again; counted blocks stay counted until freed
@@ -34,7 +36,7 @@ class HostMemoryTracker {
 // sixth of a CPU step's time for GPT-2 124M. Blocks of at least kMinCachedBytes are kept when
 // freed and handed out again for a request of the same rounded size. The cache holds at most
 // max_cached_bytes; beyond that the least recently freed blocks go back to the OS.
-struct CPUAllocatorCacheStats {
+struct MEGATRON_API CPUAllocatorCacheStats {
   int64_t cached_bytes = 0;     // freed, kept for reuse
   int64_t allocated_bytes = 0;  // handed out by the cache's allocator and not yet freed
   int64_t hits = 0;             // requests served from the cache
@@ -43,9 +45,9 @@ struct CPUAllocatorCacheStats {
 
 // Installs the cache as LibTorch's CPU allocator (idempotent). max_cached_bytes < 0 keeps the
 // current limit (default: 8 GiB).
-void enable_cpu_allocator_cache(int64_t max_cached_bytes = -1);
-bool cpu_allocator_cache_enabled();
-void empty_cpu_allocator_cache();  // returns every cached block to the OS
-CPUAllocatorCacheStats cpu_allocator_cache_stats();
+MEGATRON_API void enable_cpu_allocator_cache(int64_t max_cached_bytes = -1);
+MEGATRON_API bool cpu_allocator_cache_enabled();
+MEGATRON_API void empty_cpu_allocator_cache();  // returns every cached block to the OS
+MEGATRON_API CPUAllocatorCacheStats cpu_allocator_cache_stats();
 
 }  // namespace megatron

@@ -3,6 +3,8 @@
 // Built once from the world group and passed to whatever needs it; it holds no global state.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <memory>
 #include <optional>
 #include <vector>
@@ -11,7 +13,7 @@
 
 namespace megatron {
 
-class ParallelState {
+class MEGATRON_API ParallelState {
  public:
   // Splits world into groups. world size must equal tp * cp * dp * pp for some dp >= 1.
   // Collective over world: every rank calls it with the same arguments.

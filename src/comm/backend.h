@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "build_config.h"
 #include "megatron/comm/process_group.h"
 
 namespace megatron::comm::detail {
@@ -68,14 +69,14 @@ struct BackendContext {
 // Single process: every collective is the identity (or a copy), p2p only to itself.
 std::unique_ptr<Backend> make_local_backend(BackendContext ctx);
 
-#ifdef MEGATRON_WITH_MPI
+#if MEGATRON_WITH_MPI
 // MPI_COMM_WORLD, after init_mpi().
 void init_mpi();
 std::unique_ptr<Backend> make_mpi_world_backend(BackendContext ctx);
 void mpi_abort(int exit_code);
 #endif
 
-#ifdef MEGATRON_WITH_NCCL
+#if MEGATRON_WITH_NCCL
 struct NcclRendezvous;  // how a new NCCL communicator gets its unique id
 std::unique_ptr<Backend> make_nccl_backend(BackendContext ctx, std::vector<int> global_ranks, std::string name,
                                            std::shared_ptr<NcclRendezvous> rendezvous, Backend* host_backend);

@@ -1,12 +1,16 @@
 // Host-tensor collectives over MPI: one communicator per group, every operation non-blocking
 // (MPI-3 I-collectives) so that waits can time out. bf16/fp16 reduce through user-defined ops
 // that accumulate in float.
-#ifdef MEGATRON_WITH_MPI
+#include "build_config.h"
+#if MEGATRON_WITH_MPI
 
 #include <ATen/ATen.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Half.h>
+// The C API only: OpenMPI's and MPICH's C++ bindings are deprecated and need extra libraries.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <atomic>

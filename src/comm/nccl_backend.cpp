@@ -1,7 +1,8 @@
 // CUDA-tensor collectives over NCCL: one communicator per group, created on the group's first
 // CUDA operation, running on its own stream. The caller's stream waits for the communication
 // through CUDA events, and wait() polls the end event so that a stuck peer times out.
-#ifdef MEGATRON_WITH_NCCL
+#include "build_config.h"
+#if MEGATRON_WITH_NCCL
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>

@@ -36,7 +36,7 @@ class ProcessGroupImpl {
   at::DeviceType device_type = at::kCPU;
   std::unique_ptr<Backend> host;  // null in torchrun-style GPU jobs (no MPI there)
   std::unique_ptr<Backend> cuda;  // created on the first CUDA tensor
-#ifdef MEGATRON_WITH_NCCL
+#if MEGATRON_WITH_NCCL
   std::shared_ptr<detail::NcclRendezvous> rendezvous;
 #endif
 
@@ -81,7 +81,7 @@ class ProcessGroupImpl {
     TORCH_CHECK(std::find(std::begin(kSupported), std::end(kSupported), tensor.scalar_type()) != std::end(kSupported),
                 "[comm] ", op, " on group '", name, "': collectives do not support dtype ", tensor.scalar_type());
     if (tensor.is_cuda()) {
-#ifdef MEGATRON_WITH_NCCL
+#if MEGATRON_WITH_NCCL
       if (!cuda) {
         detail::BackendContext ctx{rank, size(), timeout};
         cuda = detail::make_nccl_backend(ctx, global_ranks, name, rendezvous, host.get());
@@ -198,7 +198,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   impl->timeout = impl_->timeout;
   impl->device_type = impl_->device_type;
   if (impl_->host) impl->host = impl_->host->split(ranks, name);
-#ifdef MEGATRON_WITH_NCCL
+#if MEGATRON_WITH_NCCL
   impl->rendezvous = impl_->rendezvous;
 #endif
   return ProcessGroupImpl::wrap(std::move(impl));
@@ -328,7 +328,7 @@ std::shared_ptr<ProcessGroup> init_distributed(const LauncherEnv& env, Distribut
 
   const bool mpi_launch = env.launcher == Launcher::kOpenMPI || env.launcher == Launcher::kPMI;
   if (mpi_launch) {
-#ifdef MEGATRON_WITH_MPI
+#if MEGATRON_WITH_MPI
     detail::init_mpi();
     impl->host = detail::make_mpi_world_backend(ctx);
 #else
@@ -345,19 +345,19 @@ std::shared_ptr<ProcessGroup> init_distributed(const LauncherEnv& env, Distribut
                 env.world_size,
                 " ...` instead (CUDA jobs may use "
                 "either launcher)");
-#ifndef MEGATRON_WITH_NCCL
+#if !MEGATRON_WITH_NCCL
     TORCH_CHECK(false, "[comm] torchrun-style CUDA job of ", env.world_size,
                 " ranks, but this build has no NCCL (configure with MEGATRON_WITH_NCCL=ON)");
 #endif
   }
-#ifdef MEGATRON_WITH_NCCL
+#if MEGATRON_WITH_NCCL
   impl->rendezvous = detail::make_nccl_rendezvous(env, impl->host.get(), impl->timeout);
 #endif
   return ProcessGroupImpl::wrap(std::move(impl));
 }
 
 void abort_job(int exit_code) {
-#ifdef MEGATRON_WITH_MPI
+#if MEGATRON_WITH_MPI
   detail::mpi_abort(exit_code);
 #endif
 }

@@ -8,13 +8,14 @@
 #include <cstdlib>
 #include <thread>
 
+#include "build_config.h"
 #include "megatron/comm/launcher_env.h"
 #include "megatron/cpu_math.h"
 #include "megatron/logging.h"
 #include "megatron/memory.h"
 #include "megatron/tensor_parallel/random.h"
 
-#ifdef MEGATRON_WITH_CUDA
+#if MEGATRON_WITH_CUDA
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
@@ -28,7 +29,7 @@ c10::Device choose_device(const Arguments& args, int local_rank) {
   TORCH_CHECK(at::hasCUDA(), "[training] --device cuda, but no CUDA device is visible");
   // One GPU per local rank; a launcher that shows each rank only its own GPU leaves one visible.
   const auto index = static_cast<c10::DeviceIndex>(local_rank % static_cast<int>(at::getNumGPUs()));
-#ifdef MEGATRON_WITH_CUDA
+#if MEGATRON_WITH_CUDA
   c10::cuda::set_device(index);
 #endif
   // TF32 tensor cores for fp32 matmuls and convolutions only when asked (--tf32).

@@ -221,7 +221,7 @@ TEST(ArgumentsTable, ListsEveryStructFieldInOrder) {
   std::stringstream text;
   text << in.rdbuf();
   const std::string header = text.str();
-  const size_t begin = header.find("struct Arguments {"), end = header.find("void validate(", begin);
+  const size_t begin = header.find("struct MEGATRON_API Arguments {"), end = header.find("void validate(", begin);
   ASSERT_NE(begin, std::string::npos);
   ASSERT_NE(end, std::string::npos);
   std::vector<std::string> declared;

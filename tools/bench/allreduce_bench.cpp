@@ -2,6 +2,9 @@
 // on the same buffers in the same run. Launch: mpirun -np N build/bin/allreduce_bench
 // Bus bandwidth follows nccl-tests: bytes / time * 2 (n - 1) / n.
 #include <ATen/ATen.h>
+// The C API only (as the library's MPI backend): the C++ bindings need extra libraries.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #include <CLI/CLI.hpp>
 

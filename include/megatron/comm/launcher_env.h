@@ -2,6 +2,8 @@
 // (mpirun / OpenMPI, MPICH-style PMI, or a torchrun-style environment).
 #pragma once
 
+#include "megatron/export.h"
+
 #include <map>
 #include <string>
 
@@ -9,9 +11,9 @@ namespace megatron::comm {
 
 enum class Launcher { kNone, kOpenMPI, kPMI, kTorchrun };
 
-const char* to_string(Launcher launcher);
+MEGATRON_API const char* to_string(Launcher launcher);
 
-struct LauncherEnv {
+struct MEGATRON_API LauncherEnv {
   Launcher launcher = Launcher::kNone;
   int rank = 0;
   int world_size = 1;
@@ -31,6 +33,6 @@ struct LauncherEnv {
 };
 
 // The environment variables from_environment() looks at, for tests and diagnostics.
-std::map<std::string, std::string> launcher_variables_from_environment();
+MEGATRON_API std::map<std::string, std::string> launcher_variables_from_environment();
 
 }  // namespace megatron::comm

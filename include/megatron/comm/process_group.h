@@ -6,6 +6,8 @@
 // blocking or _async: MPI never matches one with the other.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
@@ -19,12 +21,12 @@ namespace megatron::comm {
 
 enum class ReduceOp { kSum, kAvg, kMax, kMin };
 
-const char* to_string(ReduceOp op);
+MEGATRON_API const char* to_string(ReduceOp op);
 
 // Handle of an operation in flight. wait() blocks until it completes; past the timeout it throws
 // c10::Error naming the operation, group, rank and peers, and the operation stays pending (a
 // later wait() may still complete it).
-class Work {
+class MEGATRON_API Work {
  public:
   virtual ~Work() = default;
   virtual bool is_completed() = 0;
@@ -38,14 +40,14 @@ class Work {
 using WorkHandle = std::shared_ptr<Work>;
 
 // One send or receive of a batch (Megatron's P2POp); peer is a rank within the group.
-struct P2POp {
+struct MEGATRON_API P2POp {
   enum Kind { kSend, kRecv };
   Kind kind;
   at::Tensor tensor;
   int peer;
 };
 
-struct DistributedOptions {
+struct MEGATRON_API DistributedOptions {
   // Default 10 minutes; $MEGATRON_DISTRIBUTED_TIMEOUT_SECONDS overrides it when set.
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
   // Where the job's tensors live: CPU jobs of several ranks need MPI (mpirun); CUDA jobs use
@@ -55,7 +57,7 @@ struct DistributedOptions {
 
 class ProcessGroupImpl;
 
-class ProcessGroup {
+class MEGATRON_API ProcessGroup {
  public:
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
@@ -100,10 +102,10 @@ class ProcessGroup {
 // Starts the communication runtime for this process (MPI, and NCCL lazily on first CUDA
 // tensor) and returns the world group. Call once per process. A torchrun-style CPU job of more
 // than one rank is refused: run it under mpirun.
-std::shared_ptr<ProcessGroup> init_distributed(const LauncherEnv& env, DistributedOptions options = {});
+MEGATRON_API std::shared_ptr<ProcessGroup> init_distributed(const LauncherEnv& env, DistributedOptions options = {});
 
 // For a program's error path: ends every rank of the job (MPI_Abort), so that no rank is left
 // waiting on one that failed. Without MPI it returns and the caller exits.
-void abort_job(int exit_code);
+MEGATRON_API void abort_job(int exit_code);
 
 }  // namespace megatron::comm

@@ -3,6 +3,8 @@
 // DataIterator over the library's datasets, or a class of the user's own.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <map>
@@ -15,7 +17,7 @@ namespace megatron::datasets {
 // "attention_mask" (undefined when not created); see data_iterator.h for their shapes.
 using Batch = std::map<std::string, at::Tensor>;
 
-class BatchIterator {
+class MEGATRON_API BatchIterator {
  public:
   virtual ~BatchIterator() = default;
   // The next micro-batch, nullopt once the source is exhausted.

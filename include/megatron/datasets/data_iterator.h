@@ -2,6 +2,8 @@
 // position ids follow Megatron-LM's GPT sample construction (_get_ltor_masks_and_position_ids).
 #pragma once
 
+#include "megatron/export.h"
+
 #include "megatron/datasets/batch_iterator.h"
 #include "megatron/datasets/megatron_dataset.h"
 #include "megatron/datasets/samplers.h"
@@ -19,7 +21,7 @@
 
 namespace megatron::datasets {
 
-struct BatchOptions {
+struct MEGATRON_API BatchOptions {
   int64_t eod_token = -1;
   // The model's sequence length; > 0: samples of another length are an error.
   int64_t sequence_length = 0;
@@ -40,12 +42,13 @@ struct BatchOptions {
 //   float32; position_ids [b, s] int64; attention_mask [b, 1, s, s] bool, true = masked out,
 //   undefined when not created (without reset_attention_mask one causal [1, 1, s, s] expanded,
 //   a view: .contiguous() to own).
-Batch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& indices, const BatchOptions& options);
+MEGATRON_API Batch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& indices,
+                               const BatchOptions& options);
 
 // Pulls micro-batches of indices from the sampler and builds batches, optionally `prefetch`
 // batches ahead on a background thread. Checks every `check_files_every` batches that the files
 // under the dataset have not changed.
-class DataIterator : public BatchIterator {
+class MEGATRON_API DataIterator : public BatchIterator {
  public:
   DataIterator(std::shared_ptr<const MegatronDataset> dataset, std::unique_ptr<BatchSampler> sampler,
                BatchOptions options, int prefetch = 0, int64_t check_files_every = 100);

@@ -8,6 +8,8 @@
 // are memory-mapped, so the ranks of a node share one copy.
 #pragma once
 
+#include "megatron/export.h"
+
 #include "megatron/datasets/index_array.h"
 #include "megatron/datasets/indexed_dataset.h"
 #include "megatron/datasets/megatron_dataset.h"
@@ -23,14 +25,14 @@
 namespace megatron::datasets {
 
 // "969,30,1" -> [0.969, 0.030, 0.001]: the numbers in the string (missing ones 0), normalised.
-std::array<double, 3> parse_and_normalize_split(const std::string& split);
+MEGATRON_API std::array<double, 3> parse_and_normalize_split(const std::string& split);
 // Sequence ranges [begin, end) per split (round half to even, as Python's round), or nullopt for
 // a split of weight 0.
-std::array<std::optional<std::pair<int64_t, int64_t>>, 3> split_ranges(const std::array<double, 3>& split,
-                                                                       int64_t num_elements);
+MEGATRON_API std::array<std::optional<std::pair<int64_t, int64_t>>, 3> split_ranges(const std::array<double, 3>& split,
+                                                                                    int64_t num_elements);
 
 // The token source a GPTDataset cuts samples from: sequences with lengths.
-class LowLevelDataset {
+class MEGATRON_API LowLevelDataset {
  public:
   virtual ~LowLevelDataset() = default;
   virtual int64_t num_sequences() const = 0;
@@ -42,7 +44,7 @@ class LowLevelDataset {
 };
 
 // An IndexedDataset (.bin/.idx pair) as a token source.
-class IndexedLowLevelDataset : public LowLevelDataset {
+class MEGATRON_API IndexedLowLevelDataset : public LowLevelDataset {
  public:
   explicit IndexedLowLevelDataset(std::shared_ptr<const IndexedDataset> dataset);
   int64_t num_sequences() const override { return dataset_->num_sequences(); }
@@ -61,7 +63,7 @@ class IndexedLowLevelDataset : public LowLevelDataset {
 // Synthetic documents for --mock-data, as Megatron-LM's MockGPTLowLevelDataset: document i has
 // L_i tokens 1, 2, ..., L_i - 1 (mod vocab) then EOD, with L = np.random.default_rng(0)
 // .integers(1, 4096, num_sequences, int32).
-class MockLowLevelDataset : public LowLevelDataset {
+class MEGATRON_API MockLowLevelDataset : public LowLevelDataset {
  public:
   MockLowLevelDataset(int64_t vocab_size, int64_t eod_token, int64_t num_sequences = 100000);
   int64_t num_sequences() const override { return static_cast<int64_t>(lengths_.size()); }
@@ -74,7 +76,7 @@ class MockLowLevelDataset : public LowLevelDataset {
   std::vector<int32_t> lengths_;
 };
 
-struct GPTDatasetConfig {
+struct MEGATRON_API GPTDatasetConfig {
   uint32_t random_seed = 1234;
   int64_t sequence_length = 0;
   std::string split = "969,30,1";
@@ -90,7 +92,7 @@ struct GPTDatasetConfig {
   bool build_cache = true;
 };
 
-class GPTDataset : public MegatronDataset {
+class MEGATRON_API GPTDataset : public MegatronDataset {
  public:
   // Samples from sequences [range.first, range.second) of `dataset`. num_samples: the minimum
   // number of samples (more epochs are added until reached); nullopt: one epoch.

@@ -7,6 +7,8 @@
 // document_indices starts at 0 and ends at S: document d is sequences [doc[d], doc[d+1]).
 #pragma once
 
+#include "megatron/export.h"
+
 #include <sys/types.h>
 #include <cstddef>
 #include <cstdint>
@@ -29,20 +31,20 @@ enum class DType : uint8_t {
   kUInt16 = 8,
 };
 
-size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);
+MEGATRON_API size_t dtype_size(DType dtype);
+MEGATRON_API const char* dtype_name(DType dtype);
 // True for the codes 1..8; the reader refuses anything else.
-bool is_valid_dtype_code(uint8_t code);
+MEGATRON_API bool is_valid_dtype_code(uint8_t code);
 // Megatron's choice for token files: uint16 when vocab_size < 65500, else int32.
-DType optimal_dtype(int64_t vocab_size);
+MEGATRON_API DType optimal_dtype(int64_t vocab_size);
 
-std::string idx_path(const std::string& path_prefix);
-std::string bin_path(const std::string& path_prefix);
+MEGATRON_API std::string idx_path(const std::string& path_prefix);
+MEGATRON_API std::string bin_path(const std::string& path_prefix);
 // Both {prefix}.idx and {prefix}.bin exist.
-bool indexed_dataset_exists(const std::string& path_prefix);
+MEGATRON_API bool indexed_dataset_exists(const std::string& path_prefix);
 
 // A read-only view of one contiguous run of values in the mapped .bin.
-struct TokenSpan {
+struct MEGATRON_API TokenSpan {
   const void* data = nullptr;
   int64_t size = 0;  // number of values
   DType dtype = DType::kInt32;
@@ -54,7 +56,7 @@ struct TokenSpan {
 };
 
 // Read-only memory map of a whole file; unmapped on destruction.
-class MappedFile {
+class MEGATRON_API MappedFile {
  public:
   explicit MappedFile(const std::string& path);
   ~MappedFile();
@@ -77,7 +79,7 @@ class MappedFile {
 
 // Reader: validates the pair on open (see the class comment in indexed_dataset.cpp for the list)
 // and serves sequences as zero-copy spans into the mapped .bin.
-class IndexedDataset {
+class MEGATRON_API IndexedDataset {
  public:
   explicit IndexedDataset(std::string path_prefix);
 
@@ -131,7 +133,7 @@ class IndexedDataset {
 
 // Builder: streams tokens into "{bin}.tmp", keeps the index in memory, and on finalize() writes
 // the .idx the same way and renames both, so readers never see a half-written pair.
-class IndexedDatasetBuilder {
+class MEGATRON_API IndexedDatasetBuilder {
  public:
   IndexedDatasetBuilder(std::string bin_path, DType dtype);
   ~IndexedDatasetBuilder();  // removes the temporary files unless finalized

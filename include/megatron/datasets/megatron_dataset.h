@@ -2,15 +2,17 @@
 // (GPTDataset, MockGPTDataset, BlendedDataset).
 #pragma once
 
+#include "megatron/export.h"
+
 #include <cstdint>
 #include <string>
 
 namespace megatron::datasets {
 
 enum class Split { kTrain = 0, kValid = 1, kTest = 2 };
-const char* split_name(Split split);
+MEGATRON_API const char* split_name(Split split);
 
-class MegatronDataset {
+class MEGATRON_API MegatronDataset {
  public:
   virtual ~MegatronDataset() = default;
   // Number of samples.

@@ -2,6 +2,8 @@
 // can open them: C-order, little-endian integer arrays of rank 1 or 2.
 #pragma once
 
+#include "megatron/export.h"
+
 #include "megatron/datasets/indexed_dataset.h"
 
 #include <cstdint>
@@ -11,7 +13,7 @@
 
 namespace megatron::datasets {
 
-struct NpyArray {
+struct MEGATRON_API NpyArray {
   std::string descr;           // "<i2", "<i4", "<i8", "<u4", ...
   std::vector<int64_t> shape;  // rank 1 or 2
   std::vector<uint8_t> data;   // raw little-endian values
@@ -21,22 +23,22 @@ struct NpyArray {
 };
 
 // Writes to "{path}.tmp.{pid}" and renames, so a reader never sees a partial file.
-void write_npy(const std::string& path, const std::string& descr, const std::vector<int64_t>& shape, const void* data,
-               size_t nbytes);
+MEGATRON_API void write_npy(const std::string& path, const std::string& descr, const std::vector<int64_t>& shape,
+                            const void* data, size_t nbytes);
 template <typename T>
-void write_npy(const std::string& path, const std::vector<T>& values, std::vector<int64_t> shape = {});
+MEGATRON_API void write_npy(const std::string& path, const std::vector<T>& values, std::vector<int64_t> shape = {});
 
-NpyArray read_npy(const std::string& path);
+MEGATRON_API NpyArray read_npy(const std::string& path);
 
 // The same file memory-mapped: its header parsed and the data left in place. The data offset
 // of a .npy is a multiple of 16 (64 in files written here), so the values are aligned.
-struct MappedNpy {
+struct MEGATRON_API MappedNpy {
   std::shared_ptr<const MappedFile> file;
   std::string descr;
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;
   int64_t numel() const;
 };
-MappedNpy map_npy(const std::string& path);
+MEGATRON_API MappedNpy map_npy(const std::string& path);
 
 }  // namespace megatron::datasets

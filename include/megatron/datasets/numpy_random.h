@@ -3,13 +3,15 @@
 // so document and shuffle indices match Megatron-LM's bit for bit.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <cstdint>
 #include <random>
 #include <utility>
 
 namespace megatron::datasets {
 
-class NumpyRandomState {
+class MEGATRON_API NumpyRandomState {
  public:
   // numpy seeds an integer with MT19937's reference init_genrand, which is std::mt19937's.
   explicit NumpyRandomState(uint32_t seed) : engine_(seed) {}
@@ -59,7 +61,7 @@ class NumpyRandomState {
 // numpy's np.random.default_rng(seed) (SeedSequence -> PCG64, XSL-RR output) and the
 // Generator.integers path for 32-bit dtypes (Lemire's bounded draw), which Megatron-LM's mock
 // dataset uses for its document lengths.
-class NumpyPCG64Generator {
+class MEGATRON_API NumpyPCG64Generator {
  public:
   explicit NumpyPCG64Generator(uint64_t seed);
 

@@ -2,13 +2,15 @@
 // each micro-batch, resumable from consumed_samples (the global count across all DP ranks).
 #pragma once
 
+#include "megatron/export.h"
+
 #include <cstdint>
 #include <optional>
 #include <vector>
 
 namespace megatron::datasets {
 
-class BatchSampler {
+class MEGATRON_API BatchSampler {
  public:
   virtual ~BatchSampler() = default;
   // This rank's next micro-batch of sample indices, nullopt when the data is exhausted.
@@ -19,7 +21,7 @@ class BatchSampler {
 
 // dataloader_type "single": global micro-batches of micro_batch_size * dp_size consecutive
 // indices starting at consumed_samples; rank r takes [r * mbs, (r + 1) * mbs) of each.
-class MegatronPretrainingSampler : public BatchSampler {
+class MEGATRON_API MegatronPretrainingSampler : public BatchSampler {
  public:
   MegatronPretrainingSampler(int64_t total_samples, int64_t consumed_samples, int64_t micro_batch_size,
                              int64_t data_parallel_rank, int64_t data_parallel_size, bool drop_last = true);
@@ -34,7 +36,7 @@ class MegatronPretrainingSampler : public BatchSampler {
 // dataloader_type "cyclic": each epoch a torch.randperm (CPU generator seeded with the epoch
 // number) of the full buckets, dealt round-robin to the ranks (or, with data_sharding, a
 // per-rank bucket shuffled independently). Cycles through epochs without end.
-class MegatronPretrainingRandomSampler : public BatchSampler {
+class MEGATRON_API MegatronPretrainingRandomSampler : public BatchSampler {
  public:
   MegatronPretrainingRandomSampler(int64_t total_samples, int64_t consumed_samples, int64_t micro_batch_size,
                                    int64_t data_parallel_rank, int64_t data_parallel_size, bool data_sharding);

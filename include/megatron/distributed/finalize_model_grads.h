@@ -3,6 +3,8 @@
 // optimizer's data-parallel reduce.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <memory>
 #include <vector>
 
@@ -18,6 +20,7 @@ namespace megatron::distributed {
 // replicated parameters' gradients summed over TP; with pipeline stages, the tied word
 // embedding's gradient summed over the embedding group (first and last stage). Other modules
 // are left alone.
-void finalize_model_grads(const std::vector<std::shared_ptr<torch::nn::Module>>& model, const ParallelState& ps);
+MEGATRON_API void finalize_model_grads(const std::vector<std::shared_ptr<torch::nn::Module>>& model,
+                                       const ParallelState& ps);
 
 }  // namespace megatron::distributed

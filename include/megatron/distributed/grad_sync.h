@@ -3,6 +3,8 @@
 // one all-reduce per bucket.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <vector>
@@ -13,7 +15,7 @@ namespace megatron::distributed {
 
 // Averages every tensor in `grads` (in place) over `group`. Buckets hold at most bucket_numel
 // elements (a larger tensor gets a bucket of its own).
-void allreduce_gradients(const std::vector<at::Tensor>& grads, comm::ProcessGroup& group,
-                         int64_t bucket_numel = 40'000'000);
+MEGATRON_API void allreduce_gradients(const std::vector<at::Tensor>& grads, comm::ProcessGroup& group,
+                                      int64_t bucket_numel = 40'000'000);
 
 }  // namespace megatron::distributed

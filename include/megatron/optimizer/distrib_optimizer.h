@@ -4,6 +4,8 @@
 // reduce-scatter (averaged), updated parameters leave by all-gather.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <vector>
@@ -12,7 +14,7 @@
 
 namespace megatron::optimizer {
 
-class ParamShards {
+class MEGATRON_API ParamShards {
  public:
   // params: the model parameters of one group, in a fixed order; duplicate[i]: parameter i is
   // replicated over TP ranks and must not count in the norm on this rank.

@@ -4,11 +4,13 @@
 // row grow it.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <cstdint>
 
 namespace megatron::optimizer {
 
-struct GradScalerConfig {
+struct MEGATRON_API GradScalerConfig {
   double initial_scale = 4294967296.0;
   double min_scale = 1.0;
   double growth_factor = 2.0;
@@ -18,7 +20,7 @@ struct GradScalerConfig {
   bool dynamic = true;  // false: the scale stays initial_scale
 };
 
-class GradScaler {
+class MEGATRON_API GradScaler {
  public:
   explicit GradScaler(GradScalerConfig config);
   double scale() const { return scale_; }

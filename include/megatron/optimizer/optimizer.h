@@ -4,6 +4,8 @@
 // ranks, update, copy back. Biases and 1-D parameters (norms) get no weight decay.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <map>
@@ -22,7 +24,7 @@ class Optimizer;
 
 namespace megatron::optimizer {
 
-struct OptimizerConfig {
+struct MEGATRON_API OptimizerConfig {
   std::string optimizer = "adam";  // adam (decoupled weight decay, AdamW) | sgd
   double lr = 1e-4;
   double weight_decay = 0.01;
@@ -36,7 +38,7 @@ struct OptimizerConfig {
   bool use_distributed_optimizer = false;
 };
 
-struct OptimizerParam {
+struct MEGATRON_API OptimizerParam {
   std::string name;
   at::Tensor param;
   // A copy of a parameter that another rank counts in the gradient norm: replicated on TP
@@ -44,12 +46,12 @@ struct OptimizerParam {
   bool counted_elsewhere_in_grad_norm = false;
 };
 
-struct StepResult {
+struct MEGATRON_API StepResult {
   bool update_successful = true;  // false: fp16 overflow, the update was skipped
   double grad_norm = 0.0;         // before clipping; NaN when skipped
 };
 
-class MegatronOptimizer {
+class MEGATRON_API MegatronOptimizer {
  public:
   // data_parallel_group averages gradients; model_parallel_group (TP x PP) sums the norm and
   // the overflow check. Either may be nullptr for a single rank.

@@ -3,12 +3,14 @@
 // min_lr. Steps count samples, as in Megatron-LM (each iteration adds the global batch size).
 #pragma once
 
+#include "megatron/export.h"
+
 #include <cstdint>
 #include <string>
 
 namespace megatron::optimizer {
 
-struct ParamSchedulerConfig {
+struct MEGATRON_API ParamSchedulerConfig {
   double init_lr = 0.0;  // lr_warmup_init
   double max_lr = 0.0;
   double min_lr = 0.0;
@@ -19,7 +21,7 @@ struct ParamSchedulerConfig {
   std::string lr_wsd_decay_style = "exponential";
 };
 
-class OptimizerParamScheduler {
+class MEGATRON_API OptimizerParamScheduler {
  public:
   // Checks the configuration (clear errors for unknown styles or inconsistent step counts).
   explicit OptimizerParamScheduler(ParamSchedulerConfig config);

@@ -4,6 +4,8 @@
 // Tensor shapes are fixed by the configuration ([s, b, h]); any other shape is refused.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <utility>
@@ -13,13 +15,13 @@
 
 namespace megatron::pipeline_parallel {
 
-struct P2PConfig {
+struct MEGATRON_API P2PConfig {
   std::vector<int64_t> tensor_shape;  // [seq_length (/ TP with sequence parallelism), micro_batch, hidden]
   at::ScalarType dtype = at::kFloat;
   at::Device device = at::Device(at::kCPU);
 };
 
-class P2PCommunicator {
+class MEGATRON_API P2PCommunicator {
  public:
   P2PCommunicator(const ParallelState& parallel_state, P2PConfig config);
 

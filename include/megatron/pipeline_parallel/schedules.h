@@ -4,6 +4,8 @@
 // parallel state. The loss is computed on the last stage only and reported from it.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
@@ -31,7 +33,7 @@ using LossFunc = std::function<std::pair<at::Tensor, std::map<std::string, at::T
 using ForwardStepFunc =
     std::function<std::pair<at::Tensor, LossFunc>(datasets::BatchIterator& data_iterator, torch::nn::Module& model)>;
 
-struct ScheduleOptions {
+struct MEGATRON_API ScheduleOptions {
   int64_t num_microbatches = 1;
   // Shape of the activations between stages: [seq_length (/ TP with sequence parallelism),
   // micro_batch_size, hidden_size], in pipeline_dtype.
@@ -49,7 +51,7 @@ struct ScheduleOptions {
   bool deallocate_pipeline_outputs = true;
 };
 
-struct ForwardBackwardResult {
+struct MEGATRON_API ForwardBackwardResult {
   // One entry per micro-batch, from loss_func; on the last stage only.
   std::vector<std::map<std::string, at::Tensor>> losses_reduced;
   bool loss_finite = true;  // every loss computed here was finite
@@ -67,17 +69,17 @@ using ForwardBackwardFunc = std::function<ForwardBackwardResult(
 
 // No pipelining for one stage, 1F1B for several, interleaved 1F1B with virtual stages. The
 // returned function refers to `parallel_state`, which must outlive it.
-ForwardBackwardFunc get_forward_backward_func(const ParallelState& parallel_state);
+MEGATRON_API ForwardBackwardFunc get_forward_backward_func(const ParallelState& parallel_state);
 
-ForwardBackwardResult forward_backward_no_pipelining(const ParallelState& ps, const ForwardStepFunc& forward_step_func,
-                                                     const std::vector<datasets::BatchIterator*>& data_iterators,
-                                                     const std::vector<torch::nn::Module*>& model,
-                                                     const ScheduleOptions& options);
-ForwardBackwardResult forward_backward_pipelining_without_interleaving(
+MEGATRON_API ForwardBackwardResult
+forward_backward_no_pipelining(const ParallelState& ps, const ForwardStepFunc& forward_step_func,
+                               const std::vector<datasets::BatchIterator*>& data_iterators,
+                               const std::vector<torch::nn::Module*>& model, const ScheduleOptions& options);
+MEGATRON_API ForwardBackwardResult forward_backward_pipelining_without_interleaving(
     const ParallelState& ps, const ForwardStepFunc& forward_step_func,
     const std::vector<datasets::BatchIterator*>& data_iterators, const std::vector<torch::nn::Module*>& model,
     const ScheduleOptions& options);
-ForwardBackwardResult forward_backward_pipelining_with_interleaving(
+MEGATRON_API ForwardBackwardResult forward_backward_pipelining_with_interleaving(
     const ParallelState& ps, const ForwardStepFunc& forward_step_func,
     const std::vector<datasets::BatchIterator*>& data_iterators, const std::vector<torch::nn::Module*>& model,
     const ScheduleOptions& options);

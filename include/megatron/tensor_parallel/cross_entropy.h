@@ -3,6 +3,8 @@
 // are all-reduced, so the full logits are never gathered.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 
 #include "megatron/tensor_parallel/mappings.h"
@@ -13,7 +15,7 @@ namespace megatron::tensor_parallel {
 // ids into the full (padded) vocabulary. Returns the per-token loss [...] in fp32.
 // label_smoothing in [0, 1): the target gets 1 - a·K/(K-1) of the weight and every class
 // a·K/(K-1)/K (K = full vocabulary), i.e. a/(K-1) on each wrong class.
-at::Tensor vocab_parallel_cross_entropy(const at::Tensor& vocab_parallel_logits, const at::Tensor& target,
-                                        const GroupPtr& group, double label_smoothing = 0.0);
+MEGATRON_API at::Tensor vocab_parallel_cross_entropy(const at::Tensor& vocab_parallel_logits, const at::Tensor& target,
+                                                     const GroupPtr& group, double label_smoothing = 0.0);
 
 }  // namespace megatron::tensor_parallel

@@ -3,6 +3,8 @@
 // any leading dims work.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
@@ -16,7 +18,7 @@
 namespace megatron::tensor_parallel {
 
 // Y = X A + b with A split by columns (the output dim) across TP ranks: weight [out/tp, in].
-struct ColumnParallelLinearOptions {
+struct MEGATRON_API ColumnParallelLinearOptions {
   ColumnParallelLinearOptions(int64_t input_size, int64_t output_size)
       : input_size_(input_size), output_size_(output_size) {}
   TORCH_ARG(int64_t, input_size);
@@ -37,7 +39,8 @@ struct ColumnParallelLinearOptions {
   TORCH_ARG(GroupPtr, tp_group) = nullptr;
 };
 
-class ColumnParallelLinearImpl : public torch::nn::Cloneable<ColumnParallelLinearImpl>, public ShardedModule {
+class MEGATRON_API ColumnParallelLinearImpl : public torch::nn::Cloneable<ColumnParallelLinearImpl>,
+                                              public ShardedModule {
  public:
   ColumnParallelLinearImpl(int64_t input_size, int64_t output_size)
       : ColumnParallelLinearImpl(ColumnParallelLinearOptions(input_size, output_size)) {}
@@ -56,7 +59,7 @@ TORCH_MODULE(ColumnParallelLinear);
 
 // Y = X A + b with A split by rows (the input dim): weight [out, in/tp]; partial products are
 // all-reduced (or reduce-scattered along s with sequence_parallel); the bias is added once.
-struct RowParallelLinearOptions {
+struct MEGATRON_API RowParallelLinearOptions {
   RowParallelLinearOptions(int64_t input_size, int64_t output_size)
       : input_size_(input_size), output_size_(output_size) {}
   TORCH_ARG(int64_t, input_size);
@@ -70,7 +73,7 @@ struct RowParallelLinearOptions {
   TORCH_ARG(GroupPtr, tp_group) = nullptr;
 };
 
-class RowParallelLinearImpl : public torch::nn::Cloneable<RowParallelLinearImpl>, public ShardedModule {
+class MEGATRON_API RowParallelLinearImpl : public torch::nn::Cloneable<RowParallelLinearImpl>, public ShardedModule {
  public:
   RowParallelLinearImpl(int64_t input_size, int64_t output_size)
       : RowParallelLinearImpl(RowParallelLinearOptions(input_size, output_size)) {}
@@ -88,7 +91,7 @@ class RowParallelLinearImpl : public torch::nn::Cloneable<RowParallelLinearImpl>
 TORCH_MODULE(RowParallelLinear);
 
 // Embedding table split along the vocabulary: rank r holds rows [r·V/tp, (r+1)·V/tp).
-struct VocabParallelEmbeddingOptions {
+struct MEGATRON_API VocabParallelEmbeddingOptions {
   VocabParallelEmbeddingOptions(int64_t num_embeddings, int64_t embedding_dim)
       : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
   TORCH_ARG(int64_t, num_embeddings);  // must be divisible by the TP size (pad it)
@@ -104,7 +107,8 @@ struct VocabParallelEmbeddingOptions {
   TORCH_ARG(GroupPtr, tp_group) = nullptr;
 };
 
-class VocabParallelEmbeddingImpl : public torch::nn::Cloneable<VocabParallelEmbeddingImpl>, public ShardedModule {
+class MEGATRON_API VocabParallelEmbeddingImpl : public torch::nn::Cloneable<VocabParallelEmbeddingImpl>,
+                                                public ShardedModule {
  public:
   VocabParallelEmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim)
       : VocabParallelEmbeddingImpl(VocabParallelEmbeddingOptions(num_embeddings, embedding_dim)) {}

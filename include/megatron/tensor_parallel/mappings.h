@@ -3,6 +3,8 @@
 // A null group or a group of one rank makes every mapping the identity.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <memory>
@@ -21,26 +23,26 @@ inline int group_rank(const GroupPtr& g) {
 }
 
 // forward: identity;            backward: all-reduce.
-at::Tensor copy_to_tensor_model_parallel_region(const at::Tensor& input, const GroupPtr& group);
+MEGATRON_API at::Tensor copy_to_tensor_model_parallel_region(const at::Tensor& input, const GroupPtr& group);
 // forward: all-reduce;          backward: identity.
-at::Tensor reduce_from_tensor_model_parallel_region(const at::Tensor& input, const GroupPtr& group);
+MEGATRON_API at::Tensor reduce_from_tensor_model_parallel_region(const at::Tensor& input, const GroupPtr& group);
 // forward: keep this rank's slice of the last dim;  backward: all-gather the last dim.
-at::Tensor scatter_to_tensor_model_parallel_region(const at::Tensor& input, const GroupPtr& group);
+MEGATRON_API at::Tensor scatter_to_tensor_model_parallel_region(const at::Tensor& input, const GroupPtr& group);
 // forward: all-gather the last dim;  backward: keep this rank's slice.
-at::Tensor gather_from_tensor_model_parallel_region(const at::Tensor& input, const GroupPtr& group);
+MEGATRON_API at::Tensor gather_from_tensor_model_parallel_region(const at::Tensor& input, const GroupPtr& group);
 
 // Sequence parallelism (dim 0 is the sequence, [s, b, h]).
 // forward: keep this rank's slice of dim 0;  backward: all-gather dim 0.
-at::Tensor scatter_to_sequence_parallel_region(const at::Tensor& input, const GroupPtr& group);
+MEGATRON_API at::Tensor scatter_to_sequence_parallel_region(const at::Tensor& input, const GroupPtr& group);
 // forward: all-gather dim 0;  backward: reduce-scatter dim 0 when the consumer is
 // tensor-parallel (tensor_parallel_output_grad), else keep this rank's slice.
-at::Tensor gather_from_sequence_parallel_region(const at::Tensor& input, const GroupPtr& group,
-                                                bool tensor_parallel_output_grad = true);
+MEGATRON_API at::Tensor gather_from_sequence_parallel_region(const at::Tensor& input, const GroupPtr& group,
+                                                             bool tensor_parallel_output_grad = true);
 // forward: reduce-scatter dim 0;  backward: all-gather dim 0.
-at::Tensor reduce_scatter_to_sequence_parallel_region(const at::Tensor& input, const GroupPtr& group);
+MEGATRON_API at::Tensor reduce_scatter_to_sequence_parallel_region(const at::Tensor& input, const GroupPtr& group);
 
 // Plain (non-autograd) helpers, also used by tests: all-gather along `dim`, slice along `dim`.
-at::Tensor all_gather_along_dim(const at::Tensor& input, const GroupPtr& group, int64_t dim);
-at::Tensor split_along_dim(const at::Tensor& input, const GroupPtr& group, int64_t dim);
+MEGATRON_API at::Tensor all_gather_along_dim(const at::Tensor& input, const GroupPtr& group, int64_t dim);
+MEGATRON_API at::Tensor split_along_dim(const at::Tensor& input, const GroupPtr& group, int64_t dim);
 
 }  // namespace megatron::tensor_parallel

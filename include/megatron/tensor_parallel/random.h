@@ -5,6 +5,8 @@
 // Activation checkpointing saves and restores both, so a recomputed forward sees the same masks.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -20,7 +22,7 @@ namespace megatron::tensor_parallel {
 constexpr const char* kModelParallelRngTrackerName = "model-parallel-rng";
 constexpr int64_t kTensorModelParallelSeedOffset = 2718;
 
-class RngTracker {
+class MEGATRON_API RngTracker {
  public:
   explicit RngTracker(c10::Device device = c10::Device(c10::kCPU)) : device_(device) {}
 
@@ -49,18 +51,18 @@ class RngTracker {
 // Megatron's model_parallel_cuda_manual_seed, for any device: seeds the device's default generator
 // with `seed` (same on all TP ranks) and returns a tracker whose "model-parallel-rng" state is
 // seeded with seed + 2718 + tp_rank.
-std::shared_ptr<RngTracker> model_parallel_manual_seed(uint64_t seed, int tp_rank,
-                                                       c10::Device device = c10::Device(c10::kCPU));
+MEGATRON_API std::shared_ptr<RngTracker> model_parallel_manual_seed(uint64_t seed, int tp_rank,
+                                                                    c10::Device device = c10::Device(c10::kCPU));
 
 // Dropout drawn from the current default generator (at::dropout); identity when !train or p == 0.
-at::Tensor dropout(const at::Tensor& x, double p, bool train);
+MEGATRON_API at::Tensor dropout(const at::Tensor& x, double p, bool train);
 
 // Activation checkpointing (Megatron's CheckpointFunction): runs fn without keeping its
 // activations and reruns it in backward, with the default generator of `device` and the tracker's
 // states (if any) reset to what they were in forward. Gradients flow to the inputs that require
 // grad and to whatever parameters fn uses. Non-tensor state must be captured by fn.
-std::vector<at::Tensor> checkpoint(const std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>& fn,
-                                   const std::vector<at::Tensor>& inputs, const std::shared_ptr<RngTracker>& tracker,
-                                   c10::Device device);
+MEGATRON_API std::vector<at::Tensor> checkpoint(
+    const std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>& fn,
+    const std::vector<at::Tensor>& inputs, const std::shared_ptr<RngTracker>& tracker, c10::Device device);
 
 }  // namespace megatron::tensor_parallel

@@ -3,6 +3,8 @@
 // pair merged repeatedly (ties: the smaller (left id, right id)), "<|endoftext|>" last.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -11,12 +13,12 @@
 
 namespace megatron::tokenizer {
 
-struct BpeTrainerOptions {
+struct MEGATRON_API BpeTrainerOptions {
   int64_t vocab_size = 8192;  // including the 256 bytes and <|endoftext|>
   int64_t min_frequency = 2;  // stop when the best pair is rarer
 };
 
-class BpeTrainer {
+class MEGATRON_API BpeTrainer {
  public:
   explicit BpeTrainer(BpeTrainerOptions options) : options_(options) {}
   // Counts the pre-tokenized words of one text (call for every document).

@@ -6,6 +6,8 @@
 // [^\s\p{L}\p{N}] class, so decode(encode(x)) == x for any bytes.
 #pragma once
 
+#include "megatron/export.h"
+
 #include "megatron/tokenizer/tokenizer.h"
 
 #include <array>
@@ -19,12 +21,12 @@
 namespace megatron::tokenizer {
 
 // GPT-2's reversible byte -> code point table (printable bytes map to themselves).
-const std::array<uint32_t, 256>& bytes_to_unicode();
+MEGATRON_API const std::array<uint32_t, 256>& bytes_to_unicode();
 
 // Splits UTF-8 text into GPT-2 pre-tokens (byte ranges, in order, covering the text).
-std::vector<std::string_view> gpt2_pretokenize(std::string_view text);
+MEGATRON_API std::vector<std::string_view> gpt2_pretokenize(std::string_view text);
 
-class GPT2BPETokenizer : public Tokenizer {
+class MEGATRON_API GPT2BPETokenizer : public Tokenizer {
  public:
   GPT2BPETokenizer(const std::string& vocab_file, const std::string& merges_file);
 

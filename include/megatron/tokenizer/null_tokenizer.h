@@ -1,11 +1,13 @@
 // Megatron's NullTokenizer: text is space-separated integer ids; EOD is vocab_size - 1.
 #pragma once
 
+#include "megatron/export.h"
+
 #include "megatron/tokenizer/tokenizer.h"
 
 namespace megatron::tokenizer {
 
-class NullTokenizer : public Tokenizer {
+class MEGATRON_API NullTokenizer : public Tokenizer {
  public:
   explicit NullTokenizer(int64_t vocab_size);
   // "12 7 3" -> {12, 7, 3}; anything but integers in [0, vocab_size) separated by single spaces

@@ -1,6 +1,8 @@
 // The tokenizer interface the data tools use, and Megatron-style construction from flags.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -9,7 +11,7 @@
 
 namespace megatron::tokenizer {
 
-class Tokenizer {
+class MEGATRON_API Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   // Thread-safe: one tokenizer may serve many worker threads.
@@ -20,13 +22,13 @@ class Tokenizer {
   virtual int32_t eod() const = 0;
 };
 
-struct TokenizerOptions {
+struct MEGATRON_API TokenizerOptions {
   std::string tokenizer_type;  // "GPT2BPETokenizer" | "NullTokenizer"
   std::string vocab_file;
   std::string merge_file;
   int64_t vocab_size = 0;  // NullTokenizer
 };
 
-std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options);
+MEGATRON_API std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options);
 
 }  // namespace megatron::tokenizer

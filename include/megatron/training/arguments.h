@@ -4,6 +4,8 @@
 // e.g. `num-layers = 12`); the command line wins.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,7 +15,7 @@
 
 namespace megatron::training {
 
-struct Arguments {
+struct MEGATRON_API Arguments {
   // --- model
   int64_t num_layers = 0;
   int64_t hidden_size = 0;
@@ -173,10 +175,10 @@ struct Arguments {
 
 // The flags of the table's `ignored` group that were given (differ from their defaults): they
 // change nothing here and are named in one warning line at start-up.
-std::vector<std::string> ignored_megatron_flags(const Arguments& args);
+MEGATRON_API std::vector<std::string> ignored_megatron_flags(const Arguments& args);
 
 // One line of the table (arguments_table.h), for code that walks every setting.
-struct ArgumentField {
+struct MEGATRON_API ArgumentField {
   const char* name;  // the struct field: "num_layers"
   std::string flag;  // "--num-layers"; "" for values validate() derives
   ArgGroup group;
@@ -184,17 +186,17 @@ struct ArgumentField {
   const char* python_type;  // "int", "Optional[float]", "List[str]", ...
   const char* help;
 };
-const std::vector<ArgumentField>& argument_fields();
+MEGATRON_API const std::vector<ArgumentField>& argument_fields();
 
 // "num_layers" -> "--num-layers".
-std::string flag_of(const std::string& field);
+MEGATRON_API std::string flag_of(const std::string& field);
 
 // Parses args (without the program name). --help prints the flag list and returns nullopt;
 // bad flags throw c10::Error. The result is validated against world_size.
-std::optional<Arguments> parse_arguments(const std::vector<std::string>& args, int64_t world_size,
-                                         const std::string& program = "pretrain_gpt");
+MEGATRON_API std::optional<Arguments> parse_arguments(const std::vector<std::string>& args, int64_t world_size,
+                                                      const std::string& program = "pretrain_gpt");
 
 // The flag list --help prints.
-std::string arguments_help(const std::string& program = "pretrain_gpt");
+MEGATRON_API std::string arguments_help(const std::string& program = "pretrain_gpt");
 
 }  // namespace megatron::training

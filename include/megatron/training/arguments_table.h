@@ -5,6 +5,8 @@
 // a struct field this table lacks.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <cstdint>
 
 namespace megatron::training {
@@ -31,7 +33,7 @@ enum class ArgGroup {
 
 // The valid values of one setting; optional settings are checked only when set, strings with
 // choices also accept their default (usually "", meaning unset).
-struct ArgCheck {
+struct MEGATRON_API ArgCheck {
   enum class Kind { kAny, kRequired, kRange, kChoices };
   Kind kind = Kind::kAny;
   double lo = 0, hi = 0;

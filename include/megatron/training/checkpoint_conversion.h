@@ -5,13 +5,15 @@
 // states are dropped, as they belong to ranks.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
 
 namespace megatron::training {
 
-struct ConvertOptions {
+struct MEGATRON_API ConvertOptions {
   // The source: a checkpoint folder (its tracker names the iteration unless ckpt_step does), or
   // a Hugging Face model folder. Exactly one.
   std::string load;
@@ -26,12 +28,12 @@ struct ConvertOptions {
   std::string export_hf;  // config.json + model.safetensors
 };
 
-struct ConvertResult {
+struct MEGATRON_API ConvertResult {
   std::optional<int64_t> iteration;  // nullopt: a "release" checkpoint (imported)
   bool has_optimizer_state = false;
 };
 
 // Throws c10::Error with one line naming the file or option at fault.
-ConvertResult convert_checkpoint(const ConvertOptions& options);
+MEGATRON_API ConvertResult convert_checkpoint(const ConvertOptions& options);
 
 }  // namespace megatron::training

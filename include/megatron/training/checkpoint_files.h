@@ -2,6 +2,8 @@
 // each rank folder carries checksums.txt (size and CRC32 of its files), checked on reading.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
@@ -13,26 +15,26 @@ namespace megatron::training {
 
 constexpr const char* kChecksumFileName = "checksums.txt";
 
-struct WrittenFile {
+struct MEGATRON_API WrittenFile {
   std::string path;
   uint64_t bytes = 0;
   uint32_t crc32 = 0;
 };
 // Writes `value` as a torch.save archive to path (whose folder must exist): flushed and
 // fsync'ed; errors (disk full, permissions) throw naming the file. Returns the CRC32 and size.
-WrittenFile write_checkpoint_file(const std::string& path, const c10::IValue& value);
+MEGATRON_API WrittenFile write_checkpoint_file(const std::string& path, const c10::IValue& value);
 // Reads one file, checking it against its folder's checksums.txt when there is one; a missing,
 // truncated or corrupt file throws one line naming it.
-c10::IValue read_checkpoint_file(const std::string& path);
+MEGATRON_API c10::IValue read_checkpoint_file(const std::string& path);
 // Writes the files of one rank folder as <parent>/<name>.tmp, fsyncs, renames to <parent>/<name>.
-std::vector<WrittenFile> write_rank_dir(const std::string& parent, const std::string& name,
-                                        const std::map<std::string, c10::IValue>& files);
+MEGATRON_API std::vector<WrittenFile> write_rank_dir(const std::string& parent, const std::string& name,
+                                                     const std::map<std::string, c10::IValue>& files);
 // Writes a small text file durably (flushed, fsync'ed) under its final name; callers rename.
-void write_text_file(const std::string& path, const std::string& text);
+MEGATRON_API void write_text_file(const std::string& path, const std::string& text);
 // fsync of a folder makes the names created or renamed in it durable.
-void fsync_dir(const std::string& dir);
+MEGATRON_API void fsync_dir(const std::string& dir);
 // Deletes a file or folder tree if it exists (nftw; std::filesystem::remove_all is avoided
 // because LibTorch's libtorch.so exports a copy of it that crashes on non-empty folders).
-void remove_tree(const std::string& path);
+MEGATRON_API void remove_tree(const std::string& path);
 
 }  // namespace megatron::training

@@ -6,6 +6,8 @@
 // An iteration is staged as iter_N.tmp, renamed to iter_N, and only then named by the tracker.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -18,27 +20,27 @@ constexpr const char* kModelFileName = "model_optim_rng.pt";
 constexpr const char* kDistribOptimFileName = "distrib_optim.pt";
 
 // "iter_0000100", or "release" for nullopt.
-std::string iteration_dir_name(std::optional<int64_t> iteration);
+MEGATRON_API std::string iteration_dir_name(std::optional<int64_t> iteration);
 // "mp_rank_01" without pipeline parallelism, else "mp_rank_01_002" (Megatron-LM's names).
-std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size);
+MEGATRON_API std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size);
 // The layout a saved iteration folder shows ("TP 2, PP 1 (mp_rank_00 ... mp_rank_01)"), for errors.
-std::string describe_layout(const std::string& iter_dir);
+MEGATRON_API std::string describe_layout(const std::string& iter_dir);
 
-struct TrackerEntry {
+struct MEGATRON_API TrackerEntry {
   std::optional<int64_t> iteration;  // nullopt: "release"
 };
 // nullopt when dir has no tracker file; unreadable content throws naming the file.
-std::optional<TrackerEntry> read_tracker(const std::string& dir);
+MEGATRON_API std::optional<TrackerEntry> read_tracker(const std::string& dir);
 // Writes the tracker file atomically.
-void write_tracker(const std::string& dir, std::optional<int64_t> iteration);
+MEGATRON_API void write_tracker(const std::string& dir, std::optional<int64_t> iteration);
 // Iterations of the iter_NNNNNNN folders in dir, ascending (whatever their state).
-std::vector<int64_t> list_iterations(const std::string& dir);
+MEGATRON_API std::vector<int64_t> list_iterations(const std::string& dir);
 
 // Makes <dir>/<iteration dir>.tmp the checkpoint <dir>/<iteration dir> (replacing an existing
 // one atomically) and then points the tracker at it; keep_last > 0 deletes older iter_ folders
 // beyond the newest keep_last. Single caller (rank 0).
-void publish_checkpoint(const std::string& dir, std::optional<int64_t> iteration, int64_t keep_last = 0);
+MEGATRON_API void publish_checkpoint(const std::string& dir, std::optional<int64_t> iteration, int64_t keep_last = 0);
 // Deletes the iter_*.tmp and iter_*.deleting folders interrupted saves left in dir.
-void remove_stale_staging(const std::string& dir);
+MEGATRON_API void remove_stale_staging(const std::string& dir);
 
 }  // namespace megatron::training

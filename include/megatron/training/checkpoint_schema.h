@@ -3,6 +3,8 @@
 // and conversion build or read a RankCheckpoint and never touch the dicts themselves.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
@@ -21,10 +23,10 @@ constexpr double kCheckpointVersion = 3.0;
 // The table's saved settings (arguments_table.h) as a dict of plain values (None for unset
 // optionals), and back: fields absent from the dict keep their defaults; a value of the wrong
 // type throws naming it.
-c10::impl::GenericDict arguments_to_dict(const Arguments& args);
-Arguments arguments_from_dict(const c10::IValue& dict);
+MEGATRON_API c10::impl::GenericDict arguments_to_dict(const Arguments& args);
+MEGATRON_API Arguments arguments_from_dict(const c10::IValue& dict);
 
-struct RankCheckpoint {
+struct MEGATRON_API RankCheckpoint {
   using TensorMap = std::map<std::string, at::Tensor>;
   struct GradScalerState {
     double scale = 1.0;

@@ -7,6 +7,8 @@
 // Files are torch.save archives (Python's torch.load opens them). docs/checkpoints.md.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <c10/core/Device.h>
 
 #include <cstdint>
@@ -35,7 +37,7 @@ class RngTracker;
 namespace megatron::training {
 
 // What pretrain saves and restores; the pointers stay owned by the caller.
-struct TrainingState {
+struct MEGATRON_API TrainingState {
   std::vector<std::shared_ptr<torch::nn::Module>>* model = nullptr;  // one per virtual stage
   optimizer::MegatronOptimizer* optimizer = nullptr;
   optimizer::OptimizerParamScheduler* scheduler = nullptr;
@@ -47,20 +49,20 @@ struct TrainingState {
   int64_t vocab_size = 0, padded_vocab_size = 0;
 };
 
-struct SaveResult {
+struct MEGATRON_API SaveResult {
   std::string path;    // the iteration folder
   uint64_t bytes = 0;  // written by this rank
   double seconds = 0;
 };
 // Saves state.iteration to args.save. Collective over the world; a failure on any rank throws
 // on every rank (the failing one with its message) and leaves the previous checkpoint current.
-SaveResult save_checkpoint(const Arguments& args, const ParallelState& ps, const TrainingState& state);
+MEGATRON_API SaveResult save_checkpoint(const Arguments& args, const ParallelState& ps, const TrainingState& state);
 
 // Loads from args.load (the tracker's iteration, or --ckpt-step) into `state`: model, then unless
 // --finetune / --no-load-optim the optimizer, grad scaler, schedule, iteration and consumed
 // samples, and unless --no-load-rng the RNG states. Collective. Returns false when args.load has
 // no checkpoint (training starts from scratch); throws on mismatched arguments and unreadable
 // files (with --load-fallback it tries older iterations first).
-bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingState& state);
+MEGATRON_API bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingState& state);
 
 }  // namespace megatron::training

@@ -2,6 +2,8 @@
 // core_transformer_config_from_args and get_megatron_optimizer_config).
 #pragma once
 
+#include "megatron/export.h"
+
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/optimizer/param_scheduler.h"
 #include "megatron/training/training.h"
@@ -10,12 +12,12 @@
 namespace megatron::training {
 
 // The transformer configuration the flags describe, with this rank's TP group and RNG tracker.
-transformer::TransformerConfig core_transformer_config_from_args(const TrainingContext& ctx);
+MEGATRON_API transformer::TransformerConfig core_transformer_config_from_args(const TrainingContext& ctx);
 
 // AdamW/SGD, clipping, the distributed optimizer and, with --fp16, the loss scaler.
-optimizer::OptimizerConfig optimizer_config_from_args(const Arguments& args);
+MEGATRON_API optimizer::OptimizerConfig optimizer_config_from_args(const Arguments& args);
 
 // The learning-rate schedule; its steps are samples, as in Megatron-LM.
-optimizer::ParamSchedulerConfig scheduler_config_from_args(const Arguments& args);
+MEGATRON_API optimizer::ParamSchedulerConfig scheduler_config_from_args(const Arguments& args);
 
 }  // namespace megatron::training

@@ -2,11 +2,13 @@
 // signal when MEGATRON_FAULT_INJECTION names it ("point", or "point@rank" for one rank only).
 #pragma once
 
+#include "megatron/export.h"
+
 #include <string>
 
 namespace megatron::training {
 
 // Raises `signal` (default SIGKILL) when MEGATRON_FAULT_INJECTION names `point` for this rank.
-void fault_point(const std::string& point, int rank, int signal = 9);
+MEGATRON_API void fault_point(const std::string& point, int rank, int signal = 9);
 
 }  // namespace megatron::training

@@ -3,6 +3,8 @@
 // and the Python package uses them when a callback is not given from Python.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
@@ -21,36 +23,37 @@ namespace megatron::training {
 
 // The tokenizer the flags name: --tokenizer-type (NullTokenizer when empty, as for --mock-data),
 // --vocab-file, --merge-file, --vocab-size.
-std::unique_ptr<tokenizer::Tokenizer> build_tokenizer(const Arguments& args);
+MEGATRON_API std::unique_ptr<tokenizer::Tokenizer> build_tokenizer(const Arguments& args);
 
 // GPTModel for this rank's pipeline stage (and model chunk, with virtual stages) as the flags
 // describe it (Megatron's model_provider); vocab_size is the tokenizer's, before padding.
-std::shared_ptr<torch::nn::Module> gpt_model_provider(const TrainingContext& ctx, bool pre_process, bool post_process,
-                                                      int64_t vocab_size);
+MEGATRON_API std::shared_ptr<torch::nn::Module> gpt_model_provider(const TrainingContext& ctx, bool pre_process,
+                                                                   bool post_process, int64_t vocab_size);
 
 // Train/valid/test GPT datasets of the requested sample counts from --data-path (rank 0 builds
 // the index caches, the others load them after a barrier) or --mock-data.
-Datasets gpt_datasets_provider(const TrainingContext& ctx, const std::array<int64_t, 3>& num_samples,
-                               const tokenizer::Tokenizer& tokenizer);
+MEGATRON_API Datasets gpt_datasets_provider(const TrainingContext& ctx, const std::array<int64_t, 3>& num_samples,
+                                            const tokenizer::Tokenizer& tokenizer);
 
 // The next micro-batch with its tensors on `device`; running out of samples is an error.
-datasets::Batch get_batch(datasets::BatchIterator& data_iterator, c10::Device device);
+MEGATRON_API datasets::Batch get_batch(datasets::BatchIterator& data_iterator, c10::Device device);
 
 // Mean of the per-token losses where loss_mask is 1, reported as "lm loss".
-std::pair<at::Tensor, std::map<std::string, at::Tensor>> gpt_loss_func(const at::Tensor& loss_mask,
-                                                                       const at::Tensor& output_tensor);
+MEGATRON_API std::pair<at::Tensor, std::map<std::string, at::Tensor>> gpt_loss_func(const at::Tensor& loss_mask,
+                                                                                    const at::Tensor& output_tensor);
 
 // One micro-batch through a GPTModel: (per-token loss [b, s], loss_func bound to its loss mask).
 // The batch needs "tokens", "labels" and "loss_mask"; "position_ids" and "attention_mask" are
 // used when present.
-std::pair<at::Tensor, LossFunc> gpt_forward_step(datasets::BatchIterator& data_iterator, torch::nn::Module& model);
+MEGATRON_API std::pair<at::Tensor, LossFunc> gpt_forward_step(datasets::BatchIterator& data_iterator,
+                                                              torch::nn::Module& model);
 
 // The three callbacks as pretrain() takes them, bound to one tokenizer.
-struct GPTCallbacks {
+struct MEGATRON_API GPTCallbacks {
   ModelBuilder model_builder;
   DatasetBuilder dataset_builder;
   ForwardStepFunc forward_step;
 };
-GPTCallbacks gpt_callbacks(std::shared_ptr<const tokenizer::Tokenizer> tokenizer);
+MEGATRON_API GPTCallbacks gpt_callbacks(std::shared_ptr<const tokenizer::Tokenizer> tokenizer);
 
 }  // namespace megatron::training

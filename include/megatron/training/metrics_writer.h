@@ -3,6 +3,8 @@
 // written, for scripts/plot_loss.py and other tools.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <fstream>
 #include <string>
 
@@ -11,7 +13,7 @@ namespace megatron::training {
 struct IterationRecord;
 struct EvaluationRecord;
 
-class MetricsWriter {
+class MEGATRON_API MetricsWriter {
  public:
   // Empty path: writes nothing. Otherwise creates (truncates) the file, with a clear error.
   explicit MetricsWriter(const std::string& path = "");

@@ -2,6 +2,8 @@
 // lines and reported as "(min, max) time across ranks (ms)" per iteration.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <chrono>
 #include <map>
 #include <string>
@@ -10,7 +12,7 @@
 
 namespace megatron::training {
 
-class Timers {
+class MEGATRON_API Timers {
  public:
   void start(const std::string& name);
   void stop(const std::string& name);

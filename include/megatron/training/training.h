@@ -3,6 +3,8 @@
 // sample counts) and forward_step(data_iterator, model) -> (output, loss_func).
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
@@ -31,7 +33,7 @@ class RngTracker;
 namespace megatron::training {
 
 // What the callbacks may need besides their own arguments.
-struct TrainingContext {
+struct MEGATRON_API TrainingContext {
   const Arguments& args;
   const ParallelState& parallel_state;
   std::shared_ptr<tensor_parallel::RngTracker> rng_tracker;  // TP-region dropout states
@@ -49,14 +51,14 @@ using LossFunc = pipeline_parallel::LossFunc;
 using ForwardStepFunc = pipeline_parallel::ForwardStepFunc;
 using ModelBuilder =
     std::function<std::shared_ptr<torch::nn::Module>(const TrainingContext& ctx, bool pre_process, bool post_process)>;
-struct Datasets {
+struct MEGATRON_API Datasets {
   std::shared_ptr<const datasets::MegatronDataset> train, valid, test;  // valid/test may be null
   int64_t eod_token = -1;  // for --reset-position-ids, --reset-attention-mask, --eod-mask-loss
 };
 using DatasetBuilder =
     std::function<Datasets(const TrainingContext& ctx, const std::array<int64_t, 3>& train_valid_test_num_samples)>;
 
-struct IterationRecord {
+struct MEGATRON_API IterationRecord {
   int64_t iteration = 0;
   std::map<std::string, double> metrics;  // averaged over micro-batches and DP ranks
   double learning_rate = 0.0;             // the one this iteration's update used
@@ -66,13 +68,13 @@ struct IterationRecord {
   double elapsed_ms = 0.0;
 };
 
-struct EvaluationRecord {
+struct MEGATRON_API EvaluationRecord {
   int64_t iteration = 0;
   std::string split;  // "valid" | "test"
   std::map<std::string, double> metrics;
 };
 
-struct TrainingResult {
+struct MEGATRON_API TrainingResult {
   std::vector<IterationRecord> iterations;  // those this run trained (after a loaded checkpoint)
   std::vector<EvaluationRecord> evaluations;
   int64_t consumed_train_samples = 0;
@@ -87,10 +89,11 @@ struct TrainingResult {
 // Runs the whole job on `world` (nullptr: init_distributed from the launcher environment).
 // Throws c10::Error for bad settings, for a NaN/Inf loss (unless args.skip_nan_iterations) and
 // for a checkpoint that cannot be saved or loaded (training/checkpointing.h).
-TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder, const DatasetBuilder& dataset_builder,
-                        const ForwardStepFunc& forward_step, std::shared_ptr<comm::ProcessGroup> world = nullptr);
+MEGATRON_API TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder,
+                                     const DatasetBuilder& dataset_builder, const ForwardStepFunc& forward_step,
+                                     std::shared_ptr<comm::ProcessGroup> world = nullptr);
 
 // Megatron-LM's model FLOPs of one iteration (forward + backward), for the throughput column.
-double num_floating_point_operations(const Arguments& args, int64_t batch_size, int64_t padded_vocab_size);
+MEGATRON_API double num_floating_point_operations(const Arguments& args, int64_t batch_size, int64_t padded_vocab_size);
 
 }  // namespace megatron::training

@@ -4,6 +4,8 @@
 // np/ng query heads, then its key head, then its value head; TP ranks hold whole groups.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
@@ -15,9 +17,9 @@ namespace megatron::transformer {
 
 // t [s, b, n, d]; freqs [s, 1, 1, rot_dim] (rot_dim <= d). Rotates the first rot_dim channels
 // (rotate-half convention, as Megatron-core and Llama), passes the rest through.
-at::Tensor apply_rotary_pos_emb(const at::Tensor& t, const at::Tensor& freqs);
+MEGATRON_API at::Tensor apply_rotary_pos_emb(const at::Tensor& t, const at::Tensor& freqs);
 
-class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
+class MEGATRON_API SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
  public:
   explicit SelfAttentionImpl(const TransformerConfig& config);
   void reset() override;

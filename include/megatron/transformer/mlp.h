@@ -3,6 +3,8 @@
 // weight is [gate; up] (2·ffn rows); each TP rank holds its slice of both halves.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
@@ -12,7 +14,7 @@
 
 namespace megatron::transformer {
 
-class MLPImpl : public torch::nn::Cloneable<MLPImpl> {
+class MEGATRON_API MLPImpl : public torch::nn::Cloneable<MLPImpl> {
  public:
   explicit MLPImpl(const TransformerConfig& config);
   void reset() override;

@@ -2,11 +2,13 @@
 // model chunk besides forward, namely taking its input activations from the previous stage.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 
 namespace megatron::transformer {
 
-class MegatronModule {
+class MEGATRON_API MegatronModule {
  public:
   virtual ~MegatronModule() = default;
   // The activations received from the previous pipeline stage, used by the next forward()

@@ -2,6 +2,8 @@
 // by TransformerConfig::normalization. Parameters are replicated on every TP rank.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
@@ -11,7 +13,7 @@
 
 namespace megatron::transformer {
 
-class NormImpl : public torch::nn::Cloneable<NormImpl>, public tensor_parallel::ShardedModule {
+class MEGATRON_API NormImpl : public torch::nn::Cloneable<NormImpl>, public tensor_parallel::ShardedModule {
  public:
   explicit NormImpl(const TransformerConfig& config, int64_t hidden_size = 0);
   void reset() override;

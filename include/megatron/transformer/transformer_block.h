@@ -3,6 +3,8 @@
 // receive their input from the previous stage.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -13,7 +15,7 @@
 
 namespace megatron::transformer {
 
-class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
+class MEGATRON_API TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
  public:
   // num_local_layers: layers on this stage (default: config.num_layers); post_process: final norm.
   TransformerBlockImpl(const TransformerConfig& config, bool pre_process = true, bool post_process = true,

@@ -3,6 +3,8 @@
 // finalize(), which fills derived defaults and rejects inconsistent settings with a clear error.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <torch/arg.h>
 
 #include <cstdint>
@@ -23,7 +25,7 @@ enum class Activation { kGelu, kGeluTanh, kSilu };
 enum class RecomputeGranularity { kNone, kFull, kSelective };
 enum class RecomputeMethod { kUniform, kBlock };
 
-struct TransformerConfig {
+struct MEGATRON_API TransformerConfig {
   TransformerConfig() = default;
   TransformerConfig(int64_t num_layers, int64_t hidden_size, int64_t num_attention_heads)
       : num_layers_(num_layers), hidden_size_(hidden_size), num_attention_heads_(num_attention_heads) {}
@@ -87,7 +89,7 @@ struct TransformerConfig {
   double output_layer_init_std() const;
 };
 
-const char* to_string(Normalization n);
-const char* to_string(Activation a);
+MEGATRON_API const char* to_string(Normalization n);
+MEGATRON_API const char* to_string(Activation a);
 
 }  // namespace megatron::transformer

@@ -2,6 +2,8 @@
 //   x = x + dropout(self_attention(input_layernorm(x)));  x = x + dropout(mlp(pre_mlp_layernorm(x)))
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
@@ -12,7 +14,7 @@
 
 namespace megatron::transformer {
 
-class TransformerLayerImpl : public torch::nn::Cloneable<TransformerLayerImpl> {
+class MEGATRON_API TransformerLayerImpl : public torch::nn::Cloneable<TransformerLayerImpl> {
  public:
   explicit TransformerLayerImpl(const TransformerConfig& config);
   void reset() override;

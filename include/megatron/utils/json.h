@@ -2,6 +2,8 @@
 // Strings decode to UTF-8; a lone \uD800-\uDFFF escape becomes U+FFFD.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -11,7 +13,7 @@
 
 namespace megatron::utils {
 
-struct JsonValue {
+struct MEGATRON_API JsonValue {
   enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
   Type type = Type::kNull;
   bool boolean = false;
@@ -25,7 +27,7 @@ struct JsonValue {
 };
 
 // Thrown with the byte offset of the first problem.
-class JsonError : public std::runtime_error {
+class MEGATRON_API JsonError : public std::runtime_error {
  public:
   JsonError(const std::string& what, size_t offset)
       : std::runtime_error(what + " at byte " + std::to_string(offset)), offset_(offset) {}
@@ -36,10 +38,10 @@ class JsonError : public std::runtime_error {
 };
 
 // Parses one JSON value filling the whole text (surrounding whitespace allowed).
-JsonValue parse_json(std::string_view text);
+MEGATRON_API JsonValue parse_json(std::string_view text);
 
 // s as a JSON string literal: quoted, with '"' and '\\' escaped (s is UTF-8 without control
 // characters, as names and keys are).
-std::string json_quote(std::string_view s);
+MEGATRON_API std::string json_quote(std::string_view s);
 
 }  // namespace megatron::utils

@@ -3,6 +3,8 @@
 // position embeddings (Megatron's RotaryEmbedding).
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/embedding.h>
@@ -37,7 +39,7 @@ class LanguageModelEmbeddingImpl : public torch::nn::Cloneable<LanguageModelEmbe
 TORCH_MODULE(LanguageModelEmbedding);
 
 // Rotary frequencies for rotary_percent of the head dim: inv_freq_i = base^(-2i/rot_dim).
-class RotaryEmbedding {
+class MEGATRON_API RotaryEmbedding {
  public:
   RotaryEmbedding(int64_t kv_channels, double rotary_percent = 1.0, double rotary_base = 10000.0);
   // -> freqs [s, 1, 1, rot_dim] = cat(pos * inv_freq, pos * inv_freq) for positions 0..s-1.

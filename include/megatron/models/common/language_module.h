@@ -3,6 +3,8 @@
 // architecture. GPTModel implements it; src/training uses nothing else of a model.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -21,14 +23,14 @@ class ProcessGroup;
 namespace megatron::models::common {
 
 // One parameter of this rank with how its full tensor is sharded and initialised.
-struct ShardedParameter {
+struct MEGATRON_API ShardedParameter {
   std::string name;       // state-dict name on this stage
   std::string init_name;  // global name the initialisation is seeded with
   at::Tensor param;       // this rank's shard
   tensor_parallel::ParamInit init;
 };
 
-class LanguageModule : public transformer::MegatronModule {
+class MEGATRON_API LanguageModule : public transformer::MegatronModule {
  public:
   // Every parameter of this rank with its sharding (name order = named_parameters()).
   virtual std::vector<ShardedParameter> sharded_parameters() const = 0;

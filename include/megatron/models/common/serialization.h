@@ -3,6 +3,8 @@
 // TorchScript type tags.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
@@ -16,14 +18,14 @@ namespace megatron::models::common {
 // and must write all of each (or throw). Lists must be generic (c10::impl::GenericList of
 // AnyType): typed ones would be written with TorchScript helpers that torch.load refuses.
 // Tensors are copied to the CPU one at a time, so a CUDA model costs one tensor of host memory.
-void write_archive(const c10::IValue& value, const std::function<void(const void*, size_t)>& write);
+MEGATRON_API void write_archive(const c10::IValue& value, const std::function<void(const void*, size_t)>& write);
 
 // Reads a torch.save archive (also one written by Python) straight from the file; tensors land
 // on the CPU. A missing, truncated or malformed file throws c10::Error naming it.
-c10::IValue read_archive(const std::string& path);
+MEGATRON_API c10::IValue read_archive(const std::string& path);
 
 // Writes to path + ".tmp", then renames, so a partly written file never has the final name.
-void save_tensor_dict(const std::string& path, const std::map<std::string, at::Tensor>& tensors);
-std::map<std::string, at::Tensor> load_tensor_dict(const std::string& path);
+MEGATRON_API void save_tensor_dict(const std::string& path, const std::map<std::string, at::Tensor>& tensors);
+MEGATRON_API std::map<std::string, at::Tensor> load_tensor_dict(const std::string& path);
 
 }  // namespace megatron::models::common

@@ -6,6 +6,8 @@
 // independently of the TP/PP layout.
 #pragma once
 
+#include "megatron/export.h"
+
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
@@ -27,7 +29,7 @@ namespace megatron::models::gpt {
 
 using common::PositionEmbeddingType;
 
-struct GPTModelOptions {
+struct MEGATRON_API GPTModelOptions {
   GPTModelOptions(transformer::TransformerConfig config, int64_t vocab_size, int64_t max_sequence_length)
       : config_(std::move(config)), vocab_size_(vocab_size), max_sequence_length_(max_sequence_length) {}
   TORCH_ARG(transformer::TransformerConfig, config);
@@ -55,19 +57,19 @@ struct GPTModelOptions {
 };
 
 // ceil(vocab / (divisible_by * tp)) * divisible_by * tp  (Megatron's _vocab_size_with_padding).
-int64_t vocab_size_with_padding(int64_t vocab_size, int64_t make_vocab_size_divisible_by,
-                                int64_t tensor_model_parallel_size);
+MEGATRON_API int64_t vocab_size_with_padding(int64_t vocab_size, int64_t make_vocab_size_divisible_by,
+                                             int64_t tensor_model_parallel_size);
 
 // Options for this rank's pipeline stage (and model chunk `virtual_rank` of it): the config's
 // TP size, TP group, PP and virtual PP sizes, and pre_process / post_process / the stage ranks,
 // all from `ps`.
-GPTModelOptions gpt_model_options_for_rank(const ParallelState& ps, transformer::TransformerConfig config,
-                                           int64_t vocab_size, int64_t max_sequence_length,
-                                           std::optional<int> virtual_rank = std::nullopt);
+MEGATRON_API GPTModelOptions gpt_model_options_for_rank(const ParallelState& ps, transformer::TransformerConfig config,
+                                                        int64_t vocab_size, int64_t max_sequence_length,
+                                                        std::optional<int> virtual_rank = std::nullopt);
 
 using common::ShardedParameter;
 
-class GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl>, public common::LanguageModule {
+class MEGATRON_API GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl>, public common::LanguageModule {
  public:
   explicit GPTModelImpl(GPTModelOptions options);
   void reset() override;
