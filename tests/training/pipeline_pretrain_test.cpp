@@ -29,16 +29,7 @@ training::Arguments tiny_args(int64_t global_batch_size) {
   return a;
 }
 
-struct Layout {
-  int tp, pp, dp;
-  std::optional<int64_t> layers_per_virtual_stage;
-  bool sequence_parallel = false, distributed_optimizer = false;
-  std::string name() const {
-    return "tp" + std::to_string(tp) + "_pp" + std::to_string(pp) + "_dp" + std::to_string(dp) +
-           (layers_per_virtual_stage ? "_vp" + std::to_string(*layers_per_virtual_stage) : "") +
-           (sequence_parallel ? "_sp" : "") + (distributed_optimizer ? "_distopt" : "");
-  }
-};
+using megatron::testing::Layout;
 
 struct LayoutRun : megatron::testing::SubgroupRun {
   std::optional<ParallelState> ps;
@@ -46,16 +37,11 @@ struct LayoutRun : megatron::testing::SubgroupRun {
 
 // Runs pretrain on the first tp * pp * dp ranks of the world.
 LayoutRun run_layout(training::Arguments a, const Layout& l) {
-  a.tensor_model_parallel_size = l.tp;
-  a.pipeline_model_parallel_size = l.pp;
-  a.num_layers_per_virtual_pipeline_stage = l.layers_per_virtual_stage;
-  a.sequence_parallel = l.sequence_parallel;
-  a.use_distributed_optimizer = l.distributed_optimizer;
   LayoutRun run;
-  static_cast<megatron::testing::SubgroupRun&>(run) =
-      megatron::testing::pretrain_on_first_ranks(a, l.tp * l.pp * l.dp, "pipeline_" + l.name());
+  static_cast<megatron::testing::SubgroupRun&>(run) = megatron::testing::pretrain_layout(a, l, "pipeline");
   if (!run.member) return run;
-  a.validate(l.tp * l.pp * l.dp);  // for the virtual size it derives
+  l.apply(a);
+  a.validate(l.ranks());  // for the virtual size it derives
   run.ps = ParallelState::initialize_model_parallel(run.group, l.tp, l.pp,
                                                     a.virtual_pipeline_model_parallel_size
                                                         ? std::optional<int>(*a.virtual_pipeline_model_parallel_size)

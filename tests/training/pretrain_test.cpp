@@ -17,32 +17,33 @@ training::Arguments tiny_args() {
   return megatron::testing::tiny_gpt_args();
 }
 
+using megatron::testing::Layout;
+
 // Runs pretrain on the first tp * dp ranks of the world; the others return an empty result.
 training::TrainingResult run_layout(training::Arguments a, int tp, int dp, bool sequence_parallel = false,
                                     bool distributed_optimizer = false) {
-  a.tensor_model_parallel_size = tp;
-  a.sequence_parallel = sequence_parallel;
-  a.use_distributed_optimizer = distributed_optimizer;
-  return megatron::testing::pretrain_on_first_ranks(a, tp * dp,
-                                                    "layout_tp" + std::to_string(tp) + "_dp" + std::to_string(dp))
+  return megatron::testing::pretrain_layout(
+             a, Layout{tp, 1, dp, std::nullopt, sequence_parallel, distributed_optimizer}, "layout")
       .result;
 }
 
 TEST(Pretrain, EveryTensorAndDataParallelLayoutGivesTheSameLosses) {
   MEGATRON_REQUIRE_WORLD_SIZE(4);
   auto reference = run_layout(tiny_args(), 1, 1);
-  struct Layout {
-    int tp, dp;
-    bool sequence_parallel, distributed_optimizer;
-  };
-  const std::vector<Layout> layouts = {
-      {1, 2, false, false}, {2, 1, false, false}, {1, 4, false, false}, {2, 2, false, false}, {4, 1, false, false},
-      {2, 2, true, false},  {4, 1, true, false},  {1, 2, false, true},  {1, 4, false, true},  {2, 2, true, true}};
-  for (auto [tp, dp, sp, dist] : layouts) {
-    auto run = run_layout(tiny_args(), tp, dp, sp, dist);
-    if (megatron::testing::world()->rank() >= tp * dp) continue;
-    SCOPED_TRACE("tp " + std::to_string(tp) + " dp " + std::to_string(dp) + (sp ? " sequence parallel" : "") +
-                 (dist ? " distributed optimizer" : ""));
+  const std::vector<Layout> layouts = {{1, 1, 2},
+                                       {2, 1, 1},
+                                       {1, 1, 4},
+                                       {2, 1, 2},
+                                       {4, 1, 1},
+                                       {2, 1, 2, std::nullopt, true},
+                                       {4, 1, 1, std::nullopt, true},
+                                       {1, 1, 2, std::nullopt, false, true},
+                                       {1, 1, 4, std::nullopt, false, true},
+                                       {2, 1, 2, std::nullopt, true, true}};
+  for (const auto& l : layouts) {
+    auto run = megatron::testing::pretrain_layout(tiny_args(), l, "layout").result;
+    if (megatron::testing::world()->rank() >= l.ranks()) continue;
+    SCOPED_TRACE(l.name());
     ASSERT_EQ(run.iterations.size(), 12u);
     if (megatron::testing::world()->rank() == 0) ASSERT_EQ(reference.iterations.size(), 12u);
     if (megatron::testing::world()->rank() != 0) continue;  // rank 0 holds the single-rank reference
