@@ -95,4 +95,5 @@ from ._C import (  # noqa: F401
     warm_up_cpu_math,
 )
 from ._modules import ColumnParallelLinear, CppModule, GPTModel, RowParallelLinear, VocabParallelEmbedding  # noqa: F401
-from ._training import pretrain  # noqa: F401
+from . import core, training  # noqa: F401  (Megatron-LM's module paths)
+from .training import pretrain  # noqa: F401

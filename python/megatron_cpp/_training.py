@@ -5,7 +5,8 @@ from . import _C
 from ._modules import CppModule
 
 
-def _arguments(args, world):
+def parse(args, world):
+    """args as Arguments (validated for the world's size); None for --help."""
     if isinstance(args, _C.Arguments):
         return args
     return _C.parse_arguments(args, world_size=None if world is None else world.size())
@@ -27,7 +28,7 @@ def pretrain(args, model_builder=None, dataset_builder=None, forward_step=None, 
     Runs with the GIL released; Python callbacks take it back. An exception raised in a callback
     ends the run and propagates unchanged. Returns a TrainingResult (None for --help).
     """
-    args = _arguments(args, world)
+    args = parse(args, world)
     if args is None:  # --help was printed
         return None
     modules = {}  # id(C++ module) -> the torch.nn.Module forward_step receives

@@ -5,9 +5,11 @@ from __future__ import annotations
 from megatron_cpp import _C
 from megatron_cpp._modules import CppModule
 import torch as torch
-__all__: list[str] = ['CppModule', 'pretrain', 'torch']
-def _arguments(args, world):
-    ...
+__all__: list[str] = ['CppModule', 'parse', 'pretrain', 'torch']
+def parse(args, world):
+    """
+    args as Arguments (validated for the world's size); None for --help.
+    """
 def pretrain(args, model_builder = None, dataset_builder = None, forward_step = None, *, world = None):
     """
     Megatron-LM's pretrain(): builds the model, optimizer and datasets, trains, evaluates.

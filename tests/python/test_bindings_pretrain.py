@@ -51,6 +51,13 @@ def metrics(path):
     return [(r["type"], r["iteration"], r["lm loss"], r.get("grad_norm"), r.get("learning_rate")) for r in rows]
 
 
+def same_runs(got, want):
+    """Rows equal but for the loss to float32 rounding: the example's loss_func reports the loss
+    averaged over data parallelism in float32 (as Megatron-LM's), which the loop averages again."""
+    return ([r[:2] + r[3:] for r in got] == [r[:2] + r[3:] for r in want] and
+            [r[2] for r in got] == pytest.approx([r[2] for r in want], rel=1e-6))
+
+
 def run_program(cmd, metrics_file, launcher=(), env=ENV, timeout=300):
     proc = subprocess.run(list(launcher) + cmd + ["--metrics-file", str(metrics_file)], capture_output=True, text=True,
                           env=env, timeout=timeout)
@@ -79,7 +86,6 @@ def test_python_callbacks_give_the_cpp_programs_losses(tmp_path):
                                      ("valid", 4), ("test", 4)]
     assert got == want
     # In-process, the TrainingResult holds the same numbers.
-    pretrain_gpt._tokenizer = megatron_cpp.build_tokenizer(megatron_cpp.parse_arguments(flags))
     result = megatron_cpp.pretrain(flags, pretrain_gpt.model_builder, pretrain_gpt.dataset_builder,
                                    pretrain_gpt.forward_step)
     assert [r.metrics["lm loss"] for r in result.iterations] == pytest.approx(
@@ -97,7 +103,7 @@ def test_two_ranks_under_mpirun_on_data_written_from_python(tmp_path, corpus, la
     want = run_program([PRETRAIN] + command_line(flags), tmp_path / "cpp.jsonl", MPIRUN + ["-np", "2"])
     got = run_program([sys.executable, EXAMPLE] + command_line(flags), tmp_path / "py.jsonl",
                       MPIRUN + ["-np", "2", "-x", "PYTHONPATH", "-x", "MEGATRON_LOG_LEVEL"])
-    assert got == want and len(want) == 7
+    assert same_runs(got, want) and len(want) == 7
     # The same run on one rank gives the same losses (layout invariance).
     flags = {k: v for k, v in flags.items() if k not in layout or k == "num_layers"}
     single = run_program([PRETRAIN] + command_line(flags), tmp_path / "one.jsonl")
@@ -144,12 +150,11 @@ def test_library_callbacks_fill_in_and_a_python_model_trains_in_place(tmp_path):
 
 def test_checkpoints_from_python_resume_and_read_back(tmp_path):
     flags = tiny(tmp_path, eval_iters=0, lr_warmup_iters=0)
-    pretrain_gpt._tokenizer = megatron_cpp.build_tokenizer(megatron_cpp.parse_arguments(flags))
     callbacks = (pretrain_gpt.model_builder, pretrain_gpt.dataset_builder, pretrain_gpt.forward_step)
     models = []
 
-    def model_builder(ctx, pre_process, post_process):
-        models.append(pretrain_gpt.model_builder(ctx, pre_process, post_process))
+    def model_builder(pre_process, post_process):
+        models.append(pretrain_gpt.model_builder(pre_process, post_process))
         return models[-1]
 
     whole = megatron_cpp.pretrain(dict(flags, save=str(tmp_path / "ckpt"), save_interval=2), model_builder,
@@ -186,7 +191,6 @@ def raise_boom(*args):
 @pytest.mark.parametrize("where", ["model_builder", "dataset_builder", "forward_step", "loss_func"])
 def test_exceptions_in_callbacks_come_out_unchanged(tmp_path, where):
     flags = tiny(tmp_path)
-    pretrain_gpt._tokenizer = megatron_cpp.build_tokenizer(megatron_cpp.parse_arguments(flags))
     callbacks = {"model_builder": pretrain_gpt.model_builder, "dataset_builder": pretrain_gpt.dataset_builder,
                  "forward_step": pretrain_gpt.forward_step}
     if where == "loss_func":
@@ -227,7 +231,7 @@ def test_a_failing_rank_ends_the_mpirun_job_with_its_message(tmp_path):
         "        raise ValueError('rank 1 gives up')\n"
         "    return step(it, model)\n"
         "pretrain_gpt.forward_step = forward_step\n"
-        "sys.exit(pretrain_gpt.main(sys.argv[1:]))\n")
+        "sys.exit(pretrain_gpt.main())\n")
     proc = subprocess.run(MPIRUN + ["-np", "2", "-x", "PYTHONPATH", sys.executable, str(script)] +
                           command_line(tiny(tmp_path)), capture_output=True, text=True, env=ENV, timeout=120)
     assert proc.returncode != 0

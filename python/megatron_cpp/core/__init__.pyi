@@ -1,0 +1,9 @@
+"""
+Megatron-LM's megatron.core names over the megatron_cpp bindings (parallel_state, enums,
+models.gpt), so that a script moves by changing its imports.
+"""
+from __future__ import annotations
+from . import enums
+from . import models
+from . import parallel_state
+__all__: list[str] = ['enums', 'models', 'parallel_state']

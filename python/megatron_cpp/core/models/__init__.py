@@ -1,0 +1,2 @@
+"""megatron.core.models."""
+from . import gpt  # noqa: F401

@@ -1,0 +1,27 @@
+"""megatron.core.models.gpt.gpt_layer_specs: the layer specs GPTModel takes. megatron_cpp's
+transformer layer is the local one (its own attention, MLP and norms, no Transformer Engine)."""
+
+
+class LocalLayerSpec:
+    """The local GPT layer (what get_gpt_layer_local_spec() returns)."""
+
+    def __init__(self, num_experts=None, moe_grouped_gemm=False, qk_layernorm=False, normalization=None):
+        if num_experts:
+            raise NotImplementedError("[gpt_layer_specs] mixture-of-experts layers are not implemented")
+        if qk_layernorm:
+            raise NotImplementedError("[gpt_layer_specs] qk_layernorm is not implemented")
+        self.normalization = normalization
+
+    def __repr__(self):
+        return "LocalLayerSpec()"
+
+
+def get_gpt_layer_local_spec(num_experts=None, moe_grouped_gemm=False, qk_layernorm=False, normalization=None,
+                             **kwargs):
+    """The local transformer layer (the normalization comes from the TransformerConfig)."""
+    return LocalLayerSpec(num_experts, moe_grouped_gemm, qk_layernorm, normalization)
+
+
+def get_gpt_layer_with_transformer_engine_spec(*args, **kwargs):
+    raise NotImplementedError("[gpt_layer_specs] megatron_cpp has no Transformer Engine layers: "
+                              "use get_gpt_layer_local_spec()")
