@@ -3,27 +3,26 @@
 #include "megatron/training/checkpointing.h"
 
 #include <ATen/ATen.h>
-#include <ATen/core/Generator.h>
 #include <c10/util/Exception.h>
 #include <torch/nn/module.h>
-#include <torch/optim/optimizer.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
 
 #include "megatron/logging.h"
-#include "megatron/models/common/language_module.h"
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/optimizer/param_scheduler.h"
-#include "megatron/tensor_parallel/random.h"
+#include "rank_state.h"
 
 namespace megatron::training {
 namespace fs = std::filesystem;
 namespace {
 
 using TensorMap = RankCheckpoint::TensorMap;
+using detail::load_module_state;
+using detail::rank_checkpoint;
+using detail::set_rng_state;
 
 // Runs fn; returns its error message ("" when it succeeded).
 template <typename F>
@@ -50,102 +49,6 @@ void agree(comm::ProcessGroup& world, const std::string& error, const std::strin
 
 std::string join(const std::string& a, const std::string& b) {
   return (fs::path(a) / b).string();
-}
-
-// --- model and RNG state: language modules give their sharded state dict, other modules
-// their named parameters and buffers.
-
-TensorMap module_state(torch::nn::Module& m) {
-  if (auto* lm = dynamic_cast<models::common::LanguageModule*>(&m)) return lm->state_dict();
-  TensorMap out;
-  for (const auto& p : m.named_parameters()) out[p.key()] = p.value().detach();
-  for (const auto& b : m.named_buffers()) out[b.key()] = b.value();
-  return out;
-}
-
-void load_module_state(torch::nn::Module& m, const TensorMap& state) {
-  if (auto* lm = dynamic_cast<models::common::LanguageModule*>(&m)) {
-    lm->load_state_dict(state, /*strict=*/true);
-    return;
-  }
-  at::NoGradGuard no_grad;
-  auto copy = [&](const std::string& name, at::Tensor t) {
-    auto it = state.find(name);
-    TORCH_CHECK(it != state.end(), "[checkpointing] missing key '", name, "'");
-    TORCH_CHECK(it->second.sizes() == t.sizes(), "[checkpointing] '", name, "' has shape ", it->second.sizes(),
-                ", the model ", t.sizes());
-    t.copy_(it->second);
-  };
-  for (const auto& p : m.named_parameters()) copy(p.key(), p.value());
-  for (const auto& b : m.named_buffers()) copy(b.key(), b.value());
-}
-
-at::Generator default_generator(c10::Device device) {
-  return at::globalContext().defaultGenerator(device);
-}
-
-RankCheckpoint::RngState rng_state(const TrainingState& state) {
-  RankCheckpoint::RngState r;
-  {
-    auto gen = default_generator(c10::Device(c10::kCPU));
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    r.torch_rng_state = gen.get_state();
-  }
-  if (state.device.is_cuda()) {
-    auto gen = default_generator(state.device);
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    r.cuda_rng_state = gen.get_state();
-  }
-  if (state.rng_tracker) r.rng_tracker_states = state.rng_tracker->get_states();
-  return r;
-}
-
-void set_rng_state(const RankCheckpoint::RngState& r, TrainingState& state, const std::string& file) {
-  {
-    auto gen = default_generator(c10::Device(c10::kCPU));
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(r.torch_rng_state);
-  }
-  if (state.device.is_cuda()) {
-    TORCH_CHECK(r.cuda_rng_state.defined(), "[checkpointing] ", file, ": rng_state has no 'cuda_rng_state'");
-    auto gen = default_generator(state.device);
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(r.cuda_rng_state);
-  }
-  if (state.rng_tracker) {
-    auto saved = r.rng_tracker_states;
-    for (auto& [k, v] : saved) v = v.clone();
-    state.rng_tracker->set_states(saved);
-  }
-}
-
-// This rank's part of the checkpoint (param_state: the optimizer's, gathered beforehand).
-RankCheckpoint rank_checkpoint(const Arguments& args, const TrainingState& state,
-                               std::map<std::string, TensorMap> param_state) {
-  RankCheckpoint c;
-  c.args = args;
-  c.padded_vocab_size = state.padded_vocab_size;
-  c.true_vocab_size = state.vocab_size;
-  c.iteration = state.iteration;
-  for (const auto& m : *state.model) c.model.push_back(module_state(*m));
-  if (!args.no_save_optim) {
-    auto& o = c.optimizer.emplace();
-    o.distributed = state.optimizer->is_distributed();
-    o.param_state = std::move(param_state);
-    for (const auto& g : state.optimizer->inner().param_groups())
-      o.param_groups.push_back({g.options().get_lr(), static_cast<int64_t>(g.params().size())});
-    if (auto* scaler = state.optimizer->grad_scaler()) {
-      const auto s = scaler->state();
-      o.grad_scaler = RankCheckpoint::GradScalerState{s.scale, s.growth_tracker, s.hysteresis_tracker};
-    }
-    const auto& sc = state.scheduler->config();
-    o.scheduler = {sc.max_lr,         sc.min_lr,         sc.lr_warmup_steps,
-                   sc.lr_decay_steps, sc.lr_decay_style, state.scheduler->num_steps()};
-  }
-  if (!args.no_save_rng) c.rng_state = std::vector<RankCheckpoint::RngState>{rng_state(state)};
-  c.consumed_train_samples = state.consumed_train_samples;
-  c.consumed_valid_samples = state.consumed_valid_samples;
-  return c;
 }
 
 // Settings that decide the shapes and the layout of the saved tensors.

@@ -1,0 +1,29 @@
+// What one rank's checkpoint holds of the training state, and putting it back: the model
+// chunks' state dicts (a LanguageModule's sharded one, else named parameters and buffers), the
+// optimizer's and scheduler's state, and the RNG states. Private to src/training.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "megatron/training/checkpoint_schema.h"
+#include "megatron/training/checkpointing.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace megatron::training::detail {
+
+RankCheckpoint::TensorMap module_state(torch::nn::Module& m);
+void load_module_state(torch::nn::Module& m, const RankCheckpoint::TensorMap& state);
+
+RankCheckpoint::RngState rng_state(const TrainingState& state);
+// `file` names the checkpoint in errors.
+void set_rng_state(const RankCheckpoint::RngState& r, TrainingState& state, const std::string& file);
+
+// This rank's part of the checkpoint (param_state: the optimizer's, gathered beforehand).
+RankCheckpoint rank_checkpoint(const Arguments& args, const TrainingState& state,
+                               std::map<std::string, RankCheckpoint::TensorMap> param_state);
+
+}  // namespace megatron::training::detail
