@@ -374,6 +374,14 @@ class Arguments:
     def load_fallback(self, arg0: bool) -> None:
         ...
     @property
+    def local_rank(self) -> int | None:
+        """
+        this process's rank on its node, as deepspeed (--local_rank=N) and torch.distributed.launch pass it; must agree with the launcher's LOCAL_RANK
+        """
+    @local_rank.setter
+    def local_rank(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
     def log_interval(self) -> int:
         """
         iterations between log lines

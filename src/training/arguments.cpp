@@ -54,10 +54,15 @@ CLI::Option* bind_field(CLI::App& app, const std::string& flag, T& v, const char
   return option;
 }
 
+// A flag's names: launchers spell --local-rank their own way (deepspeed appends --local_rank=N).
+std::string cli_names(const std::string& field) {
+  return field == "local_rank" ? flag_of(field) + ",--local_rank" : flag_of(field);
+}
+
 // Megatron-LM's _add_<group>_args: the table's lines of one group.
 void bind_group(CLI::App& app, Arguments& a, const GroupTitle& g) {
 #define MEGATRON_BIND_FIELD(group_, field, saved, check, help) \
-  if (g.group == ArgGroup::group_) bind_field(app, flag_of(#field), a.field, help)->group(g.title);
+  if (g.group == ArgGroup::group_) bind_field(app, cli_names(#field), a.field, help)->group(g.title);
   MEGATRON_ARGUMENTS(MEGATRON_BIND_FIELD)
 #undef MEGATRON_BIND_FIELD
 }

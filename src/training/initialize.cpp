@@ -67,6 +67,9 @@ void log_layout(const Arguments& args, const ParallelState& ps) {
 
 Initialized initialize_megatron(const Arguments& args, std::shared_ptr<comm::ProcessGroup> world) {
   const auto env = comm::LauncherEnv::from_environment();
+  TORCH_CHECK(!args.local_rank || *args.local_rank == env.local_rank, "[training] --local-rank ",
+              args.local_rank.value_or(0), " disagrees with the launcher's local rank ", env.local_rank,
+              " (LOCAL_RANK or the MPI launcher's variable)");
   const c10::Device device = choose_device(args, env.local_rank);
   if (!args.no_cpu_allocator_cache) enable_cpu_allocator_cache();
   set_intra_op_threads_per_rank(env);

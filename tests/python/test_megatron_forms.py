@@ -3,7 +3,8 @@
 (train_valid_test_dataset_provider, model_provider, model_type, forward_step_func,
 extra_args_provider, args_defaults), with callbacks that take no context and read get_args(),
 get_tokenizer(), get_timers() and megatron_cpp.core.parallel_state, give the losses of
-pretrain_gpt on the same flags; a call that fits no form is one TypeError."""
+pretrain_gpt on the same flags; a call that fits no form is one TypeError; a launcher's
+--local_rank must agree with the environment."""
 import json
 import os
 import subprocess
@@ -111,3 +112,11 @@ def test_a_call_that_fits_no_form_is_one_type_error(tmp_path, monkeypatch):
     with pytest.raises(NotImplementedError, match="process_non_loss_data_func is not implemented"):
         pretrain(pretrain_gpt.dataset_builder, pretrain_gpt.model_builder, ModelType.encoder_or_decoder,
                  pretrain_gpt.forward_step, process_non_loss_data_func=print)
+
+
+def test_local_rank_from_the_launcher_must_agree(tmp_path):
+    flags = tiny(tmp_path, iters=2)
+    assert megatron_cpp.parse_arguments(command_line(flags) + ["--local_rank=0"]).local_rank == 0
+    # Alone, this process is local rank 0: a launcher that says otherwise is refused.
+    with pytest.raises(RuntimeError, match="--local-rank 1 disagrees with the launcher's local rank 0"):
+        megatron_cpp.pretrain(command_line(flags) + ["--local_rank=1"])

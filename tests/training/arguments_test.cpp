@@ -211,6 +211,13 @@ TEST(Arguments, MegatronScriptFlags) {
   EXPECT_NE(error_of(with(base(), {"--exit-interval", "0"})).find("--exit-interval must be positive (got 0)"),
             std::string::npos);
   EXPECT_NE(error_of(with(base(), {"--transformer-impl", "fast"})).find("--transformer-impl"), std::string::npos);
+
+  // The local rank in both launchers' spellings (deepspeed appends --local_rank=N).
+  EXPECT_FALSE(a.local_rank.has_value());
+  EXPECT_EQ(parse_arguments(with(base(), {"--local_rank=3"}), 1)->local_rank.value(), 3);
+  EXPECT_EQ(parse_arguments(with(base(), {"--local-rank", "2"}), 1)->local_rank.value(), 2);
+  EXPECT_NE(error_of(with(base(), {"--local-rank", "-1"})).find("--local-rank must not be negative (got -1)"),
+            std::string::npos);
 }
 
 // The table in arguments_table.h is the one list of settings: a field declared in the struct but

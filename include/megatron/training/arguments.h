@@ -53,6 +53,7 @@ struct MEGATRON_API Arguments {
   bool sequence_parallel = false;
   bool use_distributed_optimizer = false;
   double distributed_timeout_minutes = 10;
+  std::optional<int64_t> local_rank;  // as the launcher passes it (deepspeed: --local_rank=N)
 
   // --- data and tokenizer
   std::vector<std::string> data_path;  // prefix, or weight prefix weight prefix ...

@@ -118,6 +118,9 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(distributed, sequence_parallel, kSaved, any(), "split norms and dropout along the sequence over TP")            \
   X(distributed, use_distributed_optimizer, kSaved, any(), "shard optimizer state over data-parallel ranks (ZeRO-1)") \
   X(distributed, distributed_timeout_minutes, kNotSaved, positive(), "collective timeout")                          \
+  X(distributed, local_rank, kNotSaved, non_negative(),                                                             \
+    "this process's rank on its node, as deepspeed (--local_rank=N) and torch.distributed.launch pass it; must "    \
+    "agree with the launcher's LOCAL_RANK")                                                                         \
   X(data, data_path, kSaved, any(), "dataset prefix, or weight prefix weight prefix ...")                           \
   X(data, split, kSaved, any(), "train, valid, test proportions")                                                   \
   X(data, mock_data, kSaved, any(), "synthetic data instead of --data-path")                                        \
