@@ -4,6 +4,13 @@
 set(MEGATRON_MPIEXEC_FLAGS --allow-run-as-root --oversubscribe --bind-to none
     CACHE STRING "Flags for mpirun in the distributed tests")
 
+# Sanitized builds (MEGATRON_SANITIZE, unoptimised) run several times slower.
+if(MEGATRON_SANITIZE)
+  set(MEGATRON_SINGLE_TEST_TIMEOUT 900)
+else()
+  set(MEGATRON_SINGLE_TEST_TIMEOUT 120)
+endif()
+
 function(megatron_add_test name)
   cmake_parse_arguments(arg "" "" "SOURCES;LABELS;MPI_RANKS" ${ARGN})
   add_executable(${name} ${arg_SOURCES})
@@ -16,6 +23,9 @@ function(megatron_add_test name)
     target_link_libraries(${name} PRIVATE GTest::gtest_main)
     add_test(NAME ${name} COMMAND ${name} --gtest_color=no)
     set_tests_properties(${name} PROPERTIES LABELS "${arg_LABELS}" TIMEOUT 300)
+    if(MEGATRON_SANITIZE)
+      set_tests_properties(${name} PROPERTIES TIMEOUT 900)
+    endif()
     return()
   endif()
   target_sources(${name} PRIVATE "${PROJECT_SOURCE_DIR}/tests/distributed_main.cpp")
@@ -31,7 +41,7 @@ function(megatron_add_test name)
     endif()
     if(_single)
       add_test(NAME ${name}.single COMMAND $<TARGET_FILE:${name}>)
-      set_tests_properties(${name}.single PROPERTIES LABELS "unit;${arg_LABELS}" TIMEOUT 120)
+      set_tests_properties(${name}.single PROPERTIES LABELS "unit;${arg_LABELS}" TIMEOUT ${MEGATRON_SINGLE_TEST_TIMEOUT})
       continue()
     endif()
     add_test(NAME ${name}.np${n}
