@@ -9,7 +9,7 @@ void init_models(py::module_& m) {
   namespace gpt = megatron::models::gpt;
   using megatron::python::ModuleClass;
 
-  m.def("vocab_size_with_padding", &gpt::vocab_size_with_padding, py::arg("vocab_size"),
+  m.def("vocab_size_with_padding", &megatron::models::common::vocab_size_with_padding, py::arg("vocab_size"),
         py::arg("make_vocab_size_divisible_by"), py::arg("tensor_model_parallel_size"),
         "ceil(vocab / (divisible_by x tp)) x divisible_by x tp, as Megatron-LM pads it.");
 

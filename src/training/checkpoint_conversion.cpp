@@ -14,8 +14,8 @@
 #include <string>
 
 #include "hf_schema.h"
+#include "megatron/models/common/language_module.h"
 #include "megatron/models/common/safetensors.h"
-#include "megatron/models/gpt/gpt_model.h"
 #include "megatron/tensor_parallel/sharding.h"
 #include "megatron/training/checkpointing.h"
 #include "megatron/utils/json.h"
@@ -193,7 +193,7 @@ void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp
   TORCH_CHECK(a.num_attention_heads % tp == 0 && a.num_query_groups % tp == 0, "[convert_checkpoint] ",
               a.num_attention_heads, " heads / ", a.num_query_groups,
               " query groups are not divisible by --target-tensor-parallel-size ", tp);
-  const int64_t padded = models::gpt::vocab_size_with_padding(f.true_vocab, a.make_vocab_size_divisible_by, tp);
+  const int64_t padded = models::common::vocab_size_with_padding(f.true_vocab, a.make_vocab_size_divisible_by, tp);
 
   const std::string final_dir = (fs::path(save) / iteration_dir_name(f.iteration)).string();
   const std::string staging = final_dir + ".tmp";

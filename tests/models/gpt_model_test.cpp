@@ -418,7 +418,7 @@ TEST(TransformerConfig, ErrorsNameTheProblem) {
 }
 
 TEST(VocabPadding, MegatronRule) {
-  using megatron::models::gpt::vocab_size_with_padding;
+  using megatron::models::common::vocab_size_with_padding;
   EXPECT_EQ(vocab_size_with_padding(50257, 128, 1), 50304);
   EXPECT_EQ(vocab_size_with_padding(50257, 128, 8), 51200);
   EXPECT_EQ(vocab_size_with_padding(256, 128, 2), 256);

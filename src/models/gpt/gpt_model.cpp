@@ -12,13 +12,6 @@ namespace megatron::models::gpt {
 
 namespace tp = megatron::tensor_parallel;
 
-int64_t vocab_size_with_padding(int64_t vocab_size, int64_t divisible_by, int64_t tp_size) {
-  TORCH_CHECK(vocab_size > 0, "[gpt_model] vocab_size must be positive, got ", vocab_size);
-  TORCH_CHECK(divisible_by >= 1, "[gpt_model] make_vocab_size_divisible_by must be >= 1, got ", divisible_by);
-  const int64_t multiple = divisible_by * tp_size;
-  return (vocab_size + multiple - 1) / multiple * multiple;
-}
-
 GPTModelOptions gpt_model_options_for_rank(const ParallelState& ps, transformer::TransformerConfig config,
                                            int64_t vocab_size, int64_t max_sequence_length,
                                            std::optional<int> virtual_rank) {
@@ -52,8 +45,8 @@ void GPTModelImpl::reset() {
   // The config has checked that num_layers divides into pp x vpp chunks.
   num_local_layers = config.num_layers() / (pp * vpp);
   layer_offset = vp_rank * (config.num_layers() / vpp) + pp_rank * num_local_layers;
-  padded_vocab_size_ = vocab_size_with_padding(options.vocab_size(), options.make_vocab_size_divisible_by(),
-                                               config.tensor_model_parallel_size());
+  padded_vocab_size_ = common::vocab_size_with_padding(options.vocab_size(), options.make_vocab_size_divisible_by(),
+                                                       config.tensor_model_parallel_size());
   const auto pos_type = options.position_embedding_type();
   // Submodules allocate only; the pass below initialises every parameter by its global name.
   auto layer_config = config;

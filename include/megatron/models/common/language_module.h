@@ -56,4 +56,9 @@ class MEGATRON_API LanguageModule : public transformer::MegatronModule {
   virtual void allreduce_sequence_parallel_grads() = 0;
 };
 
+// The padded vocabulary of a language model's embedding and output layer:
+// ceil(vocab / (divisible_by * tp)) * divisible_by * tp  (Megatron's _vocab_size_with_padding).
+MEGATRON_API int64_t vocab_size_with_padding(int64_t vocab_size, int64_t make_vocab_size_divisible_by,
+                                             int64_t tensor_model_parallel_size);
+
 }  // namespace megatron::models::common

@@ -56,10 +56,6 @@ struct MEGATRON_API GPTModelOptions {
   TORCH_ARG(uint64_t, seed) = 1234;
 };
 
-// ceil(vocab / (divisible_by * tp)) * divisible_by * tp  (Megatron's _vocab_size_with_padding).
-MEGATRON_API int64_t vocab_size_with_padding(int64_t vocab_size, int64_t make_vocab_size_divisible_by,
-                                             int64_t tensor_model_parallel_size);
-
 // Options for this rank's pipeline stage (and model chunk `virtual_rank` of it): the config's
 // TP size, TP group, PP and virtual PP sizes, and pre_process / post_process / the stage ranks,
 // all from `ps`.

@@ -1,0 +1,14 @@
+#include "megatron/models/common/language_module.h"
+
+#include <c10/util/Exception.h>
+
+namespace megatron::models::common {
+
+int64_t vocab_size_with_padding(int64_t vocab_size, int64_t divisible_by, int64_t tp_size) {
+  TORCH_CHECK(vocab_size > 0, "[language_module] vocab_size must be positive, got ", vocab_size);
+  TORCH_CHECK(divisible_by >= 1, "[language_module] make_vocab_size_divisible_by must be >= 1, got ", divisible_by);
+  const int64_t multiple = divisible_by * tp_size;
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace megatron::models::common
