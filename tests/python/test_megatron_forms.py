@@ -2,7 +2,7 @@
 (model_builder, dataset_builder, forward_step_func; flags from sys.argv) and in Megatron-LM's
 (train_valid_test_dataset_provider, model_provider, model_type, forward_step_func,
 extra_args_provider, args_defaults), with callbacks that take no context and read get_args(),
-get_tokenizer(), get_timers() and megatron_cpp.core.parallel_state, give the losses of
+get_tokenizer(), get_timers(), megatron_cpp.core.parallel_state and broadcast_data, give the losses of
 pretrain_gpt on the same flags; a call that fits no form is one TypeError; a launcher's
 --local_rank must agree with the environment."""
 import json
@@ -23,8 +23,11 @@ import pretrain_gpt  # noqa: E402  (the example's callbacks, in the seed's shape
 
 MEGATRON_SHAPED = """
 import json, sys
+from functools import partial
+import torch
 sys.path.insert(0, {example_dir!r})
 import pretrain_gpt
+from megatron_cpp.core import parallel_state, tensor_parallel
 from megatron_cpp.core.enums import ModelType
 from megatron_cpp.training import get_args, pretrain
 
@@ -47,9 +50,26 @@ def model_provider(pre_process=True, post_process=True):
 def train_valid_test_datasets_provider(train_val_test_num_samples):
     return pretrain_gpt.dataset_builder(train_val_test_num_samples)
 
-pretrain(train_valid_test_datasets_provider, model_provider, ModelType.encoder_or_decoder,
-         pretrain_gpt.forward_step, extra_args_provider=extra_args_provider,
-         args_defaults={{"seed": 77, "lr": 1.0, "my_list": [3, 4]}})
+def forward_step(data_iterator, model):
+    # As Megatron-LM's get_batch: TP rank 0's batch reaches the group through broadcast_data
+    # (every rank here draws the same batch itself, which the broadcast must give back).
+    data = next(data_iterator)
+    keys = ["tokens", "labels", "position_ids"]
+    first = parallel_state.get_tensor_model_parallel_rank() == 0
+    b = tensor_parallel.broadcast_data(keys, data if first else None, torch.int64)
+    assert all(torch.equal(b[k], data[k]) for k in keys), "broadcast_data changed the batch"
+    output = model(b["tokens"], b["position_ids"], data["attention_mask"], labels=b["labels"])
+    return output, partial(pretrain_gpt.loss_func, data["loss_mask"])
+
+try:
+    pretrain(train_valid_test_datasets_provider, model_provider, ModelType.encoder_or_decoder,
+             forward_step, extra_args_provider=extra_args_provider,
+             args_defaults={{"seed": 77, "lr": 1.0, "my_list": [3, 4]}})
+except BaseException:  # end every rank at once rather than leave the others waiting
+    import traceback, megatron_cpp
+    traceback.print_exc()
+    sys.stderr.flush()
+    megatron_cpp.abort_job(1)
 print("SEEN " + json.dumps(seen), flush=True)
 """
 

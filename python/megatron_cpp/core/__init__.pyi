@@ -6,4 +6,5 @@ from __future__ import annotations
 from . import enums
 from . import models
 from . import parallel_state
-__all__: list[str] = ['enums', 'models', 'parallel_state']
+from . import tensor_parallel
+__all__: list[str] = ['enums', 'models', 'parallel_state', 'tensor_parallel']
