@@ -12,7 +12,7 @@ OptimizerParamScheduler::OptimizerParamScheduler(ParamSchedulerConfig config) : 
   TORCH_CHECK(c.min_lr >= 0 && c.max_lr >= c.min_lr, "[param_scheduler] need 0 <= min_lr (", c.min_lr, ") <= max_lr (",
               c.max_lr, ")");
   TORCH_CHECK(c.lr_decay_steps > 0, "[param_scheduler] lr_decay_steps (", c.lr_decay_steps, ") must be positive");
-  TORCH_CHECK(c.lr_warmup_steps >= 0 && c.lr_warmup_steps < c.lr_decay_steps || c.lr_decay_style == "constant" ||
+  TORCH_CHECK((c.lr_warmup_steps >= 0 && c.lr_warmup_steps < c.lr_decay_steps) || c.lr_decay_style == "constant" ||
                   c.lr_decay_style == "inverse-square-root",
               "[param_scheduler] lr_warmup_steps (", c.lr_warmup_steps, ") must be smaller than lr_decay_steps (",
               c.lr_decay_steps, ")");
