@@ -32,8 +32,7 @@ constexpr GroupTitle kGroups[] = {
 };
 
 // The CLI11 binding a field's type asks for. Switches are flags (`--x`, `--x=false`); optional
-// values stay unset unless given; a flag given twice takes the last value for optional values,
-// as argparse does.
+// values stay unset unless given; a flag given twice takes the last value, as argparse does.
 CLI::Option* bind_field(CLI::App& app, const std::string& flag, bool& v, const char* help) {
   return app.add_flag(flag, v, help);
 }
@@ -47,6 +46,9 @@ CLI::Option* bind_field(CLI::App& app, const std::string& flag, std::optional<T>
 template <typename T>
 CLI::Option* bind_field(CLI::App& app, const std::string& flag, T& v, const char* help) {
   auto* option = app.add_option(flag, v, help);
+  // Launch scripts append to a common flag list: a value given twice takes the last, as argparse.
+  if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>)
+    option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   if constexpr (std::is_arithmetic_v<T>) option->capture_default_str();
   if constexpr (std::is_same_v<T, std::string>) {
     if (!v.empty()) option->capture_default_str();

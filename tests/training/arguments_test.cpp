@@ -212,6 +212,14 @@ TEST(Arguments, MegatronScriptFlags) {
             std::string::npos);
   EXPECT_NE(error_of(with(base(), {"--transformer-impl", "fast"})).find("--transformer-impl"), std::string::npos);
 
+  // Launch scripts append flags: a value given twice takes the last one, as argparse.
+  auto twice = *parse_arguments(with(base(), {"--num-layers", "2", "--num-layers", "3", "--split", "1,1,1", "--split",
+                                              "2,2,2", "--mock-data", "--mock-data"}),
+                                1);
+  EXPECT_EQ(twice.num_layers, 3);
+  EXPECT_EQ(twice.split, "2,2,2");
+  EXPECT_TRUE(twice.mock_data);
+
   // The local rank in both launchers' spellings (deepspeed appends --local_rank=N).
   EXPECT_FALSE(a.local_rank.has_value());
   EXPECT_EQ(parse_arguments(with(base(), {"--local_rank=3"}), 1)->local_rank.value(), 3);
