@@ -509,6 +509,23 @@ void init_datasets(py::module_& m) {
       "The samples indices of dataset as one batch: dict of tokens, labels, loss_mask, "
       "attention_mask (None when not created), position_ids.");
 
+  m.def(
+      "get_ltor_masks_and_position_ids",
+      [](const at::Tensor& data, int64_t eod_token, bool reset_position_ids, bool reset_attention_mask,
+         bool eod_mask_loss) {
+        ds::Batch masks;
+        {
+          py::gil_scoped_release release;
+          masks =
+              ds::ltor_masks_and_position_ids(data, eod_token, reset_position_ids, reset_attention_mask, eod_mask_loss);
+        }
+        return py::make_tuple(masks.at("attention_mask"), masks.at("loss_mask"), masks.at("position_ids"));
+      },
+      py::arg("data"), py::arg("eod_token"), py::arg("reset_position_ids"), py::arg("reset_attention_mask"),
+      py::arg("eod_mask_loss"),
+      "Megatron-LM's (attention_mask, loss_mask, position_ids) for tokens [b, s], as build_batch makes them: "
+      "attention_mask bool [b or 1, 1, s, s] (true = masked out; per sample with reset_attention_mask).");
+
   py::class_<ds::BatchIterator>(m, "BatchIterator",
                                 "What forward_step draws micro-batches from: next(it) is a dict of tensors (None for a "
                                 "tensor not created).")

@@ -21,7 +21,64 @@ at::Tensor causal_mask(int64_t s) {
   return mask;
 }
 
+// One sample's loss mask, position ids and (when `attention` is given) attention mask from its
+// tokens t[0, s). Positions restart after each EOD with reset_position_ids; attention stops at
+// EODs with reset_attention_mask (tokens after position i never see tokens <= i). last_eod is
+// scratch of s entries.
+void ltor_row(const int64_t* t, int64_t s, const BatchOptions& options, float* m, int64_t* p, bool* attention,
+              int64_t* last_eod) {
+  const int64_t eod = options.eod_token;
+  const bool need_eod = options.reset_position_ids || options.reset_attention_mask || options.eod_mask_loss;
+  int64_t prev_eod = -1, position = 0;
+  for (int64_t i = 0; i < s; ++i) {
+    last_eod[i] = prev_eod;
+    m[i] = (options.eod_mask_loss && t[i] == eod) ? 0.0f : 1.0f;
+    p[i] = position++;
+    if (need_eod && t[i] == eod) {
+      prev_eod = i;
+      if (options.reset_position_ids) position = 0;
+    }
+  }
+  if (attention == nullptr) return;
+  for (int64_t row = 0; row < s; ++row) {
+    // Row attends to [first, row]: the tokens since the last EOD before it.
+    const int64_t first = last_eod[row] + 1;
+    std::memset(attention + row * s, 1, static_cast<size_t>(s));
+    std::memset(attention + row * s + first, 0, static_cast<size_t>(row - first + 1));
+  }
+}
+
 }  // namespace
+
+Batch ltor_masks_and_position_ids(const at::Tensor& tokens, int64_t eod_token, bool reset_position_ids,
+                                  bool reset_attention_mask, bool eod_mask_loss) {
+  TORCH_CHECK(tokens.dim() == 2, "[data_iterator] get_ltor_masks_and_position_ids expects tokens [b, s], found ",
+              tokens.sizes());
+  const bool need_eod = reset_position_ids || reset_attention_mask || eod_mask_loss;
+  TORCH_CHECK(!need_eod || eod_token >= 0, "[data_iterator] EOD-based masking needs the tokenizer's EOD id, got ",
+              eod_token);
+  const auto t = tokens.to(at::kCPU, at::kLong).contiguous();
+  const int64_t b = t.size(0), s = t.size(1);
+  BatchOptions options;
+  options.eod_token = eod_token;
+  options.reset_position_ids = reset_position_ids;
+  options.reset_attention_mask = reset_attention_mask;
+  options.eod_mask_loss = eod_mask_loss;
+  auto loss_mask = at::empty({b, s}, at::kFloat);
+  auto position_ids = at::empty({b, s}, at::kLong);
+  // One causal mask for the whole batch unless masks differ per sample (Megatron-LM's shapes).
+  auto attention_mask = reset_attention_mask ? at::empty({b, 1, s, s}, at::kBool) : causal_mask(s).clone();
+  std::vector<int64_t> last_eod(static_cast<size_t>(s));
+  for (int64_t r = 0; r < b; ++r) {
+    ltor_row(t.data_ptr<int64_t>() + r * s, s, options, loss_mask.data_ptr<float>() + r * s,
+             position_ids.data_ptr<int64_t>() + r * s,
+             reset_attention_mask ? attention_mask.data_ptr<bool>() + r * s * s : nullptr, last_eod.data());
+  }
+  const auto device = tokens.device();
+  return {{"attention_mask", attention_mask.to(device)},
+          {"loss_mask", loss_mask.to(device)},
+          {"position_ids", position_ids.to(device)}};
+}
 
 Batch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& indices, const BatchOptions& options) {
   const int64_t b = static_cast<int64_t>(indices.size());
@@ -71,27 +128,7 @@ Batch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& in
       t[i] = text[i];
       l[i] = extra ? text[i + 1] : (i + 1 < s ? text[i + 1] : pad);
     }
-    // Positions restart after each EOD with reset_position_ids; attention stops at EODs with
-    // reset_attention_mask (tokens after position i never see tokens <= i).
-    int64_t prev_eod = -1, position = 0;
-    for (int64_t i = 0; i < s; ++i) {
-      last_eod[i] = prev_eod;
-      m[i] = (options.eod_mask_loss && t[i] == eod) ? 0.0f : 1.0f;
-      p[i] = position++;
-      if (need_eod && t[i] == eod) {
-        prev_eod = i;
-        if (options.reset_position_ids) position = 0;
-      }
-    }
-    if (attention != nullptr) {
-      bool* a = attention + r * s * s;
-      for (int64_t row = 0; row < s; ++row) {
-        // Row attends to [first, row]: the tokens since the last EOD before it.
-        const int64_t first = last_eod[row] + 1;
-        std::memset(a + row * s, 1, static_cast<size_t>(s));
-        std::memset(a + row * s + first, 0, static_cast<size_t>(row - first + 1));
-      }
-    }
+    ltor_row(t, s, options, m, p, attention != nullptr ? attention + r * s * s : nullptr, last_eod.data());
     // Padding: never a loss target, and mapped to id 0 so the embedding can look it up.
     for (int64_t i = 0; i < s; ++i) {
       if (l[i] == pad) m[i] = 0.0f;

@@ -2,7 +2,8 @@
 (model_builder, dataset_builder, forward_step_func; flags from sys.argv) and in Megatron-LM's
 (train_valid_test_dataset_provider, model_provider, model_type, forward_step_func,
 extra_args_provider, args_defaults), with callbacks that take no context and read get_args(),
-get_tokenizer(), get_timers(), megatron_cpp.core.parallel_state and broadcast_data, give the losses of
+get_tokenizer(), get_timers(), megatron_cpp.core.parallel_state, broadcast_data and
+get_ltor_masks_and_position_ids, give the losses of
 pretrain_gpt on the same flags; a call that fits no form is one TypeError; a launcher's
 --local_rank must agree with the environment."""
 import json
@@ -11,11 +12,13 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import megatron_cpp
 from megatron_cpp.core import parallel_state
 from megatron_cpp.core.enums import ModelType
 from megatron_cpp.training import get_args, get_timers, get_tokenizer, pretrain
+from megatron_cpp.training.utils import get_ltor_masks_and_position_ids
 from test_bindings_pretrain import ENV, EXAMPLE, MPIRUN, PRETRAIN, command_line, run_program, same_runs, tiny
 
 sys.path.insert(0, os.path.dirname(EXAMPLE))
@@ -29,7 +32,8 @@ sys.path.insert(0, {example_dir!r})
 import pretrain_gpt
 from megatron_cpp.core import parallel_state, tensor_parallel
 from megatron_cpp.core.enums import ModelType
-from megatron_cpp.training import get_args, pretrain
+from megatron_cpp.training import get_args, get_tokenizer, pretrain
+from megatron_cpp.training.utils import get_ltor_masks_and_position_ids
 
 def extra_args_provider(parser):
     group = parser.add_argument_group(title="my flags")
@@ -58,8 +62,11 @@ def forward_step(data_iterator, model):
     first = parallel_state.get_tensor_model_parallel_rank() == 0
     b = tensor_parallel.broadcast_data(keys, data if first else None, torch.int64)
     assert all(torch.equal(b[k], data[k]) for k in keys), "broadcast_data changed the batch"
-    output = model(b["tokens"], b["position_ids"], data["attention_mask"], labels=b["labels"])
-    return output, partial(pretrain_gpt.loss_func, data["loss_mask"])
+    args = get_args()
+    attention_mask, loss_mask, position_ids = get_ltor_masks_and_position_ids(
+        b["tokens"], get_tokenizer().eod, args.reset_position_ids, args.reset_attention_mask, args.eod_mask_loss)
+    output = model(b["tokens"], position_ids, attention_mask, labels=b["labels"])
+    return output, partial(pretrain_gpt.loss_func, loss_mask)
 
 try:
     pretrain(train_valid_test_datasets_provider, model_provider, ModelType.encoder_or_decoder,
@@ -140,3 +147,37 @@ def test_local_rank_from_the_launcher_must_agree(tmp_path):
     # Alone, this process is local rank 0: a launcher that says otherwise is refused.
     with pytest.raises(RuntimeError, match="--local-rank 1 disagrees with the launcher's local rank 0"):
         megatron_cpp.pretrain(command_line(flags) + ["--local_rank=1"])
+
+
+def reference_masks(tokens, eod, reset_position_ids, reset_attention_mask, eod_mask_loss):
+    """From the definition: a document ends at each EOD (which belongs to it); positions count
+    from the document's start with reset_position_ids; a token attends to the tokens before it,
+    only within its document with reset_attention_mask; EODs are not loss targets with
+    eod_mask_loss. The mask is one [1, 1, s, s] unless it differs per sample."""
+    b, s = tokens.shape
+    masked = torch.ones(b if reset_attention_mask else 1, 1, s, s, dtype=torch.bool)
+    loss_mask = torch.ones(b, s)
+    positions = torch.zeros(b, s, dtype=torch.long)
+    for r in range(b):
+        start = 0
+        for q in range(s):
+            positions[r, q] = q - start if reset_position_ids else q
+            if r < masked.shape[0]:
+                masked[r, 0, q, (start if reset_attention_mask else 0):q + 1] = False
+            if tokens[r, q] == eod:
+                if eod_mask_loss:
+                    loss_mask[r, q] = 0
+                start = q + 1
+    return masked, loss_mask, positions
+
+
+@pytest.mark.parametrize("flags", [(p, a, m) for p in (False, True) for a in (False, True) for m in (False, True)])
+def test_ltor_masks_and_position_ids_follow_the_definition(flags):
+    generator = torch.Generator().manual_seed(sum(v << i for i, v in enumerate(flags)))
+    tokens = torch.randint(0, 6, (3, 17), generator=generator)  # EOD = 5: several documents per row
+    got = get_ltor_masks_and_position_ids(tokens, 5, *flags)
+    want = reference_masks(tokens, 5, *flags)
+    for g, w, name in zip(got, want, ["attention_mask", "loss_mask", "position_ids"]):
+        assert g.dtype == w.dtype and g.shape == w.shape and torch.equal(g, w), name
+    with pytest.raises(RuntimeError, match=r"expects tokens \[b, s\]"):
+        get_ltor_masks_and_position_ids(tokens[0], 5, *flags)

@@ -45,6 +45,12 @@ struct MEGATRON_API BatchOptions {
 MEGATRON_API Batch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& indices,
                                const BatchOptions& options);
 
+// Megatron-LM's get_ltor_masks_and_position_ids for tokens [b, s], as build_batch makes them:
+// "attention_mask" [b, 1, s, s] with reset_attention_mask, else [1, 1, s, s] (bool, true = masked
+// out), "loss_mask" [b, s] float32, "position_ids" [b, s] int64; on the tokens' device.
+MEGATRON_API Batch ltor_masks_and_position_ids(const at::Tensor& tokens, int64_t eod_token, bool reset_position_ids,
+                                               bool reset_attention_mask, bool eod_mask_loss);
+
 // Pulls micro-batches of indices from the sampler and builds batches, optionally `prefetch`
 // batches ahead on a background thread. Checks every `check_files_every` batches that the files
 // under the dataset have not changed.

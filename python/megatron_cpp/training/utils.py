@@ -2,6 +2,7 @@
 import torch
 
 from .. import _C
+from .._C import get_ltor_masks_and_position_ids  # noqa: F401  (built by the library's batch code)
 from . import global_vars
 
 

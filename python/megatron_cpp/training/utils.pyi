@@ -3,9 +3,10 @@ megatron.training.utils: helpers Megatron-LM's forward steps call.
 """
 from __future__ import annotations
 from megatron_cpp import _C
+from megatron_cpp._C import get_ltor_masks_and_position_ids
 from megatron_cpp.training import global_vars
 import torch as torch
-__all__: list[str] = ['average_losses_across_data_parallel_group', 'global_vars', 'is_last_rank', 'print_rank_0', 'torch']
+__all__: list[str] = ['average_losses_across_data_parallel_group', 'get_ltor_masks_and_position_ids', 'global_vars', 'is_last_rank', 'print_rank_0', 'torch']
 def _world_rank():
     ...
 def average_losses_across_data_parallel_group(losses):
