@@ -1231,7 +1231,7 @@ class DType:
         ...
 class DataIterator(BatchIterator):
     """
-    Batches from a dataset and a sampler (what forward_step reads): next(it) is a dict of tokens, labels, loss_mask, attention_mask (None when not created) and position_ids; optionally prefetched on a background thread.
+    Batches from a dataset and a sampler (what forward_step reads): next(it) is a dict of text (the samples as read), tokens, labels, loss_mask, attention_mask (None when not created) and position_ids; optionally prefetched on a background thread.
     """
     def __init__(self, dataset: MegatronDataset, sampler: BatchSampler, options: BatchOptions = ..., prefetch: typing.SupportsInt = 0, check_files_every: typing.SupportsInt = 100) -> None:
         """
@@ -2264,7 +2264,7 @@ def arguments_help(program: str = 'pretrain_gpt') -> str:
     """
 def build_batch(dataset: MegatronDataset, indices: collections.abc.Sequence[typing.SupportsInt], options: BatchOptions = ...) -> typing.Any:
     """
-    The samples indices of dataset as one batch: dict of tokens, labels, loss_mask, attention_mask (None when not created), position_ids.
+    The samples indices of dataset as one batch: dict of text (the samples as read), tokens, labels, loss_mask, attention_mask (None when not created), position_ids.
     """
 def build_gpt_datasets(data_path: typing.Any, sizes: collections.abc.Sequence[typing.SupportsInt | None], config: GPTDatasetConfig, mid_level_surplus: typing.SupportsFloat = 0.005) -> tuple:
     """

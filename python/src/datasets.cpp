@@ -506,7 +506,7 @@ void init_datasets(py::module_& m) {
         return batch_to_dict(batch);
       },
       py::arg("dataset"), py::arg("indices"), py::arg("options") = ds::BatchOptions(),
-      "The samples indices of dataset as one batch: dict of tokens, labels, loss_mask, "
+      "The samples indices of dataset as one batch: dict of text (the samples as read), tokens, labels, loss_mask, "
       "attention_mask (None when not created), position_ids.");
 
   m.def(
@@ -543,7 +543,7 @@ void init_datasets(py::module_& m) {
   py::class_<ds::DataIterator, ds::BatchIterator>(
       m, "DataIterator",
       "Batches from a dataset and a sampler (what forward_step reads): next(it) is a dict of "
-      "tokens, labels, loss_mask, attention_mask (None when not created) and position_ids; "
+      "text (the samples as read), tokens, labels, loss_mask, attention_mask (None when not created) and position_ids; "
       "optionally prefetched on a background thread.")
       .def(py::init([](std::shared_ptr<ds::MegatronDataset> dataset, std::shared_ptr<ds::BatchSampler> sampler,
                        const ds::BatchOptions& options, int prefetch, int64_t check_files_every) {

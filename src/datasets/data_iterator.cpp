@@ -97,6 +97,7 @@ Batch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& in
               "EOD id, got ",
               eod);
 
+  auto batch_text = at::empty({b, len}, at::kLong);
   auto batch_tokens = at::empty({b, s}, at::kLong);
   auto batch_labels = at::empty({b, s}, at::kLong);
   auto batch_loss_mask = at::empty({b, s}, at::kFloat);
@@ -116,10 +117,10 @@ Batch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& in
   int64_t* position_ids = batch_position_ids.data_ptr<int64_t>();
   bool* attention = per_sample_mask ? batch_attention_mask.data_ptr<bool>() : nullptr;
 
-  std::vector<int64_t> text(static_cast<size_t>(len));
   std::vector<int64_t> last_eod(static_cast<size_t>(s));  // last EOD position < row, or -1
   for (int64_t r = 0; r < b; ++r) {
-    dataset.read_sample(indices[r], text.data());
+    int64_t* text = batch_text.data_ptr<int64_t>() + r * len;
+    dataset.read_sample(indices[r], text);
     int64_t* t = tokens + r * s;
     int64_t* l = labels + r * s;
     float* m = loss_mask + r * s;
@@ -136,7 +137,8 @@ Batch build_batch(const MegatronDataset& dataset, const std::vector<int64_t>& in
       if (l[i] == pad) l[i] = 0;
     }
   }
-  return {{"tokens", batch_tokens},
+  return {{"text", batch_text},
+          {"tokens", batch_tokens},
           {"labels", batch_labels},
           {"loss_mask", batch_loss_mask},
           {"attention_mask", batch_attention_mask},

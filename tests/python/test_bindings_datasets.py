@@ -107,10 +107,11 @@ def test_samplers_and_the_data_iterator_give_megatron_batches():
         64, 63, [8, 2, 2], megatron_cpp.GPTDatasetConfig(sequence_length=8))
     it = megatron_cpp.DataIterator(train, sampler, megatron_cpp.BatchOptions(eod_token=63, eod_mask_loss=True), prefetch=1)
     batch = next(it)
-    assert set(batch) == {"tokens", "labels", "loss_mask", "attention_mask", "position_ids"}
+    assert set(batch) == {"text", "tokens", "labels", "loss_mask", "attention_mask", "position_ids"}
     assert batch["tokens"].shape == (2, 8) and batch["tokens"].dtype == torch.int64
     samples = torch.tensor(np.stack([train[0], train[1]]))
     assert torch.equal(batch["tokens"], samples[:, :-1]) and torch.equal(batch["labels"], samples[:, 1:])
+    assert torch.equal(batch["text"], samples)  # what Megatron-LM's legacy get_batch splits itself
     assert torch.equal(batch["loss_mask"], (batch["tokens"] != 63).float())
     assert it.consumed_samples == 2 and len(list(it)) == 3
     with pytest.raises(StopIteration):

@@ -57,15 +57,17 @@ def train_valid_test_datasets_provider(train_val_test_num_samples):
 def forward_step(data_iterator, model):
     # As Megatron-LM's get_batch: TP rank 0's batch reaches the group through broadcast_data
     # (every rank here draws the same batch itself, which the broadcast must give back).
+    # The legacy split of the samples ("text") into tokens and labels.
     data = next(data_iterator)
-    keys = ["tokens", "labels", "position_ids"]
     first = parallel_state.get_tensor_model_parallel_rank() == 0
-    b = tensor_parallel.broadcast_data(keys, data if first else None, torch.int64)
-    assert all(torch.equal(b[k], data[k]) for k in keys), "broadcast_data changed the batch"
+    text = tensor_parallel.broadcast_data(["text"], data if first else None, torch.int64)["text"]
+    assert torch.equal(text, data["text"]), "broadcast_data changed the batch"
+    tokens, labels = text[:, :-1].contiguous(), text[:, 1:].contiguous()
+    assert torch.equal(tokens, data["tokens"]) and torch.equal(labels, data["labels"])
     args = get_args()
     attention_mask, loss_mask, position_ids = get_ltor_masks_and_position_ids(
-        b["tokens"], get_tokenizer().eod, args.reset_position_ids, args.reset_attention_mask, args.eod_mask_loss)
-    output = model(b["tokens"], position_ids, attention_mask, labels=b["labels"])
+        tokens, get_tokenizer().eod, args.reset_position_ids, args.reset_attention_mask, args.eod_mask_loss)
+    output = model(tokens, position_ids, attention_mask, labels=labels)
     return output, partial(pretrain_gpt.loss_func, loss_mask)
 
 try:

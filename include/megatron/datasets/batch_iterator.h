@@ -13,7 +13,7 @@
 
 namespace megatron::datasets {
 
-// A GPT batch (build_batch) holds "tokens", "labels", "loss_mask", "position_ids" and
+// A GPT batch (build_batch) holds "text", "tokens", "labels", "loss_mask", "position_ids" and
 // "attention_mask" (undefined when not created); see data_iterator.h for their shapes.
 using Batch = std::map<std::string, at::Tensor>;
 

@@ -38,6 +38,8 @@ struct MEGATRON_API BatchOptions {
 };
 
 // The samples `indices` of `dataset` as one GPT batch:
+//   text [b, sample length] int64, the samples as read (s + 1 tokens with the extra token: what
+//   Megatron-LM's legacy get_batch splits into tokens and labels);
 //   tokens [b, s] int64; labels [b, s] int64, the tokens shifted left by one; loss_mask [b, s]
 //   float32; position_ids [b, s] int64; attention_mask [b, 1, s, s] bool, true = masked out,
 //   undefined when not created (without reset_attention_mask one causal [1, 1, s, s] expanded,
