@@ -18,7 +18,14 @@ class Args:
         extra = object.__getattribute__(self, "_extra")
         if name in extra:
             return extra[name]
-        return getattr(object.__getattribute__(self, "_arguments"), name)
+        arguments = object.__getattribute__(self, "_arguments")
+        if name == "padded_vocab_size":
+            # On first use only: it needs the tokenizer, which a run on the library's callbacks
+            # never builds in Python.
+            extra[name] = _C.vocab_size_with_padding(get_tokenizer().vocab_size, arguments.make_vocab_size_divisible_by,
+                                                     arguments.tensor_model_parallel_size)
+            return extra[name]
+        return getattr(arguments, name)
 
     def __setattr__(self, name, value):
         self._extra[name] = value

@@ -95,11 +95,6 @@ def _megatron(train_valid_test_dataset_provider, model_provider, model_type, for
 def _run(arguments, extra, model_builder, dataset_builder, forward_step, world):
     global_vars._start(arguments, extra)
     try:
-        args = global_vars.get_args()
-        if "padded_vocab_size" not in extra:  # Megatron-LM's namespace carries it
-            args.padded_vocab_size = _C.vocab_size_with_padding(
-                global_vars.get_tokenizer().vocab_size, arguments.make_vocab_size_divisible_by,
-                arguments.tensor_model_parallel_size)
         return _training.pretrain(arguments, _model_builder(model_builder), _dataset_builder(dataset_builder),
                                   forward_step, world=world)
     finally:
