@@ -63,6 +63,12 @@ if(MEGATRON_TORCH_HAS_CUDA)
 endif()
 
 list(PREPEND CMAKE_PREFIX_PATH "${MEGATRON_TORCH_SITE}/share/cmake")
+# Torch's config writes the -gencode flags of the library's own kernels from this list; without
+# it and without a visible GPU it picks every architecture, some of which this nvcc no longer
+# knows. H100/H200 (9.0) unless the caller says otherwise.
+if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(TORCH_CUDA_ARCH_LIST "9.0")
+endif()
 # Torch's config warns about kineto and the python library; they are not used here.
 set(_megatron_saved_log_level "${CMAKE_MESSAGE_LOG_LEVEL}")
 set(CMAKE_MESSAGE_LOG_LEVEL ERROR)

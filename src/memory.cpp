@@ -1,11 +1,17 @@
 #include "megatron/memory.h"
 
+#include "build_config.h"
+
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
 #include <sys/mman.h>
+
+#if MEGATRON_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -277,6 +283,20 @@ void empty_cpu_allocator_cache() {
 }
 CPUAllocatorCacheStats cpu_allocator_cache_stats() {
   return caching_allocator().stats();
+}
+
+std::optional<DeviceMemoryStats> device_memory_stats(c10::Device device) {
+#if MEGATRON_WITH_CUDA
+  if (!device.is_cuda()) return std::nullopt;
+  namespace alloc = c10::cuda::CUDACachingAllocator;
+  const auto stats = alloc::getDeviceStats(device.has_index() ? device.index() : 0);
+  const auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  return DeviceMemoryStats{stats.allocated_bytes[all].current, stats.allocated_bytes[all].peak,
+                           stats.reserved_bytes[all].current, stats.reserved_bytes[all].peak};
+#else
+  (void)device;
+  return std::nullopt;
+#endif
 }
 
 }  // namespace megatron

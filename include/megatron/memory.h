@@ -7,7 +7,10 @@
 
 #include "megatron/export.h"
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
+#include <optional>
 
 namespace c10 {
 struct Allocator;
@@ -49,5 +52,12 @@ MEGATRON_API void enable_cpu_allocator_cache(int64_t max_cached_bytes = -1);
 MEGATRON_API bool cpu_allocator_cache_enabled();
 MEGATRON_API void empty_cpu_allocator_cache();  // returns every cached block to the OS
 MEGATRON_API CPUAllocatorCacheStats cpu_allocator_cache_stats();
+
+// The CUDA caching allocator's counters of one GPU, in bytes (Megatron-LM's report_memory);
+// nullopt for a CPU device or a build without CUDA.
+struct MEGATRON_API DeviceMemoryStats {
+  int64_t allocated = 0, max_allocated = 0, reserved = 0, max_reserved = 0;
+};
+MEGATRON_API std::optional<DeviceMemoryStats> device_memory_stats(c10::Device device);
 
 }  // namespace megatron

@@ -8,7 +8,7 @@ import numpy.typing
 import torch
 import torch._C.cpp.nn
 import typing
-__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'ShardLayout', 'ShardedParameter', 'Split', 'Tokenizer', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
+__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'ShardLayout', 'ShardedParameter', 'Split', 'Tokenizer', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
 class Activation:
     """
     Members:
@@ -798,6 +798,38 @@ class Arguments:
     def position_embedding_type(self, arg0: str) -> None:
         ...
     @property
+    def profile(self) -> bool:
+        """
+        profile the iterations after --profile-step-start up to --profile-step-end on --profile-ranks
+        """
+    @profile.setter
+    def profile(self, arg0: bool) -> None:
+        ...
+    @property
+    def profile_ranks(self) -> list[int]:
+        """
+        global ranks to profile
+        """
+    @profile_ranks.setter
+    def profile_ranks(self, arg0: collections.abc.Sequence[typing.SupportsInt]) -> None:
+        ...
+    @property
+    def profile_step_end(self) -> int:
+        """
+        profiling stops after this iteration
+        """
+    @profile_step_end.setter
+    def profile_step_end(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def profile_step_start(self) -> int:
+        """
+        profiling starts after this many iterations
+        """
+    @profile_step_start.setter
+    def profile_step_start(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
     def recompute_activations(self) -> bool:
         """
         = --recompute-granularity selective
@@ -942,6 +974,14 @@ class Arguments:
     def tensor_model_parallel_size(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
+    def tensorboard_dir(self) -> str:
+        """
+        where --use-pytorch-profiler writes its trace (*.pt.trace.json)
+        """
+    @tensorboard_dir.setter
+    def tensorboard_dir(self, arg0: str) -> None:
+        ...
+    @property
     def tf32(self) -> bool:
         """
         TF32 tensor cores for fp32 matmuls and convolutions on CUDA
@@ -1020,6 +1060,14 @@ class Arguments:
         """
     @use_mcore_models.setter
     def use_mcore_models(self, arg0: bool) -> None:
+        ...
+    @property
+    def use_pytorch_profiler(self) -> bool:
+        """
+        with --profile: a Kineto trace (CPU and CUDA) into --tensorboard-dir; without: CUDA profiler ranges for nsys
+        """
+    @use_pytorch_profiler.setter
+    def use_pytorch_profiler(self, arg0: bool) -> None:
         ...
     @property
     def use_rotary_position_embeddings(self) -> bool:
@@ -2331,6 +2379,10 @@ def get_ltor_masks_and_position_ids(data: torch.Tensor, eod_token: typing.Suppor
 def gpt_loss_func(loss_mask: torch.Tensor, output_tensor: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """
     pretrain_gpt's loss_func in C++: (masked mean of the per-token losses, {'lm loss': it}).
+    """
+def host_readback_count() -> int:
+    """
+    Device-to-host reads made through the library's one helper since the process started (the train loop makes one per iteration).
     """
 def indexed_dataset_exists(path_prefix: str) -> bool:
     ...

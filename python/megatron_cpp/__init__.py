@@ -69,6 +69,7 @@ from ._C import (  # noqa: F401
     gather_from_sequence_parallel_region,
     gather_from_tensor_model_parallel_region,
     gpt_loss_func,
+    host_readback_count,
     indexed_dataset_exists,
     init_distributed,
     init_logging,

@@ -10,6 +10,7 @@
 #include "bindings.h"
 #include "datasets.h"
 #include "megatron/comm/process_group.h"
+#include "megatron/readback.h"
 #include "megatron/tensor_parallel/random.h"
 #include "megatron/training/config.h"
 #include "megatron/training/gpt_callbacks.h"
@@ -189,6 +190,9 @@ void init_training(py::module_& m) {
   m.def("core_transformer_config_from_args", &tr::core_transformer_config_from_args, py::arg("ctx"),
         "The TransformerConfig the flags describe, with this rank's TP group and RNG tracker "
         "(Megatron's core_transformer_config_from_args).");
+  m.def("host_readback_count", &megatron::host_readback_count,
+        "Device-to-host reads made through the library's one helper since the process started (the train "
+        "loop makes one per iteration).");
   m.def("num_floating_point_operations", &tr::num_floating_point_operations, py::arg("args"), py::arg("batch_size"),
         py::arg("padded_vocab_size"), "Megatron-LM's model FLOPs of one iteration (forward + backward).");
   m.def(

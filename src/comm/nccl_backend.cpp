@@ -1,6 +1,8 @@
 // CUDA-tensor collectives over NCCL: one communicator per group, created on the group's first
-// CUDA operation, running on its own stream. The caller's stream waits for the communication
-// through CUDA events, and wait() polls the end event so that a stuck peer times out.
+// CUDA operation, running on its own stream. wait() makes the caller's stream wait for the
+// communication's end event (cudaStreamWaitEvent) and returns at once: the host never waits for
+// NCCL. A watchdog thread enforces the timeout instead: it aborts the communicator and ends the
+// job with the message a polled wait would give (collective, group, ranks, how to raise it).
 #include "build_config.h"
 #if MEGATRON_WITH_NCCL
 
@@ -13,9 +15,14 @@
 #include <nccl.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "backend.h"
 
@@ -63,6 +70,91 @@ ncclRedOp_t nccl_op(ReduceOp op, at::ScalarType type) {
   }
   return ncclSum;
 }
+
+// Watches the collectives that callers have waited on (their streams wait; the host does not):
+// each one either completes, or fails asynchronously, or outlives its timeout, in which case the
+// communicator is aborted (its kernels return) and the job ends with one clear line. Never
+// destroyed: the thread may still be sleeping while the process exits.
+class NcclWatchdog {
+ public:
+  struct Entry {
+    std::shared_ptr<at::cuda::CUDAEvent> done;
+    ncclComm_t comm;
+    OpInfo info;
+    std::chrono::milliseconds timeout;
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+  static NcclWatchdog& instance() {
+    static NcclWatchdog* watchdog = new NcclWatchdog();
+    return *watchdog;
+  }
+
+  void watch(Entry e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.push_back(std::move(e));
+  }
+
+ private:
+  NcclWatchdog() {
+    std::thread([this] { run(); }).detach();
+  }
+
+  [[noreturn]] static void fail(const Entry& e, const std::string& message) {
+    std::fprintf(stderr, "%s\n", message.c_str());
+    std::fflush(stderr);
+    ncclCommAbort(e.comm);
+    std::_Exit(1);
+  }
+
+  void run() {
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto now = std::chrono::steady_clock::now();
+      for (auto it = entries_.begin(); it != entries_.end();) {
+        ncclResult_t async_error = ncclSuccess;
+        if (ncclCommGetAsyncError(it->comm, &async_error) != ncclSuccess || async_error != ncclSuccess) {
+          fail(*it, "[comm] " + it->info.op + " on group '" + it->info.group +
+                        "' failed: " + ncclGetErrorString(async_error) + " (" + ncclGetLastError(nullptr) + ")");
+        }
+        if (it->done->query()) {
+          it = entries_.erase(it);
+          continue;
+        }
+        if (now >= it->deadline) fail(*it, describe_timeout(it->info, it->timeout));
+        ++it;
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::list<Entry> entries_;
+};
+
+// A launched NCCL operation: waiting on it is a stream wait plus the watchdog's deadline.
+class NcclWork : public Work {
+ public:
+  NcclWork(OpInfo info, std::chrono::milliseconds timeout, std::shared_ptr<at::cuda::CUDAEvent> done, ncclComm_t comm,
+           c10::cuda::CUDAStream caller)
+      : Work(timeout), info_(std::move(info)), done_(std::move(done)), comm_(comm), caller_(caller) {}
+
+  bool is_completed() override { return done_->query(); }
+
+  void wait(std::chrono::milliseconds timeout) override {
+    if (waited_) return;
+    waited_ = true;
+    done_->block(caller_);
+    NcclWatchdog::instance().watch({done_, comm_, info_, timeout, std::chrono::steady_clock::now() + timeout});
+  }
+
+ private:
+  OpInfo info_;
+  std::shared_ptr<at::cuda::CUDAEvent> done_;
+  ncclComm_t comm_;
+  c10::cuda::CUDAStream caller_;
+  bool waited_ = false;
+};
 
 class NcclBackend : public Backend {
  public:
@@ -135,16 +227,7 @@ class NcclBackend : public Backend {
     }
     auto done = std::make_shared<at::cuda::CUDAEvent>();
     done->record(stream_);
-    ncclComm_t comm = comm_;
-    std::string group = name_;
-    auto test = [done, comm, group]() {
-      ncclResult_t async_error = ncclSuccess;
-      check_nccl(ncclCommGetAsyncError(comm, &async_error), "ncclCommGetAsyncError", group);
-      check_nccl(async_error, "NCCL operation", group);
-      return done->query();
-    };
-    auto finish = [done, current]() { done->block(current); };
-    return std::make_shared<PollingWork>(info, ctx_.timeout, test, finish);
+    return std::make_shared<NcclWork>(info, ctx_.timeout, std::move(done), comm_, current);
   }
 
   ncclComm_t comm_;

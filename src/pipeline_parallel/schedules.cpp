@@ -1,6 +1,7 @@
 #include "megatron/pipeline_parallel/schedules.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/engine.h>
@@ -50,18 +51,19 @@ class Steps {
                   " is not a transformer::MegatronModule, "
                   "so it cannot take activations from the previous pipeline stage");
     }
+    RECORD_USER_SCOPE("forward");  // named ranges in --profile traces
     auto [output, loss_func] = f_(*its_[chunk], m);
     if (!o_.forward_only) ++inflight_;
     result_.peak_inflight_microbatches = std::max(result_.peak_inflight_microbatches, inflight_);
     if (is_last_stage) {
       TORCH_CHECK(loss_func, "[schedules] forward_step returned no loss_func on the last pipeline stage");
+      RECORD_USER_SCOPE("loss");
       auto [loss, metrics] = loss_func(output);
       TORCH_CHECK(loss.defined() && loss.numel() == 1, "[schedules] loss_func must return a scalar loss, got ",
                   loss.defined() ? loss.sizes() : at::IntArrayRef{});
-      // Kept on the loss's device and read once in finish(): a read per micro-batch would make
-      // the host wait for each forward on a GPU before it can queue the backward.
-      const at::Tensor finite = loss.detach().isfinite().all();
-      finite_ = finite_.defined() ? finite_.logical_and(finite) : finite;
+      // Summed on the loss's device and checked once in finish() (a sum is finite only if every
+      // term is): a read per micro-batch would make the host wait for each forward on a GPU.
+      loss_sum_ = loss_sum_.defined() ? loss_sum_ + loss.detach() : loss.detach();
       result_.losses_reduced.push_back(std::move(metrics));
       output = loss / static_cast<double>(o_.num_microbatches);
     }
@@ -73,6 +75,7 @@ class Steps {
   // loss) and returns the gradient of the chunk's input to send back.
   at::Tensor backward(const at::Tensor& input, const at::Tensor& output, const at::Tensor& output_grad) {
     const auto start = Clock::now();
+    RECORD_USER_SCOPE("backward");
     if (!output_grad.defined()) {
       at::Tensor loss = o_.grad_scale_func ? o_.grad_scale_func(output) : output;
       torch::autograd::backward({loss});
@@ -113,7 +116,7 @@ class Steps {
   }
 
   ForwardBackwardResult finish() {
-    if (finite_.defined()) result_.loss_finite = finite_.item<bool>();
+    if (loss_sum_.defined()) result_.loss_finite = loss_sum_.isfinite().all();
     result_.total_ms = ms_since(start_);
     return std::move(result_);
   }
@@ -126,7 +129,7 @@ class Steps {
 
  private:
   ForwardBackwardResult result_;
-  at::Tensor finite_;  // every loss so far was finite
+  at::Tensor loss_sum_;  // of the micro-batches' losses so far
   int64_t inflight_ = 0;
   Clock::time_point start_;
 };

@@ -102,6 +102,10 @@ struct PythonType<std::vector<std::string>> {
   static constexpr const char* name = "List[str]";
 };
 template <>
+struct PythonType<std::vector<int64_t>> {
+  static constexpr const char* name = "List[int]";
+};
+template <>
 struct PythonType<std::optional<int64_t>> {
   static constexpr const char* name = "Optional[int]";
 };

@@ -32,9 +32,10 @@ struct ToDict {
   void operator()(const char* k, const double& v) const { d.insert(k, v); }
   void operator()(const char* k, const bool& v) const { d.insert(k, v); }
   void operator()(const char* k, const std::string& v) const { d.insert(k, v); }
-  void operator()(const char* k, const std::vector<std::string>& v) const {
+  template <typename T>
+  void operator()(const char* k, const std::vector<T>& v) const {
     auto l = new_list();
-    for (const auto& s : v) l.push_back(s);
+    for (const auto& x : v) l.push_back(x);
     d.insert(k, l);
   }
   template <typename T>
@@ -69,13 +70,11 @@ void set(const char* k, const c10::IValue& v, std::string& out) {
   if (!v.isString()) bad(k, v, "str");
   out = v.toStringRef();
 }
-void set(const char* k, const c10::IValue& v, std::vector<std::string>& out) {
+template <typename T>
+void set(const char* k, const c10::IValue& v, std::vector<T>& out) {
   if (!v.isList()) bad(k, v, "list");
   out.clear();
-  for (const auto& s : v.toListRef()) {
-    if (!s.isString()) bad(k, s, "str");
-    out.push_back(s.toStringRef());
-  }
+  for (const auto& x : v.toListRef()) set(k, x, out.emplace_back());
 }
 template <typename T>
 void set(const char* k, const c10::IValue& v, std::optional<T>& out) {

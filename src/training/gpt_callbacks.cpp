@@ -64,13 +64,14 @@ datasets::Batch get_batch(datasets::BatchIterator& data_iterator, c10::Device de
   auto batch = data_iterator.next();
   TORCH_CHECK(batch, "[pretrain_gpt] the data iterator ran out of samples");
   for (auto& [name, t] : *batch)
-    if (t.defined()) t = t.to(device, /*non_blocking=*/true);
+    if (t.defined() && t.device() != device) t = t.to(device, /*non_blocking=*/true);
   return std::move(*batch);
 }
 
 std::pair<at::Tensor, std::map<std::string, at::Tensor>> gpt_loss_func(const at::Tensor& loss_mask,
                                                                        const at::Tensor& output_tensor) {
-  auto losses = output_tensor.to(at::kFloat).reshape({-1});
+  auto losses =
+      (output_tensor.scalar_type() == at::kFloat ? output_tensor : output_tensor.to(at::kFloat)).reshape({-1});
   auto mask = loss_mask.reshape({-1});
   auto loss = (losses * mask).sum() / mask.sum();
   return {loss, {{"lm loss", loss.detach()}}};

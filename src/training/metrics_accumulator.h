@@ -1,6 +1,6 @@
 // Sums of reported metrics over micro-batches, averaged over them and over data-parallel ranks.
-// The sums stay on the metrics' device and cross to the host once per iteration, not once per
-// micro-batch.
+// The sums stay on the metrics' device; the train loop reads them back with the optimizer's
+// results, once per iteration.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "megatron/comm/process_group.h"
+#include "megatron/readback.h"
 
 namespace megatron::training::detail {
 
@@ -17,24 +18,37 @@ class MetricsAccumulator {
  public:
   void add(const std::map<std::string, at::Tensor>& metrics) {
     for (const auto& [key, value] : metrics) {
-      at::Tensor v = value.detach().to(at::kDouble).reshape({});
+      at::Tensor v = value.dim() == 0 ? value : value.reshape({});
+      v = (v.requires_grad() ? v.detach() : v).to(at::kDouble);
       at::Tensor& sum = sums_[key];
-      sum = sum.defined() ? sum + v.to(sum.device()) : v;
+      sum = sum.defined() ? sum + v : v;  // metrics of one key come from one device
     }
     ++count_;
   }
-  std::map<std::string, double> average(comm::ProcessGroup& dp) {
-    std::map<std::string, double> out;
-    if (sums_.empty() || count_ == 0) return out;
-    std::vector<at::Tensor> sums;
+  // The averages over micro-batches and data-parallel ranks, in key order, on the metrics' device,
+  // followed by `extra` (a scalar, averaged likewise) when given; undefined when nothing was added.
+  at::Tensor reduce(comm::ProcessGroup& dp, const at::Tensor& extra = {}) const {
+    if (sums_.empty() || count_ == 0) return {};
     const c10::Device device = sums_.begin()->second.device();
-    for (const auto& [key, sum] : sums_) sums.push_back(sum.to(device));
-    at::Tensor values = (at::stack(sums) / static_cast<double>(count_)).to(at::kCPU);
-    dp.all_reduce(values, comm::ReduceOp::kAvg);
-    const double* v = values.data_ptr<double>();
+    std::vector<at::Tensor> values;
+    for (const auto& [key, sum] : sums_)
+      values.push_back((sum.device() == device ? sum : sum.to(device)) / static_cast<double>(count_));
+    if (extra.defined()) values.push_back(extra.to(device, at::kDouble).reshape({}));  // a bool flag
+    at::Tensor out = at::stack(values);
+    dp.all_reduce(out, comm::ReduceOp::kAvg);
+    return out;
+  }
+  // reduce()'s values, read back, by key.
+  std::map<std::string, double> unpack(const at::Tensor& host_values) const {
+    std::map<std::string, double> out;
+    const double* v = host_values.data_ptr<double>();
     int64_t i = 0;
     for (const auto& [key, sum] : sums_) out[key] = v[i++];
     return out;
+  }
+  std::map<std::string, double> average(comm::ProcessGroup& dp) const {
+    at::Tensor values = reduce(dp);
+    return values.defined() ? unpack(read_to_host(values).contiguous()) : std::map<std::string, double>{};
   }
 
  private:

@@ -96,8 +96,7 @@ RankCheckpoint rank_checkpoint(const Arguments& args, const TrainingState& state
     auto& o = c.optimizer.emplace();
     o.distributed = state.optimizer->is_distributed();
     o.param_state = std::move(param_state);
-    for (const auto& g : state.optimizer->inner().param_groups())
-      o.param_groups.push_back({g.options().get_lr(), static_cast<int64_t>(g.params().size())});
+    for (int64_t size : state.optimizer->param_group_sizes()) o.param_groups.push_back({state.optimizer->lr(), size});
     if (auto* scaler = state.optimizer->grad_scaler()) {
       const auto s = scaler->state();
       o.grad_scaler = RankCheckpoint::GradScalerState{s.scale, s.growth_tracker, s.hysteresis_tracker};

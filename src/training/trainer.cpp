@@ -3,6 +3,7 @@
 #include "trainer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <torch/nn/module.h>
 
@@ -13,6 +14,7 @@
 #include "megatron/distributed/finalize_model_grads.h"
 #include "megatron/logging.h"
 #include "megatron/memory.h"
+#include "megatron/readback.h"
 #include "metrics_accumulator.h"
 
 namespace megatron::training::detail {
@@ -49,7 +51,7 @@ std::vector<datasets::BatchIterator*> raw(const Iterators& its) {
   return out;
 }
 
-// The largest value of x over the world's ranks.
+// The largest value of x over the world's ranks (a host collective: no device readback).
 double world_max(const ParallelState& ps, double x) {
   auto t = at::full({1}, x, at::kDouble);
   ps.get_world_group().all_reduce(t, comm::ReduceOp::kMax);
@@ -81,6 +83,8 @@ Trainer::Trainer(const TrainingContext& ctx, TrainerParts parts, TrainingProgres
       parts_(std::move(parts)),
       forward_backward_func_(pipeline_parallel::get_forward_backward_func(ps_)),
       metrics_writer_(ps_.get_rank() == ps_.get_world_size() - 1 ? args_.metrics_file : ""),
+      profiler_(args_, ps_.get_rank(), ctx.device),
+      timers_(ctx.device),
       progress_(progress),
       start_time_(start_time) {
   result_.loaded_iteration = progress.loaded_iteration;
@@ -128,21 +132,32 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   auto fb = forward_backward_func_(parts_.forward_step, raw(parts_.train), chunks(), options);
   timers_.stop("forward-backward");
   timers_.start("optimizer");
+  RECORD_USER_SCOPE("optimizer");  // a named range in --profile traces
   MetricsAccumulator metrics;
   for (const auto& reported : fb.losses_reduced) metrics.add(reported);
-  record.metrics = metrics.average(ps_.get_data_parallel_group());
-  // A non-finite loss on any rank counts everywhere, so that all ranks take the same branch.
-  if (world_max(ps_, fb.loss_finite ? 0.0 : 1.0) > 0) {
-    TORCH_CHECK(args_.skip_nan_iterations, "[training] the loss is NaN or Inf at iteration ", iteration,
-                "; lower --lr, check the data, or pass --skip-nan-iterations to skip such updates");
-    record.skipped = true;
-    record.grad_norm = std::nan("");
-  } else {
-    distributed::finalize_model_grads(parts_.model, ps_);
-    auto step = optim.step();
-    record.skipped = !step.update_successful;
-    record.grad_norm = step.grad_norm;
-  }
+  // Averaged over data-parallel ranks with a last entry, non-zero where a rank's loss was not
+  // finite; the optimizer carries that flag to every rank sharing the model.
+  at::Tensor loss_nonfinite = fb.loss_finite.defined() ? at::logical_not(fb.loss_finite) : at::Tensor();
+  at::Tensor reduced = metrics.reduce(ps_.get_data_parallel_group(), loss_nonfinite);
+  distributed::finalize_model_grads(parts_.model, ps_);
+  auto step = optim.step(reduced.defined() ? reduced[-1] : at::Tensor());
+  // The iteration's one readback: metrics, then found_inf, skip_requested and the norm.
+  at::Tensor outcome = at::stack({step.found_inf, step.skip_requested, step.grad_norm}).to(at::kDouble);
+  if (reduced.defined() && reduced.device() != outcome.device()) outcome = outcome.to(reduced.device());
+  const at::Tensor host = read_to_host(reduced.defined() ? at::cat({reduced, outcome}) : outcome).contiguous();
+  const double* v = host.data_ptr<double>();
+  const int64_t n = host.numel();
+  if (reduced.defined()) record.metrics = metrics.unpack(host);
+  const bool found_inf = v[n - 3] > 0, loss_nonfinite_anywhere = v[n - 2] > 0;
+  TORCH_CHECK(!loss_nonfinite_anywhere || args_.skip_nan_iterations, "[training] the loss is NaN or Inf at iteration ",
+              iteration, "; lower --lr, check the data, or pass --skip-nan-iterations to skip such updates");
+  // With fp16 a non-finite norm is an overflow, which the loss scale handles; otherwise it is an error.
+  TORCH_CHECK(!found_inf || loss_nonfinite_anywhere || optim.grad_scaler() || args_.skip_nan_iterations,
+              "[training] the gradient norm is NaN or Inf at iteration ", iteration,
+              "; lower --lr, check the data, or pass --skip-nan-iterations to skip such updates");
+  optim.update_loss_scale(found_inf);
+  record.skipped = found_inf;
+  record.grad_norm = found_inf ? std::nan("") : v[n - 1];
   timers_.stop("optimizer");
   progress_.consumed_train_samples += *args_.global_batch_size;
   // As in Megatron-LM, a skipped update does not advance the learning-rate schedule.
@@ -185,7 +200,9 @@ void Trainer::train() {
   const int64_t start_iteration = progress_.iteration;
   for (int64_t iteration = start_iteration + 1; iteration <= *args_.train_iters; ++iteration) {
     const auto start = Clock::now();
+    profiler_.before_iteration(iteration);
     IterationRecord record = train_step(iteration);
+    profiler_.after_iteration(iteration);
     record.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     window.push_back(record);
     result_.iterations.push_back(record);

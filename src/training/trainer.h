@@ -15,6 +15,7 @@
 #include "megatron/training/metrics_writer.h"
 #include "megatron/training/timers.h"
 #include "megatron/training/training.h"
+#include "profiler.h"
 
 namespace megatron::training::detail {
 
@@ -75,10 +76,12 @@ class Trainer {
   TrainerParts parts_;
   pipeline_parallel::ForwardBackwardFunc forward_backward_func_;
   MetricsWriter metrics_writer_;
+  IterationProfiler profiler_;
   Timers timers_;
   TrainingProgress progress_;
   Clock::time_point start_time_;                 // pretrain()'s, for --exit-duration-in-mins
   std::optional<int64_t> last_saved_iteration_;  // or loaded: nothing new to save then
+  bool memory_reported_ = false;
   TrainingResult result_;
 };
 

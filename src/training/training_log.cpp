@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "megatron/logging.h"
+#include "megatron/memory.h"
 #include "trainer.h"
 
 namespace megatron::training::detail {
@@ -79,6 +80,19 @@ void Trainer::training_log(int64_t iteration, const std::vector<IterationRecord>
        << " | number of nan iterations: " << format("%3.0f", static_cast<double>(nan)) << " |";
   log_rank_last(LogLevel::kInfo, line.str());
   log_rank_last(LogLevel::kInfo, timers_.report(ps_.get_world_group(), static_cast<double>(window.size())));
+  // Megatron-LM's report_memory, once, after the first logged iterations (GPU ranks of the first
+  // data-parallel replica).
+  if (!memory_reported_ && ps_.get_data_parallel_rank() == 0) {
+    if (const auto m = device_memory_stats(ctx_.device)) {
+      const double mb = 1024.0 * 1024.0;
+      log(LogLevel::kInfo, "[Rank " + std::to_string(ps_.get_rank()) + "] (after " + std::to_string(iteration) +
+                               " iterations) memory (MB) | allocated: " + format("%.1f", m->allocated / mb) +
+                               " | max allocated: " + format("%.1f", m->max_allocated / mb) +
+                               " | reserved: " + format("%.1f", m->reserved / mb) +
+                               " | max reserved: " + format("%.1f", m->max_reserved / mb));
+    }
+  }
+  memory_reported_ = true;
   if (ps_.get_rank() == ps_.get_world_size() - 1) {
     IterationRecord logged = last;  // with the interval's averages, as printed
     for (auto& [k, v] : logged.metrics) v = sums.count(k) ? sums[k] / std::max<int64_t>(1, advanced) : v;

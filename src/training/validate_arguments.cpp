@@ -69,8 +69,10 @@ template <typename T>
 void check_field(const std::string& flag, const std::optional<T>& v, const std::optional<T>&, const ArgCheck& c) {
   if (v) check_field(flag, *v, *v, c);
 }
-void check_field(const std::string&, const std::vector<std::string>&, const std::vector<std::string>&,
-                 const ArgCheck&) {}
+template <typename T>
+void check_field(const std::string& flag, const std::vector<T>& v, const std::vector<T>&, const ArgCheck& c) {
+  for (const auto& x : v) check_field(flag, x, x, c);
+}
 
 void check_ranges(const Arguments& a) {
   using namespace arg;
@@ -201,6 +203,16 @@ void validate_checkpointing(const Arguments& a) {
 
 }  // namespace
 
+void validate_logging(const Arguments& a) {
+  if (!a.profile) return;
+  ARG_CHECK(a.profile_step_end > a.profile_step_start, "--profile-step-end (", a.profile_step_end,
+            ") must be after --profile-step-start (", a.profile_step_start, ")");
+  ARG_CHECK(!a.use_pytorch_profiler || !a.tensorboard_dir.empty(),
+            "--use-pytorch-profiler writes its trace into --tensorboard-dir; give one");
+  for (int64_t r : a.profile_ranks)
+    ARG_CHECK(r < a.world_size, "--profile-ranks names rank ", r, ", but the world has ", a.world_size, " ranks");
+}
+
 void Arguments::validate(int64_t world) {
   ARG_CHECK(world > 0, "the world size must be positive (got ", world, ")");
   world_size = world;
@@ -213,6 +225,7 @@ void Arguments::validate(int64_t world) {
   validate_mixed_precision(*this);
   validate_data(*this);
   validate_checkpointing(*this);
+  validate_logging(*this);
 }
 
 }  // namespace megatron::training

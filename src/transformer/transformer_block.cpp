@@ -1,7 +1,10 @@
 // The stack of layers of one pipeline stage, with activation recompute.
 #include "megatron/transformer/transformer_block.h"
 
+#include <ATen/record_function.h>
 #include <torch/nn/module.h>
+
+#include <string>
 
 #include "megatron/tensor_parallel/random.h"
 
@@ -36,8 +39,10 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& hidden_in, const at::
   }
   // Captures by value: a checkpointed chunk reruns in backward, after forward() has returned.
   auto run_layers = [this, attention_mask, rotary_pos_emb](at::Tensor h, int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
+    for (int64_t i = begin; i < end; ++i) {
+      RECORD_USER_SCOPE("decoder.layers." + std::to_string(i));  // a named range in --profile traces
       h = layers->ptr<TransformerLayerImpl>(i)->forward(h, attention_mask, rotary_pos_emb);
+    }
     return h;
   };
   auto checkpointed = [&](const at::Tensor& h, int64_t begin, int64_t end) {

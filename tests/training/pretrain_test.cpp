@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "distributed_test.h"
+#include "megatron/readback.h"
 #include "subgroup_pretrain.h"
 #include "tiny_gpt_args.h"
 
@@ -80,6 +81,23 @@ TEST(Pretrain, EveryRankSeesTheSameLossAndItGoesDown) {
   megatron::testing::world()->all_reduce(max, comm::ReduceOp::kMax);
   EXPECT_EQ(max.item<double>(), last);
   EXPECT_EQ(run.consumed_train_samples, 30 * 8);
+}
+
+// The train loop reads the device once per iteration (metrics, skip flag, norm together): the
+// library's read-back helper counts it on every rank, whatever the rank holds (TP 2 x DP 2).
+TEST(Pretrain, OneHostReadbackPerIterationOnEveryRank) {
+  MEGATRON_REQUIRE_WORLD_SIZE(4);
+  auto a = tiny_args();
+  a.log_interval = 1000;  // logs only the last iteration, in both runs
+  a.eval_iters = 0;
+  auto readbacks = [&](int64_t iters) {
+    a.train_iters = iters;
+    const int64_t before = host_readback_count();
+    run_layout(a, 2, 2);
+    return host_readback_count() - before;
+  };
+  const int64_t three = readbacks(3), seven = readbacks(7);
+  EXPECT_EQ(seven - three, 4) << "rank " << megatron::testing::world()->rank();
 }
 
 TEST(Pretrain, NanLossStopsWithTheIterationNamed) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Training throughput of pretrain_gpt next to a plain PyTorch-Python loop of the same model
 (tests/python/gpt_reference.py with torch's fused kernels), eager and torch.compile, in the same
-run on the same device: ms/iteration, tokens/s, TFLOP/s and MFU, and the ratios.
+run on the same device: ms/iteration, tokens/s, TFLOP/s, MFU, peak GPU memory, and the ratios.
 
 Same shapes, AdamW, gradient clipping, micro-batch accumulation, no dropout; bf16 on CUDA
 (pretrain_gpt: bf16 model with fp32 main weights; PyTorch: autocast over fp32 weights, as nanoGPT),
@@ -18,6 +18,7 @@ import argparse
 import gc
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -69,7 +70,8 @@ def flops_per_token(c: dict, vocab: int) -> float:
     return 6 * n + 12 * layers * h * s
 
 
-def cpp_ms_per_iteration(binary: Path, c: dict, a: argparse.Namespace) -> float:
+def cpp_ms_per_iteration(binary: Path, c: dict, a: argparse.Namespace) -> tuple[float, float | None]:
+    """ms per iteration of the second half, and the peak allocated MB that pretrain_gpt reports on CUDA."""
     with tempfile.TemporaryDirectory() as tmp:
         metrics = Path(tmp) / "metrics.jsonl"
         cmd = [str(binary), "--num-layers", str(c["num-layers"]), "--hidden-size", str(c["hidden-size"]),
@@ -94,10 +96,11 @@ def cpp_ms_per_iteration(binary: Path, c: dict, a: argparse.Namespace) -> float:
                     else "")
             sys.exit(f"gpt_train_bench: pretrain_gpt failed{hint}:\n{run.stderr[-3000:]}")
         records = [json.loads(line) for line in metrics.read_text().splitlines()]
-        return records[-1]["elapsed_ms"]  # the second half: past start-up
+        peak = re.search(r"max allocated: ([0-9.]+)", run.stdout + run.stderr)
+        return records[-1]["elapsed_ms"], float(peak.group(1)) if peak else None  # the second half: past start-up
 
 
-def python_ms_per_iteration(c: dict, a: argparse.Namespace, compiled: bool) -> float:
+def python_ms_per_iteration(c: dict, a: argparse.Namespace, compiled: bool) -> tuple[float, float | None]:
     torch.manual_seed(0)
     h = c["hidden-size"]
     cfg = Config(vocab_size=a.vocab, hidden_size=h, num_layers=c["num-layers"], num_heads=c["num-attention-heads"],
@@ -111,6 +114,8 @@ def python_ms_per_iteration(c: dict, a: argparse.Namespace, compiled: bool) -> f
     micro = gbs // mbs
     data = torch.randint(0, a.vocab, (micro, mbs, s + 1), device=device)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.dtype == "bf16")
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     times = []
     for _ in range(a.iters):
         if device.type == "cuda":
@@ -127,7 +132,8 @@ def python_ms_per_iteration(c: dict, a: argparse.Namespace, compiled: bool) -> f
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
     half = times[len(times) // 2:]
-    return 1000 * sum(half) / len(half)
+    peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else None
+    return 1000 * sum(half) / len(half), peak
 
 
 def largest_micro_batch(c: dict, a: argparse.Namespace) -> int:
@@ -178,11 +184,14 @@ def main() -> None:
     sides = {"pretrain_gpt": [], "PyTorch eager": []}
     if a.compile:
         sides["PyTorch compile"] = []
+    peaks = {}
     for _ in range(a.rounds):
-        sides["pretrain_gpt"].append(cpp_ms_per_iteration(Path(a.binary), c, a))
-        sides["PyTorch eager"].append(python_ms_per_iteration(c, a, compiled=False))
-        if a.compile:
-            sides["PyTorch compile"].append(python_ms_per_iteration(c, a, compiled=True))
+        for name, measure in (("pretrain_gpt", lambda: cpp_ms_per_iteration(Path(a.binary), c, a)),
+                              ("PyTorch eager", lambda: python_ms_per_iteration(c, a, compiled=False)),
+                              ("PyTorch compile", lambda: python_ms_per_iteration(c, a, compiled=True))):
+            if name in sides:
+                ms, peaks[name] = measure()
+                sides[name].append(ms)
 
     tokens = a.global_batch_size * c["seq-length"]
     fpt = flops_per_token(c, a.vocab)
@@ -191,14 +200,15 @@ def main() -> None:
           f"micro-batch {a.micro_batch_size}, global batch {a.global_batch_size}, vocab {a.vocab}, {a.dtype}"
           f"{', tf32' if a.tf32 else ''}; {device_name}; {fpt / 1e9:.2f} GFLOP/token (PaLM)"
           + (f"; MFU against {peak:.0f} TFLOP/s" if peak else ""))
-    print(f"{'':18} {'ms/iter':>9} {'tokens/s':>11} {'TFLOP/s':>8} {'MFU':>6} {'pretrain_gpt / this':>20}")
+    print(f"{'':18} {'ms/iter':>9} {'tokens/s':>11} {'TFLOP/s':>8} {'MFU':>6} {'peak MB':>9} {'pretrain_gpt / this':>20}")
     ours = tokens / min(sides["pretrain_gpt"]) * 1000
     for name, times in sides.items():
         best = min(times)
         tok_s = tokens / best * 1000
         tflops = tok_s * fpt / 1e12
         mfu = f"{100 * tflops / peak:5.1f}%" if peak else "     -"
-        print(f"{name:18} {best:9.1f} {tok_s:11.0f} {tflops:8.2f} {mfu:>6} {ours / tok_s:20.3f}")
+        memory = f"{peaks[name]:9.0f}" if peaks.get(name) is not None else "        -"
+        print(f"{name:18} {best:9.1f} {tok_s:11.0f} {tflops:8.2f} {mfu:>6} {memory} {ours / tok_s:20.3f}")
 
 
 if __name__ == "__main__":

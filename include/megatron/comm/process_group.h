@@ -25,7 +25,9 @@ MEGATRON_API const char* to_string(ReduceOp op);
 
 // Handle of an operation in flight. wait() blocks until it completes; past the timeout it throws
 // c10::Error naming the operation, group, rank and peers, and the operation stays pending (a
-// later wait() may still complete it).
+// later wait() may still complete it). CUDA tensors under NCCL are the exception: wait() makes
+// the caller's CUDA stream wait and returns at once, and past the timeout a watchdog aborts the
+// communicator and ends the job with the same message.
 class MEGATRON_API Work {
  public:
   virtual ~Work() = default;

@@ -1,7 +1,9 @@
 // MegatronOptimizer: AdamW or SGD over fp32 main parameters (the model's own for fp32 models,
 // fp32 copies for bf16/fp16 ones), with Megatron-LM's step: average gradients over data-parallel
-// ranks, unscale and check for overflow (fp16), clip by the global norm over model-parallel
-// ranks, update, copy back. Biases and 1-D parameters (norms) get no weight decay.
+// ranks, unscale (fp16), clip by the global norm over model-parallel ranks, update, copy back.
+// Biases and 1-D parameters (norms) get no weight decay. The step stays on the device: ATen's
+// fused AdamW/SGD kernels over each parameter group, foreach norms and scaling, and a skip flag
+// the kernels read themselves, so nothing waits for the host until the caller reads the result.
 #pragma once
 
 #include "megatron/export.h"
@@ -15,12 +17,9 @@
 #include <vector>
 
 #include "megatron/comm/process_group.h"
+#include "megatron/distributed/param_and_grad_buffer.h"
 #include "megatron/optimizer/distrib_optimizer.h"
 #include "megatron/optimizer/grad_scaler.h"
-
-namespace torch::optim {
-class Optimizer;
-}
 
 namespace megatron::optimizer {
 
@@ -46,9 +45,12 @@ struct MEGATRON_API OptimizerParam {
   bool counted_elsewhere_in_grad_norm = false;
 };
 
+// What step() launched, as fp32 scalars on the parameters' device, for the caller to read back
+// together with its other values (one host readback per iteration).
 struct MEGATRON_API StepResult {
-  bool update_successful = true;  // false: fp16 overflow, the update was skipped
-  double grad_norm = 0.0;         // before clipping; NaN when skipped
+  at::Tensor found_inf;       // 1: the update was skipped (fp16 overflow, a non-finite norm, skip_requested), else 0
+  at::Tensor grad_norm;       // before clipping
+  at::Tensor skip_requested;  // 1: some rank sharing the model passed a non-zero `skip` to step()
 };
 
 class MEGATRON_API MegatronOptimizer {
@@ -65,7 +67,12 @@ class MEGATRON_API MegatronOptimizer {
   // Zeroes the model gradients; those of bf16/fp16 parameters become fp32 buffers that autograd
   // accumulates the micro-batches into (Megatron-LM's main_grad).
   void zero_grad();
-  StepResult step();
+  // Averages, unscales, clips and updates. `skip` (optional, a scalar on the device, non-zero to
+  // skip) travels with the norm's reduction over the model-parallel ranks, so that the last
+  // stage's non-finite loss skips the update on every rank sharing the model.
+  StepResult step(const at::Tensor& skip = {});
+  // After reading step()'s found_inf: moves the fp16 loss scale (no-op without loss scaling).
+  void update_loss_scale(bool found_inf);
   void set_lr(double lr);
   double lr() const { return lr_; }
 
@@ -73,13 +80,15 @@ class MEGATRON_API MegatronOptimizer {
   // fp32 main parameters, in params() order (the model parameters themselves for fp32 models);
   // empty with the distributed optimizer, whose main parameters are shards.
   const std::vector<at::Tensor>& main_params() const { return main_params_; }
-  bool is_distributed() const { return !shards_.empty(); }
-  torch::optim::Optimizer& inner() { return *inner_; }
+  bool is_distributed() const { return distributed_; }
+  // Number of updated tensors in each parameter group (weight decay first, then none): the
+  // main parameters, or one shard per group with the distributed optimizer.
+  std::vector<int64_t> param_group_sizes() const;
   GradScaler* grad_scaler() { return scaler_ ? &*scaler_ : nullptr; }
 
   // Optimizer state by parameter name (params() names), for checkpoints. Per parameter: the
-  // inner optimizer's state once it exists ("exp_avg", "exp_avg_sq", "step" for AdamW,
-  // "momentum_buffer" for SGD) and "main_param" where the fp32 main parameter is not the model
+  // update's state ("exp_avg", "exp_avg_sq", "step" for AdamW, "momentum_buffer" for SGD with
+  // momentum) and "main_param" where the fp32 main parameter is not the model
   // parameter itself (bf16/fp16 models, the distributed optimizer); tensors shaped like the
   // parameter. The distributed optimizer all-gathers its shards over the data-parallel group
   // (collective), one kind of state at a time.
@@ -90,18 +99,38 @@ class MEGATRON_API MegatronOptimizer {
   void load_param_state(const std::map<std::string, ParamState>& state);
 
  private:
-  std::vector<at::Tensor> main_grads();
-  double grad_norm(const std::vector<at::Tensor>& grads) const;
-  bool found_inf_after_unscale(const std::vector<at::Tensor>& grads);
+  // One update: a parameter group (a region of a buffer), or this rank's shard of it (ZeRO-1).
+  struct UpdateGroup {
+    size_t buffer = 0, region = 0;
+    double weight_decay = 0;
+    std::optional<ParamShards> shards;
+    at::Tensor main;  // the fp32 elements the update writes
+    at::Tensor exp_avg, exp_avg_sq, momentum;
+    at::Tensor step;  // fp32 scalar, as the fused AdamW kernel reads it
+  };
+  const distributed::ParamAndGradBuffer::Region& region_of(const UpdateGroup& g) const {
+    return buffers_[g.buffer]->regions()[g.region];
+  }
+  size_t index_of(const UpdateGroup& g, const distributed::ParamAndGradBuffer::Member& m) const {
+    return buffer_params_[g.buffer][m.index];
+  }
+  std::vector<at::Tensor> gather_grads();
+  at::Tensor reduce_norm(const std::vector<at::Tensor>& grads, const at::Tensor& skip) const;
+  void update(const std::vector<at::Tensor>& grads, const at::Tensor& found_inf);
+  void copy_back();
+  void reset_state(UpdateGroup& g);
+  // The update's state of a group as named flat tensors (main's shape), and its restore.
+  std::map<std::string, at::Tensor> state_of(const UpdateGroup& g) const;
+  void load_state_of(UpdateGroup& g, const std::map<std::string, at::Tensor>& s, const std::string& what);
 
   std::vector<OptimizerParam> params_;
   OptimizerConfig config_;
   std::shared_ptr<comm::ProcessGroup> dp_, mp_;
-  std::vector<at::Tensor> main_params_;
-  std::vector<ParamShards> shards_;                 // distributed optimizer: one per weight-decay group
-  std::vector<std::vector<size_t>> shard_members_;  // params_ indices of each shard group
-  bool has_copies_ = false;                         // main params are fp32 copies of lower-precision model params
-  std::unique_ptr<torch::optim::Optimizer> inner_;
+  bool distributed_ = false;
+  std::vector<std::unique_ptr<distributed::ParamAndGradBuffer>> buffers_;  // one per parameter dtype
+  std::vector<std::vector<size_t>> buffer_params_;  // each buffer's parameters as params_ indices
+  std::vector<UpdateGroup> groups_;
+  std::vector<at::Tensor> main_params_;  // by params_ index, without ZeRO-1: views of the groups' main
   std::optional<GradScaler> scaler_;
   double lr_;
 };

@@ -54,7 +54,9 @@ struct MEGATRON_API ScheduleOptions {
 struct MEGATRON_API ForwardBackwardResult {
   // One entry per micro-batch, from loss_func; on the last stage only.
   std::vector<std::map<std::string, at::Tensor>> losses_reduced;
-  bool loss_finite = true;  // every loss computed here was finite
+  // A bool scalar on the loss's device: every loss computed here was finite. Undefined where no
+  // loss was computed (stages before the last); left on the device, for one readback later.
+  at::Tensor loss_finite;
   // The most micro-batches whose forward had run and whose backward had not, at once: what
   // bounds activation memory (the number of stages for 1F1B, whatever num_microbatches is).
   int64_t peak_inflight_microbatches = 0;

@@ -109,7 +109,13 @@ struct MEGATRON_API Arguments {
   int64_t log_interval = 100;
   int64_t eval_interval = 1000;
   int64_t eval_iters = 100;
-  std::string metrics_file;          // JSONL, one line per logged iteration and evaluation
+  std::string metrics_file;           // JSONL, one line per logged iteration and evaluation
+  std::string tensorboard_dir;        // where --use-pytorch-profiler writes its trace
+  bool profile = false;               // profile iterations profile_step_start + 1 .. profile_step_end
+  bool use_pytorch_profiler = false;  // a Kineto trace (else CUDA profiler ranges for nsys)
+  int64_t profile_step_start = 10;
+  int64_t profile_step_end = 12;
+  std::vector<int64_t> profile_ranks = {0};
   bool skip_nan_iterations = false;  // default: a NaN/Inf loss stops training
 
   // --- checkpointing (docs/checkpoints.md)

@@ -169,6 +169,14 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(validation, eval_interval, kSaved, positive(), "iterations between evaluations")                                \
   X(validation, eval_iters, kSaved, non_negative(), "iterations per evaluation")                                    \
   X(logging, metrics_file, kNotSaved, any(), "JSONL file of logged metrics")                                        \
+  X(logging, tensorboard_dir, kNotSaved, any(), "where --use-pytorch-profiler writes its trace (*.pt.trace.json)")  \
+  X(logging, profile, kNotSaved, any(),                                                                             \
+    "profile the iterations after --profile-step-start up to --profile-step-end on --profile-ranks")                \
+  X(logging, use_pytorch_profiler, kNotSaved, any(),                                                                \
+    "with --profile: a Kineto trace (CPU and CUDA) into --tensorboard-dir; without: CUDA profiler ranges for nsys")  \
+  X(logging, profile_step_start, kNotSaved, non_negative(), "profiling starts after this many iterations")          \
+  X(logging, profile_step_end, kNotSaved, non_negative(), "profiling stops after this iteration")                   \
+  X(logging, profile_ranks, kNotSaved, non_negative(), "global ranks to profile")                                   \
   X(training, skip_nan_iterations, kNotSaved, any(),                                                                \
     "skip the update of an iteration whose loss is NaN/Inf instead of stopping")                                    \
   X(checkpointing, save, kSaved, any(), "directory to save checkpoints to")                                         \

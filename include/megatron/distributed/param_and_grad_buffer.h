@@ -1,0 +1,63 @@
+// Megatron-LM's ParamAndGradBuffer: the parameters of one dtype that an optimizer updates, in
+// two flat buffers. The parameters' storage is a view of `params`, and their .grad a view of the
+// fp32 `grads` (Megatron-LM's main_grad, into which autograd accumulates the micro-batches).
+// Each parameter group (weight decay, none) is one contiguous region, padded to a multiple of
+// `pad_multiple` (the data-parallel size, so that ZeRO-1 splits it evenly), with the parameters
+// that count in the gradient norm first. Zeroing, the data-parallel average, the norm and the
+// update then take one operation per region instead of one per parameter.
+#pragma once
+
+#include "megatron/export.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "megatron/comm/process_group.h"
+
+namespace megatron::distributed {
+
+class MEGATRON_API ParamAndGradBuffer {
+ public:
+  struct Member {
+    size_t index;    // into the constructor's params
+    int64_t offset;  // of its first element, from the start of its region
+  };
+  struct Region {
+    int64_t offset = 0;  // in the buffer
+    int64_t numel = 0;   // parameter elements; then padding up to `padded`
+    int64_t padded = 0;
+    int64_t counted = 0;  // the first `counted` elements count in the gradient norm
+    std::vector<Member> members;
+  };
+
+  // params: of one dtype, on one device; groups: the indices of each region's parameters;
+  // counted[i]: parameter i counts in the norm on this rank. The parameters keep their values
+  // and become views of the buffer.
+  ParamAndGradBuffer(const std::vector<at::Tensor>& params, const std::vector<std::vector<size_t>>& groups,
+                     const std::vector<bool>& counted, int64_t pad_multiple);
+
+  at::ScalarType dtype() const { return params_.scalar_type(); }
+  const std::vector<Region>& regions() const { return regions_; }
+  at::Tensor params_of(const Region& r) const { return params_.narrow(0, r.offset, r.padded); }
+  at::Tensor grads_of(const Region& r) const { return grads_.narrow(0, r.offset, r.padded); }
+
+  // Zeroes the gradients, pointing each parameter's .grad at its view again first (callers may
+  // have replaced it).
+  void zero_grad();
+  // Copies a .grad that something replaced since zero_grad() into its view, so that the buffer
+  // holds every gradient.
+  void collect_replaced_grads();
+  // Averages the gradients over `group` in place, in buckets of about bucket_numel elements
+  // from the end of the buffer (the last layers' gradients are complete first).
+  void allreduce_grads(comm::ProcessGroup& group, int64_t bucket_numel) const;
+
+ private:
+  std::vector<at::Tensor> params_list_;
+  at::Tensor params_, grads_;
+  std::vector<Region> regions_;
+  std::vector<at::Tensor> grad_views_;  // by params index
+};
+
+}  // namespace megatron::distributed

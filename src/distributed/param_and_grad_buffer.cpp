@@ -1,0 +1,86 @@
+#include "megatron/distributed/param_and_grad_buffer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+
+namespace megatron::distributed {
+
+ParamAndGradBuffer::ParamAndGradBuffer(const std::vector<at::Tensor>& params,
+                                       const std::vector<std::vector<size_t>>& groups, const std::vector<bool>& counted,
+                                       int64_t pad_multiple)
+    : params_list_(params) {
+  TORCH_CHECK(!params.empty() && pad_multiple > 0, "[param_and_grad_buffer] needs parameters and a padding multiple");
+  int64_t total = 0;
+  for (const auto& group : groups) {
+    Region r;
+    r.offset = total;
+    // Counted parameters first, so that the norm reads one contiguous range per region.
+    for (bool want : {true, false}) {
+      for (size_t i : group) {
+        if (counted.at(i) != want) continue;
+        r.members.push_back({i, r.numel});
+        r.numel += params[i].numel();
+        if (want) r.counted = r.numel;
+      }
+    }
+    r.padded = (r.numel + pad_multiple - 1) / pad_multiple * pad_multiple;
+    total += r.padded;
+    regions_.push_back(std::move(r));
+  }
+  const auto& first = params.front();
+  for (const auto& p : params) {
+    TORCH_CHECK(p.scalar_type() == first.scalar_type() && p.device() == first.device(),
+                "[param_and_grad_buffer] parameters of one buffer share a dtype and a device: ", p.scalar_type(),
+                " on ", p.device(), " next to ", first.scalar_type(), " on ", first.device());
+  }
+  params_ = at::zeros({total}, first.options().requires_grad(false));
+  grads_ = at::zeros({total}, first.options().dtype(at::kFloat).requires_grad(false));
+  grad_views_.resize(params.size());
+  at::NoGradGuard no_grad;
+  for (const auto& r : regions_) {
+    for (const auto& m : r.members) {
+      at::Tensor p = params[m.index];
+      at::Tensor view = params_.narrow(0, r.offset + m.offset, p.numel()).view(p.sizes());
+      view.copy_(p);
+      p.set_data(view);  // the same parameter (modules hold it), now stored in the buffer
+      grad_views_[m.index] = grads_.narrow(0, r.offset + m.offset, p.numel()).view(p.sizes());
+    }
+  }
+  zero_grad();
+}
+
+void ParamAndGradBuffer::zero_grad() {
+  for (size_t i = 0; i < params_list_.size(); ++i) {
+    at::Tensor& grad = params_list_[i].mutable_grad();
+    if (!grad.defined() || !grad.is_same(grad_views_[i])) grad = grad_views_[i];
+  }
+  grads_.zero_();
+}
+
+void ParamAndGradBuffer::collect_replaced_grads() {
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_list_.size(); ++i) {
+    at::Tensor& grad = params_list_[i].mutable_grad();
+    if (grad.defined() && grad.is_same(grad_views_[i])) continue;
+    if (grad.defined())
+      grad_views_[i].copy_(grad);
+    else
+      grad_views_[i].zero_();
+    grad = grad_views_[i];
+  }
+}
+
+void ParamAndGradBuffer::allreduce_grads(comm::ProcessGroup& group, int64_t bucket_numel) const {
+  if (group.size() == 1) return;
+  for (int64_t end = grads_.numel(); end > 0;) {
+    const int64_t begin = std::max<int64_t>(0, end - bucket_numel);
+    at::Tensor bucket = grads_.narrow(0, begin, end - begin);
+    group.all_reduce(bucket, comm::ReduceOp::kAvg);
+    end = begin;
+  }
+}
+
+}  // namespace megatron::distributed
