@@ -8,6 +8,7 @@ pretrain_gpt on the same flags; a call that fits no form is one TypeError; a lau
 --local_rank must agree with the environment."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -95,7 +96,8 @@ def test_megatron_lm_shaped_script_at_tp2_gives_pretrain_gpts_losses(tmp_path):
                           capture_output=True, text=True, env=ENV, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     # Every rank saw its extra flags, the defaults for flags not given, and Megatron-LM's padded vocabulary.
-    seen = [json.loads(line[len("SEEN "):]) for line in proc.stdout.splitlines() if line.startswith("SEEN ")]
+    # mpirun may join the two ranks' lines: find each record wherever it starts.
+    seen = [json.loads(record) for record in re.findall(r"SEEN (\{[^{}]*\})", proc.stdout)]
     assert seen == [{"scale": 2.5, "switch": True, "choice": "a", "list": [3, 4], "seed": 77, "lr": 2e-3,
                      "padded_vocab_size": 256}] * 2
     from test_bindings_pretrain import metrics
