@@ -134,6 +134,14 @@ class Arguments:
     def bf16(self, arg0: bool) -> None:
         ...
     @property
+    def checkpoint_activations(self) -> bool:
+        """
+        = --recompute-granularity full (each layer's activations recomputed in backward)
+        """
+    @checkpoint_activations.setter
+    def checkpoint_activations(self, arg0: bool) -> None:
+        ...
+    @property
     def ckpt_step(self) -> int | None:
         """
         load this iteration instead of the tracker's
@@ -356,6 +364,14 @@ class Arguments:
         """
     @kv_channels.setter
     def kv_channels(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
+    def layernorm_epsilon(self) -> float | None:
+        """
+        = --norm-epsilon
+        """
+    @layernorm_epsilon.setter
+    def layernorm_epsilon(self, arg0: typing.SupportsFloat | None) -> None:
         ...
     @property
     def load(self) -> str:
@@ -1587,12 +1603,15 @@ class Launcher:
       PMI
     
       TORCHRUN
+    
+      SLURM
     """
     NONE: typing.ClassVar[Launcher]  # value = <Launcher.NONE: 0>
     OPENMPI: typing.ClassVar[Launcher]  # value = <Launcher.OPENMPI: 1>
     PMI: typing.ClassVar[Launcher]  # value = <Launcher.PMI: 2>
+    SLURM: typing.ClassVar[Launcher]  # value = <Launcher.SLURM: 4>
     TORCHRUN: typing.ClassVar[Launcher]  # value = <Launcher.TORCHRUN: 3>
-    __members__: typing.ClassVar[dict[str, Launcher]]  # value = {'NONE': <Launcher.NONE: 0>, 'OPENMPI': <Launcher.OPENMPI: 1>, 'PMI': <Launcher.PMI: 2>, 'TORCHRUN': <Launcher.TORCHRUN: 3>}
+    __members__: typing.ClassVar[dict[str, Launcher]]  # value = {'NONE': <Launcher.NONE: 0>, 'OPENMPI': <Launcher.OPENMPI: 1>, 'PMI': <Launcher.PMI: 2>, 'TORCHRUN': <Launcher.TORCHRUN: 3>, 'SLURM': <Launcher.SLURM: 4>}
     def __eq__(self, other: typing.Any) -> bool:
         ...
     def __getstate__(self) -> int:

@@ -28,7 +28,8 @@ void init_comm(py::module_& m) {
       .value("NONE", Launcher::kNone)
       .value("OPENMPI", Launcher::kOpenMPI)
       .value("PMI", Launcher::kPMI)
-      .value("TORCHRUN", Launcher::kTorchrun);
+      .value("TORCHRUN", Launcher::kTorchrun)
+      .value("SLURM", Launcher::kSlurm);
   py::class_<LauncherEnv>(m, "LauncherEnv",
                           "This process's rank, world size and local rank, read from mpirun, PMI "
                           "or torchrun-style variables (none: rank 0 of 1).")

@@ -74,6 +74,71 @@ std::optional<Reading> read_scheme(const Scheme& s, const std::map<std::string, 
   return r;
 }
 
+// srun's task variables. SLURM_STEP_NUM_TASKS exists only inside an srun step: a batch script's
+// own shell (SLURM_PROCID=0, SLURM_NTASKS=N) is not taken for rank 0 of N. Read only when no other
+// launcher's variables are there (mpirun and torchrun run inside SLURM jobs too).
+constexpr const char* kSlurmVariables[] = {
+    "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_STEP_TASKS_PER_NODE",
+    "SLURM_NODEID", "SLURM_STEP_NODELIST",  "SLURM_JOB_ID"};
+
+// "4(x2),3" -> {4, 4, 3}: the tasks on each node of the step.
+std::vector<int> slurm_tasks_per_node(const std::string& value) {
+  std::vector<int> counts;
+  size_t pos = 0;
+  while (pos < value.size()) {
+    size_t end = value.find(',', pos);
+    if (end == std::string::npos) end = value.size();
+    const std::string item = value.substr(pos, end - pos);
+    const size_t paren = item.find("(x");
+    const int count = parse_int("SLURM_STEP_TASKS_PER_NODE", item.substr(0, paren));
+    const int repeat = paren == std::string::npos
+                           ? 1
+                           : parse_int("SLURM_STEP_TASKS_PER_NODE", item.substr(paren + 2, item.size() - paren - 3));
+    counts.insert(counts.end(), repeat, count);
+    pos = end + 1;
+  }
+  return counts;
+}
+
+// The first host of a SLURM node list: "gpu[07-10,12],cpu3" -> "gpu07".
+std::string slurm_first_host(const std::string& nodelist) {
+  const size_t bracket = nodelist.find('[');
+  const size_t comma = nodelist.find(',');
+  if (bracket == std::string::npos || (comma != std::string::npos && comma < bracket)) return nodelist.substr(0, comma);
+  const size_t first_end = nodelist.find_first_of(",-]", bracket + 1);
+  return nodelist.substr(0, bracket) + nodelist.substr(bracket + 1, first_end - bracket - 1);
+}
+
+std::optional<Reading> read_slurm(const std::map<std::string, std::string>& vars) {
+  auto rank = lookup(vars, "SLURM_PROCID");
+  auto size = lookup(vars, "SLURM_STEP_NUM_TASKS");
+  if (!rank || !size) return std::nullopt;
+  Reading r{Launcher::kSlurm,
+            "SLURM_PROCID",
+            "SLURM_STEP_NUM_TASKS",
+            parse_int("SLURM_PROCID", *rank),
+            parse_int("SLURM_STEP_NUM_TASKS", *size),
+            0,
+            1};
+  TORCH_CHECK(r.world_size >= 1 && r.rank < r.world_size, "[launcher] SLURM_PROCID=", r.rank,
+              " is out of range for SLURM_STEP_NUM_TASKS=", r.world_size);
+  auto local_rank = lookup(vars, "SLURM_LOCALID");
+  r.local_rank = local_rank ? parse_int("SLURM_LOCALID", *local_rank) : r.rank;
+  r.local_world_size = r.world_size;
+  auto per_node = lookup(vars, "SLURM_STEP_TASKS_PER_NODE");
+  auto node = lookup(vars, "SLURM_NODEID");
+  if (per_node && node) {
+    const auto counts = slurm_tasks_per_node(*per_node);
+    const int n = parse_int("SLURM_NODEID", *node);
+    TORCH_CHECK(n < static_cast<int>(counts.size()), "[launcher] SLURM_NODEID=", n, " but SLURM_STEP_TASKS_PER_NODE='",
+                *per_node, "' lists ", counts.size(), " nodes");
+    r.local_world_size = counts[n];
+  }
+  TORCH_CHECK(r.local_rank < r.local_world_size, "[launcher] SLURM_LOCALID=", r.local_rank, " is out of range for ",
+              r.local_world_size, " tasks on this node");
+  return r;
+}
+
 }  // namespace
 
 const char* to_string(Launcher launcher) {
@@ -82,6 +147,7 @@ const char* to_string(Launcher launcher) {
     case Launcher::kOpenMPI: return "OpenMPI";
     case Launcher::kPMI: return "PMI";
     case Launcher::kTorchrun: return "torchrun";
+    case Launcher::kSlurm: return "SLURM (srun)";
   }
   return "unknown";
 }
@@ -92,6 +158,9 @@ LauncherEnv LauncherEnv::from_variables(const std::map<std::string, std::string>
     if (auto r = read_scheme(scheme, vars)) readings.push_back(*r);
   }
 
+  if (readings.empty()) {
+    if (auto slurm = read_slurm(vars)) readings.push_back(*slurm);
+  }
   LauncherEnv env;
   if (readings.empty()) return env;
 
@@ -114,6 +183,14 @@ LauncherEnv LauncherEnv::from_variables(const std::map<std::string, std::string>
   auto port = lookup(vars, kTorchrunRendezvous[1]);
   if (addr) env.master_addr = *addr;
   if (port) env.master_port = parse_int(kTorchrunRendezvous[1], *port);
+  if (env.launcher == Launcher::kSlurm) {
+    // Without MASTER_ADDR/MASTER_PORT: the step's first node, and a port from the job id, so that
+    // every task of the step agrees without being told.
+    auto nodes = lookup(vars, "SLURM_STEP_NODELIST");
+    if (!addr && nodes) env.master_addr = slurm_first_host(*nodes);
+    auto job = lookup(vars, "SLURM_JOB_ID");
+    if (!port && job) env.master_port = 15000 + parse_int("SLURM_JOB_ID", *job) % 20000;
+  }
   if (env.launcher == Launcher::kTorchrun && env.world_size > 1) {
     TORCH_CHECK(addr && port && !addr->empty(), "[launcher] torchrun-style launch with WORLD_SIZE=", env.world_size,
                 " needs MASTER_ADDR and MASTER_PORT for the rendezvous; missing: ",
@@ -136,6 +213,7 @@ std::map<std::string, std::string> launcher_variables_from_environment() {
     take(s.local_size);
   }
   for (const char* name : kTorchrunRendezvous) take(name);
+  for (const char* name : kSlurmVariables) take(name);
   return vars;
 }
 

@@ -337,7 +337,8 @@ std::unique_ptr<Backend> make_mpi_world_backend(BackendContext ctx) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   TORCH_CHECK(rank == ctx.rank && size == ctx.size, "[comm] MPI says rank ", rank, " of ", size,
-              " but the launcher environment says rank ", ctx.rank, " of ", ctx.size);
+              " but the launcher environment says rank ", ctx.rank, " of ", ctx.size,
+              size == 1 ? " (under srun, pass --mpi=pmix so that MPI sees the step's tasks)" : "");
   return std::make_unique<MpiBackend>(MPI_COMM_WORLD, ctx);
 }
 

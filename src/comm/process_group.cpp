@@ -326,7 +326,10 @@ std::shared_ptr<ProcessGroup> init_distributed(const LauncherEnv& env, Distribut
   impl->device_type = options.device_type;
   detail::BackendContext ctx{env.rank, env.world_size, impl->timeout};
 
-  const bool mpi_launch = env.launcher == Launcher::kOpenMPI || env.launcher == Launcher::kPMI;
+  // srun starts MPI processes too (with --mpi=pmix); without MPI in the build, an srun CUDA job
+  // meets like a torchrun one.
+  const bool mpi_launch = env.launcher == Launcher::kOpenMPI || env.launcher == Launcher::kPMI ||
+                          (env.launcher == Launcher::kSlurm && MEGATRON_WITH_MPI);
   if (mpi_launch) {
 #if MEGATRON_WITH_MPI
     detail::init_mpi();

@@ -4,6 +4,10 @@
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <set>
 #include <type_traits>
 
 namespace megatron::training {
@@ -114,6 +118,89 @@ struct PythonType<std::optional<double>> {
   static constexpr const char* name = "Optional[float]";
 };
 
+// Python's int() and float() take digits grouped with underscores (BLOOM's scripts write
+// 220_000_000); CLI11 does not. Such a number, after a numeric flag, loses its underscores.
+std::string python_number(const std::string& value) {
+  if (value.find('_') == std::string::npos) return value;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
+    if (c == '_') {
+      const bool between_digits = i > 0 && i + 1 < value.size() &&
+                                  std::isdigit(static_cast<unsigned char>(value[i - 1])) &&
+                                  std::isdigit(static_cast<unsigned char>(value[i + 1]));
+      if (!between_digits) return value;
+    } else if (!std::isdigit(static_cast<unsigned char>(c)) && !std::strchr("+-.eE", c)) {
+      return value;
+    }
+  }
+  std::string out;
+  for (char c : value)
+    if (c != '_') out += c;
+  return out;
+}
+
+std::vector<std::string> with_python_numbers(const std::vector<std::string>& args) {
+  std::set<std::string> numeric;
+  for (const auto& f : argument_fields()) {
+    const std::string type = f.python_type;
+    if (!f.flag.empty() && (type.find("int") != std::string::npos || type.find("float") != std::string::npos))
+      numeric.insert(f.flag);
+  }
+  std::vector<std::string> out;
+  bool numeric_values = false;  // the words after a numeric flag, up to the next flag
+  for (const auto& word : args) {
+    if (word.rfind("--", 0) == 0) {
+      const auto eq = word.find('=');
+      const std::string flag = word.substr(0, eq);
+      numeric_values = numeric.count(flag) > 0;
+      out.push_back(eq != std::string::npos && numeric_values ? flag + "=" + python_number(word.substr(eq + 1)) : word);
+    } else {
+      out.push_back(numeric_values ? python_number(word) : word);
+    }
+  }
+  return out;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Every flag the command line names that no option knows, in the order given, each with the
+// closest known flag when one is close (CLI11's own message lists them reversed, with values).
+void check_flags_known(const std::vector<std::string>& args, CLI::App& app, const std::string& program) {
+  std::vector<std::string> known = {"--help"};
+  for (const CLI::Option* option : app.get_options())
+    for (const auto& name : option->get_lnames()) known.push_back("--" + name);
+  std::vector<std::string> unknown;
+  for (const auto& word : args) {
+    if (word.rfind("--", 0) != 0 || word.size() == 2) continue;
+    const std::string flag = word.substr(0, word.find('='));
+    if (std::find(known.begin(), known.end(), flag) != known.end()) continue;
+    std::string closest;
+    size_t best = flag.size() / 3 + 1;  // a few typos, never a different word
+    for (const auto& k : known) {
+      const size_t d = edit_distance(flag, k);
+      if (d < best) best = d, closest = k;
+    }
+    unknown.push_back(closest.empty() ? flag : flag + " (did you mean " + closest + "?)");
+  }
+  if (unknown.empty()) return;
+  std::string list;
+  for (const auto& u : unknown) list += (list.empty() ? "" : ", ") + u;
+  TORCH_CHECK(false, "[arguments] unknown flag", unknown.size() > 1 ? "s " : " ", list, "; see ", program, " --help");
+}
+
 }  // namespace
 
 std::string flag_of(const std::string& field) {
@@ -151,7 +238,9 @@ std::optional<Arguments> parse_arguments(const std::vector<std::string>& args, i
   Arguments a;
   CLI::App app{"Megatron-style GPT pretraining (megatron-cpp)", program};
   bind(app, a);
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses from the back
+  const std::vector<std::string> words = with_python_numbers(args);
+  check_flags_known(words, app, program);
+  std::vector<std::string> reversed(words.rbegin(), words.rend());  // CLI11 parses from the back
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {

@@ -91,6 +91,17 @@ void resolve_aliases(Arguments& a) {
     a.recompute_granularity = "selective";
   }
   if (a.use_rotary_position_embeddings) a.position_embedding_type = "rope";
+  if (a.layernorm_epsilon) {
+    ARG_CHECK(a.norm_epsilon == Arguments().norm_epsilon || a.norm_epsilon == *a.layernorm_epsilon,
+              "--layernorm-epsilon (", *a.layernorm_epsilon, ") and --norm-epsilon (", a.norm_epsilon,
+              ") are the same setting; give one");
+    a.norm_epsilon = *a.layernorm_epsilon;
+  }
+  if (a.checkpoint_activations) {
+    ARG_CHECK(a.recompute_granularity.empty() || a.recompute_granularity == "full",
+              "--checkpoint-activations means --recompute-granularity full, but it is ", a.recompute_granularity);
+    a.recompute_granularity = "full";
+  }
 }
 
 void validate_network_size(Arguments& a) {

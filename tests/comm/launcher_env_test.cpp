@@ -116,6 +116,53 @@ TEST(LauncherEnv, TorchrunNeedsRendezvousWhenDistributed) {
   EXPECT_EQ(LauncherEnv::from_variables({{"RANK", "0"}, {"WORLD_SIZE", "1"}}).world_size, 1);
 }
 
+// srun's tasks: rank and size of the step, this node's share of it, and the rendezvous derived
+// from the node list and the job id. A batch script's own shell (no step variables) is one process,
+// and mpirun or torchrun inside a SLURM job win over SLURM's leftovers.
+TEST(LauncherEnv, SlurmStep) {
+  const Vars srun = {{"SLURM_PROCID", "9"},     {"SLURM_STEP_NUM_TASKS", "11"},
+                     {"SLURM_LOCALID", "1"},    {"SLURM_STEP_TASKS_PER_NODE", "4(x2),3"},
+                     {"SLURM_NODEID", "2"},     {"SLURM_STEP_NODELIST", "gpu[07-09,12],cpu3"},
+                     {"SLURM_JOB_ID", "123456"}};
+  auto env = LauncherEnv::from_variables(srun);
+  EXPECT_EQ(env.launcher, Launcher::kSlurm);
+  EXPECT_EQ(env.rank, 9);
+  EXPECT_EQ(env.world_size, 11);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_world_size, 3);  // the third node's share of "4(x2),3"
+  EXPECT_EQ(env.master_addr, "gpu07");
+  EXPECT_EQ(env.master_port, 15000 + 123456 % 20000);
+  Vars told = srun;
+  told["MASTER_ADDR"] = "head";
+  told["MASTER_PORT"] = "29500";
+  EXPECT_EQ(LauncherEnv::from_variables(told).master_addr, "head");
+  EXPECT_EQ(LauncherEnv::from_variables(told).master_port, 29500);
+  EXPECT_EQ(LauncherEnv::from_variables(
+                {{"SLURM_STEP_NODELIST", "node5"}, {"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "2"}})
+                .master_addr,
+            "node5");
+
+  auto batch_shell =
+      LauncherEnv::from_variables({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "0"}});
+  EXPECT_EQ(batch_shell.launcher, Launcher::kNone);
+  EXPECT_EQ(batch_shell.world_size, 1);
+
+  Vars under_mpirun = srun;
+  under_mpirun["OMPI_COMM_WORLD_RANK"] = "0";
+  under_mpirun["OMPI_COMM_WORLD_SIZE"] = "2";
+  auto mpi = LauncherEnv::from_variables(under_mpirun);
+  EXPECT_EQ(mpi.launcher, Launcher::kOpenMPI);
+  EXPECT_EQ(mpi.world_size, 2);
+
+  Vars bad = srun;
+  bad["SLURM_PROCID"] = "11";
+  EXPECT_NE(error_of(bad).find("SLURM_PROCID=11 is out of range for SLURM_STEP_NUM_TASKS=11"), std::string::npos);
+  bad = srun;
+  bad["SLURM_NODEID"] = "3";
+  EXPECT_NE(error_of(bad).find("SLURM_NODEID=3 but SLURM_STEP_TASKS_PER_NODE='4(x2),3' lists 3 nodes"),
+            std::string::npos);
+}
+
 TEST(LauncherEnv, ReadsTheProcessEnvironment) {
   ::setenv("PMI_RANK", "1", 1);
   ::setenv("PMI_SIZE", "2", 1);

@@ -228,6 +228,34 @@ TEST(Arguments, MegatronScriptFlags) {
             std::string::npos);
 }
 
+// What Megatron-DeepSpeed and BLOOM-era scripts write: underscored integers, the older names of
+// --norm-epsilon and full recompute; and a mistyped flag named in order with the closest one.
+TEST(Arguments, OlderScriptSpellingsAndUnknownFlags) {
+  auto a = *parse_arguments(with(base(), {"--train-iters", "220_000", "--lr-decay-iters=1_000", "--seed", "1_234",
+                                          "--layernorm-epsilon", "1e-6", "--checkpoint-activations"}),
+                            1);
+  EXPECT_EQ(*a.train_iters, 220000);
+  EXPECT_EQ(*a.lr_decay_iters, 1000);
+  EXPECT_EQ(a.seed, 1234);
+  EXPECT_DOUBLE_EQ(a.norm_epsilon, 1e-6);
+  EXPECT_EQ(a.recompute_granularity, "full");
+  // Only numbers lose underscores: a string value keeps them.
+  EXPECT_EQ(parse_arguments(with(base(), {"--data-cache-path", "cache_1_2"}), 1)->data_cache_path, "cache_1_2");
+  EXPECT_NE(error_of(with(base(), {"--seed", "1__2"})).find("--seed"), std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--layernorm-epsilon", "1e-6", "--norm-epsilon", "1e-4"}))
+                .find("--layernorm-epsilon (1e-06) and --norm-epsilon (0.0001) are the same setting"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--checkpoint-activations", "--recompute-granularity", "selective"}))
+                .find("--checkpoint-activations means --recompute-granularity full, but it is selective"),
+            std::string::npos);
+
+  const std::string unknown = error_of(with(base(), {"--hiden-size", "64", "--bogus-flag=3", "--num-layer", "2"}));
+  EXPECT_NE(unknown.find("[arguments] unknown flags --hiden-size (did you mean --hidden-size?), --bogus-flag, "
+                         "--num-layer (did you mean --num-layers?); see pretrain_gpt --help"),
+            std::string::npos)
+      << unknown;
+}
+
 // The table in arguments_table.h is the one list of settings: a field declared in the struct but
 // missing there (or the other way round, or out of order) fails here.
 TEST(ArgumentsTable, ListsEveryStructFieldInOrder) {

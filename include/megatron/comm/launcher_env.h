@@ -1,5 +1,6 @@
 // Who am I in the job: rank, world size and local rank, read from whichever launcher started us
-// (mpirun / OpenMPI, MPICH-style PMI, or a torchrun-style environment).
+// (mpirun / OpenMPI, MPICH-style PMI, a torchrun-style environment, or SLURM's srun when none of
+// those is there).
 #pragma once
 
 #include "megatron/export.h"
@@ -9,7 +10,7 @@
 
 namespace megatron::comm {
 
-enum class Launcher { kNone, kOpenMPI, kPMI, kTorchrun };
+enum class Launcher { kNone, kOpenMPI, kPMI, kTorchrun, kSlurm };
 
 MEGATRON_API const char* to_string(Launcher launcher);
 
@@ -19,7 +20,8 @@ struct MEGATRON_API LauncherEnv {
   int world_size = 1;
   int local_rank = 0;
   int local_world_size = 1;
-  // Rendezvous address for torchrun-style launches (TCPStore); empty otherwise.
+  // Rendezvous address for torchrun-style launches (TCPStore); empty otherwise. Under srun without
+  // MASTER_ADDR/MASTER_PORT: the step's first node and 15000 + SLURM_JOB_ID % 20000.
   std::string master_addr;
   int master_port = 0;
 

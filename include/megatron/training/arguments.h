@@ -142,6 +142,8 @@ struct MEGATRON_API Arguments {
   // --- Megatron-LM flags accepted so that its launch scripts run unchanged
   bool recompute_activations = false;           // = --recompute-granularity selective
   bool use_rotary_position_embeddings = false;  // = --position-embedding-type rope
+  std::optional<double> layernorm_epsilon;      // = --norm-epsilon (Megatron-DeepSpeed's name)
+  bool checkpoint_activations = false;          // = --recompute-granularity full (Megatron-DeepSpeed)
   // No effect here (ignored_megatron_flags() names the ones given): attention is always
   // at::scaled_dot_product_attention with an fp32 softmax, kernels are LibTorch's, host and CUDA
   // collectives are MPI and NCCL, and there is no Python garbage collector.

@@ -204,6 +204,9 @@ enum class ArgSaved { kSaved, kNotSaved };
     "return freed host memory to the OS at once instead of keeping it for the next allocation of the same size")    \
   X(aliases, recompute_activations, kNotSaved, any(), "= --recompute-granularity selective")                        \
   X(aliases, use_rotary_position_embeddings, kNotSaved, any(), "= --position-embedding-type rope")                  \
+  X(aliases, layernorm_epsilon, kNotSaved, positive(), "= --norm-epsilon")                                          \
+  X(aliases, checkpoint_activations, kNotSaved, any(),                                                              \
+    "= --recompute-granularity full (each layer's activations recomputed in backward)")                              \
   X(ignored, use_mcore_models, kNotSaved, any(), "accepted, no effect: there is one model implementation")          \
   X(ignored, transformer_impl, kNotSaved, one_of("local|transformer_engine"), "accepted, no effect: kernels are LibTorch's") \
   X(ignored, use_flash_attn, kNotSaved, any(), "accepted, no effect: " MEGATRON_ARG_SDPA)                           \
