@@ -1,11 +1,12 @@
-# spdlog (with fmt), CLI11 and, for the tests, GoogleTest. Normally Debian's packages. On a
+# spdlog (with fmt), CLI11, nlohmann-json and, for the tests, GoogleTest. Normally Debian's packages. On a
 # machine without system packages (a GPU box with only the torch wheel, CMake and Ninja),
 # MEGATRON_DEPS_DIR names a folder where scripts/pack_gpu_deps.sh copied the same headers and
 # GoogleTest's sources; spdlog and fmt are then used header-only.
 set(MEGATRON_DEPS_DIR "" CACHE PATH "Bundled spdlog/fmt/CLI11/GoogleTest (scripts/pack_gpu_deps.sh); empty: system packages")
 
 if(MEGATRON_DEPS_DIR)
-  foreach(_dep spdlog/include/spdlog fmt/include/fmt CLI11/include/CLI googletest/CMakeLists.txt)
+  foreach(_dep spdlog/include/spdlog fmt/include/fmt CLI11/include/CLI nlohmann_json/include/nlohmann
+               googletest/CMakeLists.txt)
     if(NOT EXISTS "${MEGATRON_DEPS_DIR}/${_dep}")
       message(FATAL_ERROR "[megatron] MEGATRON_DEPS_DIR=${MEGATRON_DEPS_DIR} has no ${_dep}; "
                           "run scripts/pack_gpu_deps.sh on a machine with the Debian packages")
@@ -21,9 +22,13 @@ if(MEGATRON_DEPS_DIR)
   add_library(megatron_cli11 INTERFACE)
   target_include_directories(megatron_cli11 SYSTEM INTERFACE "${MEGATRON_DEPS_DIR}/CLI11/include")
   add_library(CLI11::CLI11 ALIAS megatron_cli11)
+  add_library(megatron_nlohmann_json INTERFACE)
+  target_include_directories(megatron_nlohmann_json SYSTEM INTERFACE "${MEGATRON_DEPS_DIR}/nlohmann_json/include")
+  add_library(nlohmann_json::nlohmann_json ALIAS megatron_nlohmann_json)
 else()
   find_package(spdlog CONFIG REQUIRED)
   find_package(CLI11 CONFIG REQUIRED)
+  find_package(nlohmann_json 3.10 CONFIG REQUIRED)
 endif()
 
 # GoogleTest, for tests/: called from there so that a build without tests never needs it.

@@ -9,6 +9,7 @@
 //   dataset_tool tokenize --vocab-file V --merge-file M --input F   (F: one JSON string per line)
 //   dataset_tool sampler --type single|cyclic --total N --consumed C --micro-batch-size B
 //                --dp-rank R --dp-size D --batches K [--data-sharding]
+#include "json_lines.h"
 #include "megatron/datasets/blended_dataset.h"
 #include "megatron/datasets/gpt_dataset.h"
 #include "megatron/datasets/indexed_dataset.h"
@@ -16,7 +17,6 @@
 #include "megatron/datasets/numpy_random.h"
 #include "megatron/datasets/samplers.h"
 #include "megatron/tokenizer/gpt2_bpe.h"
-#include "megatron/utils/json.h"
 
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
@@ -139,13 +139,18 @@ int tokenize(const std::string& vocab, const std::string& merges, const std::str
   TORCH_CHECK(in, "[dataset_tool] ", input, ": cannot open");
   std::string line;
   while (std::getline(in, line)) {
-    const auto text = megatron::utils::parse_json(line);
-    TORCH_CHECK(text.type == megatron::utils::JsonValue::Type::kString,
-                "[dataset_tool] expected one JSON string per line");
-    const auto ids = tok.tokenize(text.string);
+    nlohmann::json value;
+    try {
+      value = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      TORCH_CHECK(false, "[dataset_tool] ", input, ": malformed JSON: ", json_error_text(e));
+    }
+    TORCH_CHECK(value.is_string(), "[dataset_tool] ", input, ": expected one JSON string per line");
+    const std::string& text = value.get_ref<const std::string&>();
+    const auto ids = tok.tokenize(text);
     for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
     // Mark lines whose decoding does not give the text back.
-    std::cout << (tok.detokenize(ids) == text.string ? "" : " !roundtrip") << "\n";
+    std::cout << (tok.detokenize(ids) == text ? "" : " !roundtrip") << "\n";
   }
   return 0;
 }

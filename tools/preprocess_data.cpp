@@ -1,10 +1,10 @@
 // JSONL -> Megatron .bin/.idx, one document per line, as Megatron-LM's tools/preprocess_data.py:
 // {output_prefix}_{key}_document.bin/.idx per --json-keys key. Worker threads tokenize batches
 // of lines; documents are written in input order.
+#include "json_lines.h"
 #include "megatron/datasets/indexed_dataset.h"
 #include "megatron/tokenizer/gpt2_bpe.h"
 #include "megatron/tokenizer/tokenizer.h"
-#include "megatron/utils/json.h"
 
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
@@ -25,7 +25,7 @@ namespace {
 
 using megatron::datasets::DType;
 using megatron::datasets::IndexedDatasetBuilder;
-using megatron::utils::JsonValue;
+using nlohmann::json;
 
 struct Args {
   std::string input, output_prefix;
@@ -55,32 +55,33 @@ Encoded encode_line(const std::string& line, const Args& args, const megatron::t
     e.blank = true;
     return e;
   }
-  JsonValue doc;
+  json doc;
   try {
-    doc = megatron::utils::parse_json(line);
-  } catch (const megatron::utils::JsonError& err) {
+    doc = json::parse(line);
+  } catch (const json::parse_error& err) {
     e.ok = false;
-    e.error = std::string("malformed JSON: ") + err.what();
+    e.error = "malformed JSON: " + json_error_text(err);
     return e;
   }
-  if (doc.type != JsonValue::Type::kObject) {
+  if (!doc.is_object()) {
     e.ok = false;
     e.error = "expected a JSON object per line";
     return e;
   }
   for (const auto& key : args.json_keys) {
-    const JsonValue* v = doc.find(key);
+    auto found = doc.find(key);
+    const json* v = found == doc.end() ? nullptr : &*found;
     std::vector<const std::string*> sentences;
-    if (v != nullptr && v->type == JsonValue::Type::kString) {
-      sentences.push_back(&v->string);
-    } else if (v != nullptr && v->type == JsonValue::Type::kArray) {
-      for (const auto& s : v->array) {
-        if (s.type != JsonValue::Type::kString) {
+    if (v != nullptr && v->is_string()) {
+      sentences.push_back(&v->get_ref<const std::string&>());
+    } else if (v != nullptr && v->is_array()) {
+      for (const auto& s : *v) {
+        if (!s.is_string()) {
           sentences.clear();
           v = nullptr;
           break;
         }
-        sentences.push_back(&s.string);
+        sentences.push_back(&s.get_ref<const std::string&>());
       }
     } else {
       v = nullptr;

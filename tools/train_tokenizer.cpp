@@ -1,7 +1,7 @@
 // Trains a GPT-2 style byte-level BPE vocabulary (vocab.json, merges.txt) from a JSONL corpus,
 // usable with --tokenizer-type GPT2BPETokenizer here and by HF tokenizers / Megatron-LM.
+#include "json_lines.h"
 #include "megatron/tokenizer/bpe_trainer.h"
-#include "megatron/utils/json.h"
 
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
@@ -31,17 +31,16 @@ int main(int argc, char** argv) {
     while (std::getline(in, line)) {
       ++line_no;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      megatron::utils::JsonValue doc;
+      nlohmann::json doc;
       try {
-        doc = megatron::utils::parse_json(line);
-      } catch (const megatron::utils::JsonError& e) {
-        TORCH_CHECK(false, "[train_tokenizer] ", input, ":", line_no, ": malformed JSON: ", e.what());
+        doc = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::parse_error& e) {
+        TORCH_CHECK(false, "[train_tokenizer] ", input, ":", line_no, ": malformed JSON: ", json_error_text(e));
       }
       for (const auto& k : keys) {
-        const auto* v = doc.find(k);
-        TORCH_CHECK(v != nullptr && v->type == megatron::utils::JsonValue::Type::kString, "[train_tokenizer] ", input,
-                    ":", line_no, ": key '", k, "' missing or not a string");
-        trainer.add_text(v->string);
+        const bool ok = doc.is_object() && doc.contains(k) && doc[k].is_string();
+        TORCH_CHECK(ok, "[train_tokenizer] ", input, ":", line_no, ": key '", k, "' missing or not a string");
+        trainer.add_text(doc[k].get_ref<const std::string&>());
       }
     }
     trainer.train_and_save(output_dir);

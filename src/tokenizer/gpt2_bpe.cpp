@@ -1,6 +1,5 @@
 #include "megatron/tokenizer/gpt2_bpe.h"
 
-#include "megatron/utils/json.h"
 #include "unicode_tables.h"
 
 #include <c10/util/Exception.h>
@@ -9,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <queue>
 #include <sstream>
 
@@ -18,9 +18,6 @@ namespace {
 using detail::is_letter;
 using detail::is_number;
 using detail::is_space;
-using utils::JsonError;
-using utils::JsonValue;
-using utils::parse_json;
 
 constexpr uint32_t kInvalid = 0xFFFFFFFF;  // an undecodable byte: the "other" class
 
@@ -278,27 +275,26 @@ std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
 
 GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::string& merges_file)
     : instance_id_(next_instance_id++) {
-  JsonValue vocab;
+  nlohmann::json vocab;
   try {
-    vocab = parse_json(read_file(vocab_file, "vocabulary (--vocab-file)"));
-  } catch (const JsonError& e) {
+    vocab = nlohmann::json::parse(read_file(vocab_file, "vocabulary (--vocab-file)"));
+  } catch (const nlohmann::json::parse_error& e) {
     TORCH_CHECK(false, "[tokenizer] ", vocab_file, ": not valid JSON: ", e.what());
   }
-  TORCH_CHECK(vocab.type == JsonValue::Type::kObject && !vocab.object.empty(), "[tokenizer] ", vocab_file,
+  TORCH_CHECK(vocab.is_object() && !vocab.empty(), "[tokenizer] ", vocab_file,
               ": expected a JSON object of token -> id");
   // Token strings spell bytes through bytes_to_unicode; invert that to get each token's bytes.
   std::unordered_map<uint32_t, uint8_t> unicode_to_byte;
   for (int b = 0; b < 256; ++b) unicode_to_byte[bytes_to_unicode()[b]] = static_cast<uint8_t>(b);
   int64_t max_id = -1;
-  for (const auto& [token, id] : vocab.object) {
-    TORCH_CHECK(id.type == JsonValue::Type::kNumber && id.number >= 0 &&
-                    id.number == static_cast<double>(static_cast<int32_t>(id.number)),
-                "[tokenizer] ", vocab_file, ": token '", token, "' expected a non-negative integer id");
-    max_id = std::max<int64_t>(max_id, static_cast<int64_t>(id.number));
+  for (const auto& [token, id] : vocab.items()) {
+    TORCH_CHECK(id.is_number_unsigned() && id.get<uint64_t>() <= static_cast<uint64_t>(INT32_MAX), "[tokenizer] ",
+                vocab_file, ": token '", token, "' expected a non-negative integer id");
+    max_id = std::max<int64_t>(max_id, id.get<int64_t>());
   }
   id_to_bytes_.assign(static_cast<size_t>(max_id + 1), std::string());
-  for (const auto& [token, id] : vocab.object) {
-    const auto tid = static_cast<int32_t>(id.number);
+  for (const auto& [token, id] : vocab.items()) {
+    const auto tid = id.get<int32_t>();
     vocab_[token] = tid;
     std::string bytes;
     for (size_t i = 0; i < token.size();) {

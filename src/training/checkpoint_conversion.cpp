@@ -18,7 +18,6 @@
 #include "megatron/models/common/safetensors.h"
 #include "megatron/tensor_parallel/sharding.h"
 #include "megatron/training/checkpointing.h"
-#include "megatron/utils/json.h"
 
 namespace megatron::training {
 namespace fs = std::filesystem;
@@ -266,8 +265,17 @@ void export_hf(const FullCheckpoint& f, const std::string& out_dir) {
   models::common::save_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors);
 }
 
-const utils::JsonValue& member(const utils::JsonValue& v, const char* key, const std::string& file) {
-  const auto* m = v.find(key);
+// The file's JSON, or one error naming it and the line and column at fault.
+nlohmann::json read_json(const std::string& text, const std::string& file) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    TORCH_CHECK(false, "[convert_checkpoint] ", file, ": malformed JSON: ", e.what());
+  }
+}
+
+const nlohmann::json& member(const nlohmann::json& v, const char* key, const std::string& file) {
+  const auto* m = hf::member(&v, key);
   TORCH_CHECK(m, "[convert_checkpoint] ", file, " has no \"", key, "\"");
   return *m;
 }
@@ -280,9 +288,15 @@ std::map<std::string, at::Tensor> load_hf_weights(const std::string& dir) {
               "model.safetensors.index.json");
   std::ifstream in(index);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto json = utils::parse_json(text);
+  const auto json = read_json(text, index.string());
+  const auto& weight_map = member(json, "weight_map", index.string());
+  TORCH_CHECK(weight_map.is_object(), "[convert_checkpoint] ", index.string(), ": \"weight_map\" is not an object");
   std::set<std::string> files;
-  for (const auto& [name, file] : member(json, "weight_map", index.string()).object) files.insert(file.string);
+  for (const auto& file : weight_map) {
+    TORCH_CHECK(file.is_string(), "[convert_checkpoint] ", index.string(),
+                ": a \"weight_map\" value is not a file name");
+    files.insert(file.get<std::string>());
+  }
   std::map<std::string, at::Tensor> out;
   for (const auto& file : files) out.merge(models::common::load_safetensors((fs::path(dir) / file).string()));
   return out;
@@ -293,8 +307,8 @@ FullCheckpoint import_hf(const std::string& dir, int64_t divisible_by) {
   std::ifstream in(cfg_path);
   TORCH_CHECK(in, "[convert_checkpoint] cannot read ", cfg_path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto cfg = utils::parse_json(text);
-  const auto& arch = hf::architecture_of_model_type(member(cfg, "model_type", cfg_path).string, cfg_path);
+  const auto cfg = read_json(text, cfg_path);
+  const auto& arch = hf::architecture_of_model_type(hf::string_or(&member(cfg, "model_type", cfg_path), ""), cfg_path);
   FullCheckpoint f;
   f.a = hf::import_config(arch, cfg, cfg_path);
   f.a.make_vocab_size_divisible_by = divisible_by;

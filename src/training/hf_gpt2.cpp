@@ -7,7 +7,7 @@
 
 namespace megatron::training::hf {
 
-using utils::JsonValue;
+using nlohmann::json;
 
 Architecture gpt2_architecture() {
   Architecture a;
@@ -41,9 +41,9 @@ Architecture gpt2_architecture() {
       integer("n_head", &Arguments::num_attention_heads),
       integer("n_positions", &Arguments::max_position_embeddings),
       real("layer_norm_epsilon", &Arguments::norm_epsilon, 1e-5),
-      {"activation_function", [](const Arguments& a) { return utils::json_quote(a.openai_gelu ? "gelu_new" : "gelu"); },
-       [](const JsonValue* v, Arguments& a, const std::string& where) {
-         const std::string act = v ? v->string : "gelu_new";
+      {"activation_function", [](const Arguments& a) { return json_string(a.openai_gelu ? "gelu_new" : "gelu"); },
+       [](const json* v, Arguments& a, const std::string& where) {
+         const std::string act = string_or(v, "gelu_new");
          TORCH_CHECK(act == "gelu" || act == "gelu_new" || act == "gelu_pytorch_tanh", "[convert_checkpoint] ", where,
                      ": activation_function \"", act, "\" is not gelu, gelu_new or gelu_pytorch_tanh");
          a.openai_gelu = act != "gelu";

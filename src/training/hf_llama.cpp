@@ -7,7 +7,7 @@
 
 namespace megatron::training::hf {
 
-using utils::JsonValue;
+using nlohmann::json;
 
 Architecture llama_architecture() {
   Architecture a;
@@ -43,13 +43,13 @@ Architecture llama_architecture() {
       integer("num_hidden_layers", &Arguments::num_layers),
       integer("num_attention_heads", &Arguments::num_attention_heads),
       {"num_key_value_heads", [](const Arguments& s) { return std::to_string(s.num_query_groups); },
-       [](const JsonValue* v, Arguments& s, const std::string&) {
+       [](const json* v, Arguments& s, const std::string&) {
          s.num_query_groups = static_cast<int64_t>(number_or(v, static_cast<double>(s.num_attention_heads)));
          s.group_query_attention = s.num_query_groups != s.num_attention_heads;
        }},
       {"head_dim",
        [](const Arguments& s) { return std::to_string(s.kv_channels.value_or(s.hidden_size / s.num_attention_heads)); },
-       [](const JsonValue* v, Arguments& s, const std::string&) {
+       [](const json* v, Arguments& s, const std::string&) {
          const auto d = static_cast<int64_t>(number_or(v, static_cast<double>(s.hidden_size / s.num_attention_heads)));
          if (d * s.num_attention_heads != s.hidden_size) s.kv_channels = d;
        }},
@@ -60,19 +60,20 @@ Architecture llama_architecture() {
        [](const Arguments& s) {
          return "{\"rope_type\": \"default\", \"rope_theta\": " + json_number(s.rotary_base) + "}";
        },
-       [](const JsonValue* v, Arguments& s, const std::string&) {
-         if (const auto* theta = v ? v->find("rope_theta") : nullptr) s.rotary_base = theta->number;
+       [](const json* v, Arguments& s, const std::string&) {
+         if (const auto* theta = member(v, "rope_theta"); theta && theta->is_number())
+           s.rotary_base = theta->get<double>();
        }},
       {"attention_bias", [](const Arguments& s) { return json_bool(!s.disable_bias_linear); },
-       [](const JsonValue* v, Arguments& s, const std::string&) { s.disable_bias_linear = !bool_or(v, false); }},
+       [](const json* v, Arguments& s, const std::string&) { s.disable_bias_linear = !bool_or(v, false); }},
       {"mlp_bias", [](const Arguments& s) { return json_bool(!s.disable_bias_linear); },
-       [](const JsonValue* v, Arguments& s, const std::string& where) {
+       [](const json* v, Arguments& s, const std::string& where) {
          TORCH_CHECK(bool_or(v, false) == !s.disable_bias_linear, "[convert_checkpoint] ", where,
                      ": attention_bias and mlp_bias differ; megatron has one --disable-bias-linear");
        }},
       {"hidden_act", [](const Arguments&) { return std::string("\"silu\""); },
-       [](const JsonValue* v, Arguments&, const std::string& where) {
-         const std::string act = v ? v->string : "silu";
+       [](const json* v, Arguments&, const std::string& where) {
+         const std::string act = string_or(v, "silu");
          TORCH_CHECK(act == "silu", "[convert_checkpoint] ", where, ": hidden_act \"", act, "\" is not silu");
        }},
       constant("attention_dropout", "0.0"),

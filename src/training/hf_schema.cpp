@@ -10,7 +10,7 @@
 
 namespace megatron::training::hf {
 
-using utils::JsonValue;
+using nlohmann::json;
 
 std::string json_number(double v) {
   std::ostringstream s;
@@ -21,11 +21,22 @@ std::string json_bool(bool v) {
   return v ? "true" : "false";
 }
 
-double number_or(const JsonValue* v, double fallback) {
-  return v && v->type == JsonValue::Type::kNumber ? v->number : fallback;
+std::string json_string(const std::string& s) {
+  return json(s).dump();
 }
-bool bool_or(const JsonValue* v, bool fallback) {
-  return v && v->type == JsonValue::Type::kBool ? v->boolean : fallback;
+const json* member(const json* v, const char* key) {
+  if (v == nullptr || !v->is_object()) return nullptr;
+  auto it = v->find(key);
+  return it == v->end() ? nullptr : &*it;
+}
+double number_or(const json* v, double fallback) {
+  return v && v->is_number() ? v->get<double>() : fallback;
+}
+bool bool_or(const json* v, bool fallback) {
+  return v && v->is_boolean() ? v->get<bool>() : fallback;
+}
+std::string string_or(const json* v, const std::string& fallback) {
+  return v && v->is_string() ? v->get<std::string>() : fallback;
 }
 
 namespace {
@@ -33,30 +44,28 @@ namespace {
 [[noreturn]] void missing(const std::string& key, const std::string& where) {
   TORCH_CHECK(false, "[convert_checkpoint] ", where, " has no \"", key, "\"");
 }
-int64_t required_int(const JsonValue* v, const std::string& key, const std::string& where) {
-  if (!v || v->type != JsonValue::Type::kNumber) missing(key, where);
-  return static_cast<int64_t>(v->number);
+int64_t required_int(const json* v, const std::string& key, const std::string& where) {
+  if (!v || !v->is_number()) missing(key, where);
+  return static_cast<int64_t>(v->get<double>());
 }
 
 }  // namespace
 
 ConfigRule integer(std::string key, int64_t Arguments::*field) {
-  return {key, [field](const Arguments& a) { return std::to_string(a.*field); },
-          [key, field](const JsonValue* v, Arguments& a, const std::string& where) {
-            a.*field = required_int(v, key, where);
-          }};
+  return {
+      key, [field](const Arguments& a) { return std::to_string(a.*field); },
+      [key, field](const json* v, Arguments& a, const std::string& where) { a.*field = required_int(v, key, where); }};
 }
 ConfigRule real(std::string key, double Arguments::*field, double fallback) {
-  return {
-      key, [field](const Arguments& a) { return json_number(a.*field); },
-      [field, fallback](const JsonValue* v, Arguments& a, const std::string&) { a.*field = number_or(v, fallback); }};
+  return {key, [field](const Arguments& a) { return json_number(a.*field); },
+          [field, fallback](const json* v, Arguments& a, const std::string&) { a.*field = number_or(v, fallback); }};
 }
-ConfigRule constant(std::string key, std::string json) {
-  return {key, [json](const Arguments&) { return json; }, [](const JsonValue*, Arguments&, const std::string&) {}};
+ConfigRule constant(std::string key, std::string value) {
+  return {key, [value](const Arguments&) { return value; }, [](const json*, Arguments&, const std::string&) {}};
 }
 ConfigRule ffn_size(std::string key, bool required) {
   return {key, [](const Arguments& a) { return std::to_string(a.ffn_hidden_size.value_or(4 * a.hidden_size)); },
-          [key, required](const JsonValue* v, Arguments& a, const std::string& where) {
+          [key, required](const json* v, Arguments& a, const std::string& where) {
             if (required)
               a.ffn_hidden_size = required_int(v, key, where);
             else
@@ -65,13 +74,13 @@ ConfigRule ffn_size(std::string key, bool required) {
 }
 void common_tail(std::vector<ConfigRule>& rules, bool tied_by_default) {
   rules.push_back({"vocab_size", [](const Arguments& a) { return std::to_string(a.vocab_size.value_or(0)); },
-                   [](const JsonValue* v, Arguments& a, const std::string& where) {
+                   [](const json* v, Arguments& a, const std::string& where) {
                      a.vocab_size = required_int(v, "vocab_size", where);
                    }});
   rules.push_back(real("initializer_range", &Arguments::init_method_std, 0.02));
   rules.push_back({"tie_word_embeddings",
                    [](const Arguments& a) { return json_bool(!a.untie_embeddings_and_output_weights); },
-                   [tied_by_default](const JsonValue* v, Arguments& a, const std::string&) {
+                   [tied_by_default](const json* v, Arguments& a, const std::string&) {
                      a.untie_embeddings_and_output_weights = !bool_or(v, tied_by_default);
                    }});
 }
@@ -241,16 +250,16 @@ std::string export_config(const Architecture& arch, const Arguments& args, int64
   Arguments a = args;
   a.vocab_size = true_vocab;
   std::ostringstream c;
-  c << "{\n  \"architectures\": [" << utils::json_quote(arch.class_name)
-    << "],\n  \"model_type\": " << utils::json_quote(arch.model_type) << ",\n";
-  for (const auto& rule : arch.config) c << "  " << utils::json_quote(rule.key) << ": " << rule.write(a) << ",\n";
-  c << "  \"torch_dtype\": " << utils::json_quote(torch_dtype) << "\n}\n";
+  c << "{\n  \"architectures\": [" << json_string(arch.class_name)
+    << "],\n  \"model_type\": " << json_string(arch.model_type) << ",\n";
+  for (const auto& rule : arch.config) c << "  " << json_string(rule.key) << ": " << rule.write(a) << ",\n";
+  c << "  \"torch_dtype\": " << json_string(torch_dtype) << "\n}\n";
   return c.str();
 }
 
-Arguments import_config(const Architecture& arch, const utils::JsonValue& config, const std::string& where) {
+Arguments import_config(const Architecture& arch, const json& config, const std::string& where) {
   Arguments a;
-  for (const auto& rule : arch.config) rule.read(config.find(rule.key), a, where);
+  for (const auto& rule : arch.config) rule.read(member(&config, rule.key.c_str()), a, where);
   arch.fixed(a);
   a.seq_length = a.max_position_embeddings;
   return a;

@@ -7,12 +7,12 @@
 
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "megatron/training/arguments.h"
-#include "megatron/utils/json.h"
 
 namespace megatron::training::hf {
 
@@ -44,7 +44,7 @@ struct ConfigRule {
   std::function<std::string(const Arguments&)> write;
   // Reads the key's value (nullptr when config.json lacks it) into the settings; `where` names
   // the file in errors.
-  std::function<void(const utils::JsonValue*, Arguments&, const std::string& where)> read;
+  std::function<void(const nlohmann::json*, Arguments&, const std::string& where)> read;
 };
 
 struct Architecture {
@@ -78,19 +78,23 @@ std::map<std::string, at::Tensor> import_tensors(const Architecture& arch, const
 // config.json of these settings (vocab_size = true_vocab, torch_dtype from dtype), and back.
 std::string export_config(const Architecture& arch, const Arguments& args, int64_t true_vocab,
                           const std::string& torch_dtype);
-Arguments import_config(const Architecture& arch, const utils::JsonValue& config, const std::string& where);
+Arguments import_config(const Architecture& arch, const nlohmann::json& config, const std::string& where);
 
 // --- what the tables are written with
 
 std::string json_number(double v);  // shortest text that reads back to v
 std::string json_bool(bool v);
-double number_or(const utils::JsonValue* v, double fallback);
-bool bool_or(const utils::JsonValue* v, bool fallback);
+std::string json_string(const std::string& s);  // quoted and escaped
+// The member `key` of an object, or nullptr (also when `v` is null or not an object).
+const nlohmann::json* member(const nlohmann::json* v, const char* key);
+double number_or(const nlohmann::json* v, double fallback);
+bool bool_or(const nlohmann::json* v, bool fallback);
+std::string string_or(const nlohmann::json* v, const std::string& fallback);
 // A key one setting carries: an integer (required on import), a float with its default.
 ConfigRule integer(std::string key, int64_t Arguments::*field);
 ConfigRule real(std::string key, double Arguments::*field, double fallback);
 // Written as it is; nothing to read back.
-ConfigRule constant(std::string key, std::string json);
+ConfigRule constant(std::string key, std::string value);
 // The MLP width (--ffn-hidden-size, default 4 x hidden); required on import or defaulted.
 ConfigRule ffn_size(std::string key, bool required);
 // vocab_size, initializer_range and tie_word_embeddings, which every table ends with.

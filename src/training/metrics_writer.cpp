@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "megatron/training/training.h"
-#include "megatron/utils/json.h"
 
 namespace megatron::training {
 namespace {
@@ -19,6 +19,11 @@ std::string number(double v) {
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "%.9g", v);
   return buffer;
+}
+
+// Written by hand, field by field, to keep Megatron-LM's order of the keys in each line.
+std::string quoted(const std::string& s) {
+  return nlohmann::json(s).dump();
 }
 
 }  // namespace
@@ -42,7 +47,7 @@ void MetricsWriter::write_iteration(const IterationRecord& r, int64_t consumed_s
                                     double tokens_per_second, double tflops) {
   std::ostringstream j;
   j << "{\"type\": \"train\", \"iteration\": " << r.iteration << ", \"consumed_samples\": " << consumed_samples;
-  for (const auto& [k, v] : r.metrics) j << ", " << utils::json_quote(k) << ": " << number(v);
+  for (const auto& [k, v] : r.metrics) j << ", " << quoted(k) << ": " << number(v);
   j << ", \"learning_rate\": " << number(r.learning_rate) << ", \"grad_norm\": " << number(r.grad_norm)
     << ", \"loss_scale\": " << number(r.loss_scale) << ", \"skipped\": " << (r.skipped ? "true" : "false")
     << ", \"elapsed_ms\": " << number(elapsed_ms) << ", \"tokens_per_second\": " << number(tokens_per_second)
@@ -52,9 +57,9 @@ void MetricsWriter::write_iteration(const IterationRecord& r, int64_t consumed_s
 
 void MetricsWriter::write_evaluation(const EvaluationRecord& r) {
   std::ostringstream j;
-  j << "{\"type\": " << utils::json_quote(r.split) << ", \"iteration\": " << r.iteration;
+  j << "{\"type\": " << quoted(r.split) << ", \"iteration\": " << r.iteration;
   for (const auto& [k, v] : r.metrics) {
-    j << ", " << utils::json_quote(k) << ": " << number(v) << ", " << utils::json_quote(k + " PPL") << ": "
+    j << ", " << quoted(k) << ": " << number(v) << ", " << quoted(k + " PPL") << ": "
       << number(std::exp(std::min(20.0, v)));
   }
   write_line(j.str() + "}");

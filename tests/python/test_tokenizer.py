@@ -111,18 +111,30 @@ def test_preprocess_data_matches_hf(tmp_path, vocab):
     assert len(doc_idx) == len(docs) + 1  # empty documents stay, with no sequences
 
 
-def test_invalid_utf8_roundtrips(tmp_path, vocab):
-    # Raw bytes are not JSON text, so feed them through preprocess_data's JSON-with-raw-bytes path.
-    src = tmp_path / "raw.jsonl"
-    raw = b'{"text": "ok \xff\xfe bad \xc3( end \xed\xa0\x80"}\n'
-    src.write_bytes(raw)
-    prefix = str(tmp_path / "out")
-    run("preprocess_data", "--input", src, "--output-prefix", prefix, "--tokenizer-type",
-        "GPT2BPETokenizer", "--vocab-file", vocab[0], "--merge-file", vocab[1])
-    _, _, _, _, tokens = read_mmidx(prefix + "_text_document")
+def test_invalid_utf8_roundtrips_but_is_not_json(tmp_path, vocab):
+    import megatron_cpp
+    # The tokenizer takes any bytes: each undecodable byte is a symbol of its own.
+    raw = b"ok \xff\xfe bad \xc3( end \xed\xa0\x80"
+    tokens = megatron_cpp.GPT2BPETokenizer(vocab[0], vocab[1]).tokenize(raw)
     vocab_json = json.load(open(vocab[0]))
     inv = {v: k for k, v in vocab_json.items()}
     # Undo GPT-2's byte-to-unicode mapping.
     byte_of = {c: b for b, c in gpt2_bytes_to_unicode().items()}
-    decoded = bytes(byte_of[ch] for t in tokens.tolist() for ch in inv[t])
-    assert decoded == b"ok \xff\xfe bad \xc3( end \xed\xa0\x80"
+    assert bytes(byte_of[ch] for t in tokens for ch in inv[t]) == raw
+    # JSON text is UTF-8 (RFC 8259; Python's json and Megatron-LM's preprocess_data refuse it too):
+    # the line is named with the fault, its bytes are not echoed (text=True would fail to decode
+    # them), and --skip-malformed skips and counts it.
+    src = tmp_path / "raw.jsonl"
+    src.write_bytes(b'{"text": "' + raw + b'"}\n{"text": "fine"}\n')
+    prefix = str(tmp_path / "out")
+    flags = ["--input", src, "--output-prefix", prefix, "--tokenizer-type", "GPT2BPETokenizer", "--vocab-file",
+             vocab[0], "--merge-file", vocab[1]]
+    proc = run("preprocess_data", *flags, check=False)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "raw.jsonl:1: malformed JSON: parse error at line 1, column 14" in lines[0], lines
+    assert "ill-formed UTF-8" in lines[0] and "--skip-malformed" in lines[0], lines
+    run("preprocess_data", *flags, "--skip-malformed")
+    _, _, _, doc_idx, tokens = read_mmidx(prefix + "_text_document")
+    hf = tokenizers.ByteLevelBPETokenizer(vocab[0], vocab[1])
+    assert tokens.tolist() == hf.encode("fine").ids and len(doc_idx) == 2

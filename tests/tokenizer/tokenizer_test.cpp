@@ -1,6 +1,5 @@
 #include "megatron/tokenizer/gpt2_bpe.h"
 #include "megatron/tokenizer/null_tokenizer.h"
-#include "megatron/utils/json.h"
 
 #include <c10/util/Exception.h>
 #include <gmock/gmock.h>
@@ -20,8 +19,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 using megatron::testing::error_of;
-using utils::JsonError;
-using utils::parse_json;
 
 std::vector<std::string> pieces(std::string_view text) {
   std::vector<std::string> out;
@@ -123,20 +120,6 @@ TEST(NullTokenizer, ParsesIds) {
   EXPECT_EQ(tok.detokenize({1, 2}), "1 2");
   EXPECT_THAT(error_of([&] { tok.tokenize("1 x"); }), HasSubstr("'x'"));
   EXPECT_THAT(error_of([&] { tok.tokenize("100"); }), HasSubstr("'100'"));
-}
-
-TEST(Json, ParsesAndLocatesErrors) {
-  auto v = parse_json(R"({"a": [1, "x\u00e9\ud83d\ude00"], "b": null})");
-  ASSERT_NE(v.find("a"), nullptr);
-  EXPECT_EQ(v.find("a")->array[1].string, "x\xc3\xa9\xf0\x9f\x98\x80");
-  try {
-    parse_json(R"({"a": 1,})");
-    FAIL();
-  } catch (const JsonError& e) {
-    EXPECT_EQ(e.offset(), 8u);
-  }
-  EXPECT_THROW(parse_json("{} x"), JsonError);
-  EXPECT_EQ(parse_json(R"("\ud800")").string, "\xef\xbf\xbd");
 }
 
 }  // namespace

@@ -3,12 +3,12 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
-
-#include "megatron/utils/json.h"
 
 namespace megatron::models::common {
 namespace {
@@ -26,6 +26,10 @@ std::string dtype_name(at::ScalarType t) {
   TORCH_CHECK(false, "[safetensors] no safetensors dtype for ", t);
 }
 
+std::string quoted(const std::string& s) {
+  return nlohmann::json(s).dump();
+}
+
 }  // namespace
 
 void save_safetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,
@@ -36,16 +40,14 @@ void save_safetensors(const std::string& path, const std::map<std::string, at::T
   if (!metadata.empty()) {
     header << "\"__metadata__\":{";
     for (auto it = metadata.begin(); it != metadata.end(); ++it)
-      header << (it == metadata.begin() ? "" : ",") << utils::json_quote(it->first) << ":"
-             << utils::json_quote(it->second);
+      header << (it == metadata.begin() ? "" : ",") << quoted(it->first) << ":" << quoted(it->second);
     header << "}";
     first = false;
   }
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
-    header << (first ? "" : ",") << utils::json_quote(name) << ":{\"dtype\":\"" << dtype_name(t.scalar_type())
-           << "\",\"shape\":[";
+    header << (first ? "" : ",") << quoted(name) << ":{\"dtype\":\"" << dtype_name(t.scalar_type()) << "\",\"shape\":[";
     for (int64_t d = 0; d < t.dim(); ++d) header << (d ? "," : "") << t.size(d);
     header << "],\"data_offsets\":[" << offset << "," << offset + bytes << "]}";
     offset += bytes;
@@ -88,29 +90,32 @@ std::map<std::string, at::Tensor> load_safetensors(const std::string& path) {
               file_size, " bytes)");
   std::string text(n, '\0');
   in.read(text.data(), static_cast<std::streamsize>(n));
-  utils::JsonValue header;
+  nlohmann::json header;
   try {
-    header = utils::parse_json(text);
-  } catch (const std::exception& e) {
+    header = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
     TORCH_CHECK(false, "[safetensors] ", path, ": malformed header: ", e.what());
   }
-  TORCH_CHECK(header.type == utils::JsonValue::Type::kObject, "[safetensors] ", path, ": header is not an object");
+  TORCH_CHECK(header.is_object(), "[safetensors] ", path, ": header is not an object");
   const uint64_t data_start = 8 + n;
   std::map<std::string, at::Tensor> out;
-  for (const auto& [name, info] : header.object) {
+  auto is_count = [](const nlohmann::json& v) { return v.is_number_unsigned(); };
+  for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") continue;
-    const auto* dtype = info.find("dtype");
-    const auto* shape = info.find("shape");
-    const auto* offsets = info.find("data_offsets");
-    TORCH_CHECK(dtype && shape && offsets && offsets->array.size() == 2, "[safetensors] ", path, ": tensor ", name,
-                " lacks dtype, shape or data_offsets");
-    auto type = dtypes().find(dtype->string);
-    TORCH_CHECK(type != dtypes().end(), "[safetensors] ", path, ": tensor ", name, " has unsupported dtype ",
-                dtype->string);
+    const bool complete =
+        info.is_object() && info.contains("dtype") && info["dtype"].is_string() && info.contains("shape") &&
+        info["shape"].is_array() && std::all_of(info["shape"].begin(), info["shape"].end(), is_count) &&
+        info.contains("data_offsets") && info["data_offsets"].is_array() && info["data_offsets"].size() == 2 &&
+        std::all_of(info["data_offsets"].begin(), info["data_offsets"].end(), is_count);
+    TORCH_CHECK(complete, "[safetensors] ", path, ": tensor ", name,
+                " lacks dtype, shape or data_offsets (or they are not a string and non-negative integers)");
+    const std::string dtype = info["dtype"].get<std::string>();
+    auto type = dtypes().find(dtype);
+    TORCH_CHECK(type != dtypes().end(), "[safetensors] ", path, ": tensor ", name, " has unsupported dtype ", dtype);
     std::vector<int64_t> sizes;
-    for (const auto& d : shape->array) sizes.push_back(static_cast<int64_t>(d.number));
-    const auto begin = static_cast<uint64_t>(offsets->array[0].number);
-    const auto end = static_cast<uint64_t>(offsets->array[1].number);
+    for (const auto& d : info["shape"]) sizes.push_back(d.get<int64_t>());
+    const auto begin = info["data_offsets"][0].get<uint64_t>();
+    const auto end = info["data_offsets"][1].get<uint64_t>();
     auto t = at::empty(sizes, at::TensorOptions().dtype(type->second));
     const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
     TORCH_CHECK(end >= begin && end - begin == bytes && data_start + end <= file_size, "[safetensors] ", path,
