@@ -1,6 +1,7 @@
-# megatron_add_test(name SOURCES ... LABELS ... [MPI_RANKS n ...])
-#   Builds a gtest binary. Without MPI_RANKS it is one CTest test; with it the binary runs as one CTest test per rank count under mpirun, every rank asserting (n = 0: one
-#   process started without any launcher).
+# megatron_add_test(name SOURCES ... LABELS ... [MPI_RANKS n ...] [TORCHRUN_RANKS n ...])
+#   Builds a gtest binary. Without MPI_RANKS it is one CTest test; with it the binary runs as one
+#   CTest test per rank count under mpirun, every rank asserting (n = 0: one process started
+#   without any launcher). TORCHRUN_RANKS: the same under `torchrun --no-python` (Gloo builds).
 set(MEGATRON_MPIEXEC_FLAGS --allow-run-as-root --oversubscribe --bind-to none
     CACHE STRING "Flags for mpirun in the distributed tests")
 
@@ -12,7 +13,7 @@ else()
 endif()
 
 function(megatron_add_test name)
-  cmake_parse_arguments(arg "" "" "SOURCES;LABELS;MPI_RANKS" ${ARGN})
+  cmake_parse_arguments(arg "" "" "SOURCES;LABELS;MPI_RANKS;TORCHRUN_RANKS" ${ARGN})
   add_executable(${name} ${arg_SOURCES})
   target_link_libraries(${name} PRIVATE megatron::megatron GTest::gtest GTest::gmock)
   target_include_directories(${name} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
@@ -29,6 +30,16 @@ function(megatron_add_test name)
     return()
   endif()
   target_sources(${name} PRIVATE "${PROJECT_SOURCE_DIR}/tests/distributed_main.cpp")
+  if(MEGATRON_WITH_GLOO)
+    foreach(n IN LISTS arg_TORCHRUN_RANKS)
+      # --standalone: a free port per run, so that tests running side by side do not meet.
+      add_test(NAME ${name}.torchrun${n}
+               COMMAND "${MEGATRON_PYTHON_EXECUTABLE}" -m torch.distributed.run --standalone --nproc-per-node ${n}
+                       --no-python $<TARGET_FILE:${name}>)
+      set_tests_properties(${name}.torchrun${n} PROPERTIES LABELS "distributed;${arg_LABELS}" TIMEOUT 180
+                           PROCESSORS 2)
+    endforeach()
+  endif()
   foreach(n IN LISTS arg_MPI_RANKS)
     # Without mpirun, a one-rank run is the launcher-less single process (unless that is listed
     # too); runs of more ranks need mpirun.

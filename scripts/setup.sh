@@ -20,6 +20,7 @@ APT_PACKAGES=(
   python3 python3-venv python3-dev
   openmpi-bin libopenmpi-dev
   libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
+  libgloo-dev
   libgtest-dev libgmock-dev
 )
 

@@ -2,6 +2,8 @@
 // single-process one). ProcessGroup checks arguments, then hands tensors to a Backend.
 #pragma once
 
+#include <c10/util/intrusive_ptr.h>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -9,6 +11,10 @@
 
 #include "build_config.h"
 #include "megatron/comm/process_group.h"
+
+namespace c10d {
+class Store;
+}
 
 namespace megatron::comm::detail {
 
@@ -76,12 +82,21 @@ std::unique_ptr<Backend> make_mpi_world_backend(BackendContext ctx);
 void mpi_abort(int exit_code);
 #endif
 
+// torchrun/deepspeed-style jobs: the TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 serves it
+// unless torchrun's agent does), under a prefix per restart.
+c10::intrusive_ptr<c10d::Store> make_launcher_store(const LauncherEnv& env, std::chrono::milliseconds timeout);
+
+#if MEGATRON_WITH_GLOO
+// Host tensors in jobs without MPI: c10d::ProcessGroupGloo over `store`.
+std::unique_ptr<Backend> make_gloo_world_backend(BackendContext ctx, c10::intrusive_ptr<c10d::Store> store);
+#endif
+
 #if MEGATRON_WITH_NCCL
 struct NcclRendezvous;  // how a new NCCL communicator gets its unique id
 std::unique_ptr<Backend> make_nccl_backend(BackendContext ctx, std::vector<int> global_ranks, std::string name,
                                            std::shared_ptr<NcclRendezvous> rendezvous, Backend* host_backend);
-std::shared_ptr<NcclRendezvous> make_nccl_rendezvous(const LauncherEnv& env, Backend* host_world,
-                                                     std::chrono::milliseconds timeout);
+// `store`: the launcher's (torchrun-style jobs), or null to pass ids through the host world.
+std::shared_ptr<NcclRendezvous> make_nccl_rendezvous(c10::intrusive_ptr<c10d::Store> store);
 #endif
 
 }  // namespace megatron::comm::detail

@@ -13,7 +13,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 #include <nccl.h>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -28,8 +28,8 @@
 
 namespace megatron::comm::detail {
 
-// The unique id of a new communicator reaches its members through the host world (MPI, or
-// the single-process backend) or, in torchrun-style jobs, through a c10d::TCPStore.
+// The unique id of a new communicator reaches its members through the launcher's store in
+// torchrun-style jobs, else through the host world (MPI, or the single-process backend).
 struct NcclRendezvous {
   c10::intrusive_ptr<c10d::Store> store;
   // Communicators created so far per group name on this rank, for store keys: members of a group
@@ -239,23 +239,10 @@ class NcclBackend : public Backend {
 
 }  // namespace
 
-std::shared_ptr<NcclRendezvous> make_nccl_rendezvous(const LauncherEnv& env, Backend* host_world,
-                                                     std::chrono::milliseconds timeout) {
+std::shared_ptr<NcclRendezvous> make_nccl_rendezvous(c10::intrusive_ptr<c10d::Store> store) {
   auto rendezvous = std::make_shared<NcclRendezvous>();
-  if (host_world == nullptr) {
-    c10d::TCPStoreOptions opts;
-    opts.port = static_cast<uint16_t>(env.master_port);
-    // torchrun's agent already serves a store on MASTER_PORT (and says so); rank 0 serves one
-    // only under launchers that do not.
-    const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
-    opts.isServer = env.rank == 0 && !(agent_store && std::string(agent_store) == "True");
-    opts.numWorkers = env.world_size;
-    opts.timeout = timeout;  // ranks wait here while rank 0 builds dataset caches
-    rendezvous->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
-    // A restarted torchrun worker group must not read the previous attempt's ids.
-    const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
-    rendezvous->prefix = "megatron/" + std::string(restart ? restart : "0") + "/nccl/";
-  }
+  rendezvous->store = std::move(store);
+  rendezvous->prefix = "nccl/";
   return rendezvous;
 }
 

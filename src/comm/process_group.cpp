@@ -1,9 +1,10 @@
 // ProcessGroup: argument checks shared by every transport, the choice of transport per tensor
-// (host: MPI or single-process, CUDA: NCCL), and init_distributed().
+// (host: MPI, Gloo or single-process; CUDA: NCCL), and init_distributed().
 #include "megatron/comm/process_group.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <cstdlib>
 #include <sstream>
@@ -34,7 +35,7 @@ class ProcessGroupImpl {
   int rank = 0;
   std::chrono::milliseconds timeout{0};
   at::DeviceType device_type = at::kCPU;
-  std::unique_ptr<Backend> host;  // null in torchrun-style GPU jobs (no MPI there)
+  std::unique_ptr<Backend> host;  // null in torchrun-style GPU jobs of builds without Gloo
   std::unique_ptr<Backend> cuda;  // created on the first CUDA tensor
 #if MEGATRON_WITH_NCCL
   std::shared_ptr<detail::NcclRendezvous> rendezvous;
@@ -49,8 +50,8 @@ class ProcessGroupImpl {
     return static_cast<int>(global_ranks.size());
   }
 
-  // torchrun-style GPU jobs have no MPI: their host tensors (flags, metrics, timers) travel
-  // through NCCL on the rank's current CUDA device, synchronously.
+  // torchrun-style GPU jobs of builds without Gloo: host tensors (flags, metrics, timers)
+  // travel through NCCL on the rank's current CUDA device, synchronously.
   bool staged_on_device(const at::Tensor& t) const {
     return t.defined() && t.is_cpu() && !host && device_type == at::kCUDA;
   }
@@ -96,8 +97,8 @@ class ProcessGroupImpl {
     TORCH_CHECK(tensor.is_cpu(), "[comm] ", op, " on group '", name,
                 "': tensors must be on CPU (MPI) or CUDA (NCCL), got ", tensor.device());
     TORCH_CHECK(host, "[comm] ", op, " on group '", name,
-                "': host tensors need MPI, which "
-                "torchrun-style jobs do not have; move the tensor to CUDA or launch with mpirun");
+                "': host tensors need MPI or Gloo, and this torchrun-style job of a build without Gloo has "
+                "neither; move the tensor to CUDA or launch with mpirun");
     return *host;
   }
 };
@@ -311,7 +312,7 @@ void ProcessGroup::barrier() {
     impl_->host->barrier(info)->wait();
     return;
   }
-  // torchrun-style GPU jobs: a one-element all-reduce on the device.
+  // torchrun-style GPU jobs without Gloo: a one-element all-reduce on the device.
   auto flag = at::zeros({1}, at::TensorOptions().device(impl_->device_type));
   all_reduce(flag);
 }
@@ -325,6 +326,7 @@ std::shared_ptr<ProcessGroup> init_distributed(const LauncherEnv& env, Distribut
   impl->timeout = timeout_from_env(options.timeout);
   impl->device_type = options.device_type;
   detail::BackendContext ctx{env.rank, env.world_size, impl->timeout};
+  c10::intrusive_ptr<c10d::Store> store;  // torchrun-style jobs only
 
   // srun starts MPI processes too (with --mpi=pmix); without MPI in the build, an srun CUDA job
   // meets like a torchrun one.
@@ -342,19 +344,25 @@ std::shared_ptr<ProcessGroup> init_distributed(const LauncherEnv& env, Distribut
   } else if (env.world_size == 1) {
     impl->host = detail::make_local_backend(ctx);
   } else {
+    // torchrun/deepspeed: no MPI. Host tensors go through Gloo (or, in builds without it,
+    // through NCCL on the rank's device); NCCL communicators meet through the same store.
+#if !MEGATRON_WITH_GLOO
     TORCH_CHECK(options.device_type == at::kCUDA, "[comm] torchrun-style launch with WORLD_SIZE=", env.world_size,
-                " for a CPU job: collectives on host tensors run over MPI, so "
-                "launch it as `mpirun -np ",
-                env.world_size,
-                " ...` instead (CUDA jobs may use "
-                "either launcher)");
+                " for a CPU job, but this build has no Gloo (install libgloo-dev and reconfigure), so host "
+                "tensors can only travel over MPI: launch it as `mpirun -np ",
+                env.world_size, " ...` instead");
+#endif
 #if !MEGATRON_WITH_NCCL
-    TORCH_CHECK(false, "[comm] torchrun-style CUDA job of ", env.world_size,
+    TORCH_CHECK(options.device_type != at::kCUDA, "[comm] torchrun-style CUDA job of ", env.world_size,
                 " ranks, but this build has no NCCL (configure with MEGATRON_WITH_NCCL=ON)");
+#endif
+    store = detail::make_launcher_store(env, impl->timeout);
+#if MEGATRON_WITH_GLOO
+    impl->host = detail::make_gloo_world_backend(ctx, store);
 #endif
   }
 #if MEGATRON_WITH_NCCL
-  impl->rendezvous = detail::make_nccl_rendezvous(env, impl->host.get(), impl->timeout);
+  impl->rendezvous = detail::make_nccl_rendezvous(store);
 #endif
   return ProcessGroupImpl::wrap(std::move(impl));
 }

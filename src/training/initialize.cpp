@@ -24,8 +24,13 @@ namespace {
 
 c10::Device choose_device(const Arguments& args, int local_rank) {
   std::string name = args.device;
-  if (name.empty()) name = at::hasCUDA() ? "cuda" : "cpu";
+  // --distributed-backend gloo is Megatron-LM's way of saying: a CPU job.
+  const bool gloo = args.distributed_backend == "gloo";
+  if (name.empty()) name = at::hasCUDA() && !gloo ? "cuda" : "cpu";
   if (name == "cpu") return c10::Device(c10::kCPU);
+  TORCH_CHECK(!gloo,
+              "[training] --device cuda with --distributed-backend gloo: CUDA tensors go through NCCL "
+              "here; use --distributed-backend nccl, or --device cpu");
   TORCH_CHECK(at::hasCUDA(), "[training] --device cuda, but no CUDA device is visible");
   // One GPU per local rank; a launcher that shows each rank only its own GPU leaves one visible.
   const auto index = static_cast<c10::DeviceIndex>(local_rank % static_cast<int>(at::getNumGPUs()));
@@ -70,6 +75,8 @@ Initialized initialize_megatron(const Arguments& args, std::shared_ptr<comm::Pro
   TORCH_CHECK(!args.local_rank || *args.local_rank == env.local_rank, "[training] --local-rank ",
               args.local_rank.value_or(0), " disagrees with the launcher's local rank ", env.local_rank,
               " (LOCAL_RANK or the MPI launcher's variable)");
+  // A program (or Python script) that did not set up logging for its rank still logs once per job.
+  if (logging_world_size() != env.world_size) init_logging({env.rank, env.world_size, ""});
   const c10::Device device = choose_device(args, env.local_rank);
   if (!args.no_cpu_allocator_cache) enable_cpu_allocator_cache();
   set_intra_op_threads_per_rank(env);

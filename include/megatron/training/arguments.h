@@ -146,7 +146,7 @@ struct MEGATRON_API Arguments {
   bool checkpoint_activations = false;          // = --recompute-granularity full (Megatron-DeepSpeed)
   // No effect here (ignored_megatron_flags() names the ones given): attention is always
   // at::scaled_dot_product_attention with an fp32 softmax, kernels are LibTorch's, host and CUDA
-  // collectives are MPI and NCCL, and there is no Python garbage collector.
+  // collectives are MPI/Gloo and NCCL, and there is no Python garbage collector.
   bool use_mcore_models = false;
   std::string transformer_impl = "local";  // local | transformer_engine
   bool use_flash_attn = false;
@@ -162,7 +162,7 @@ struct MEGATRON_API Arguments {
   bool no_persist_layer_norm = false;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
-  std::string distributed_backend = "nccl";  // nccl | gloo
+  std::string distributed_backend = "nccl";  // nccl | gloo (gloo: a CPU job)
   bool no_create_attention_mask_in_dataloader = false;
   bool manual_gc = false;
   int64_t manual_gc_interval = 0;

@@ -227,8 +227,8 @@ enum class ArgSaved { kSaved, kNotSaved };
     "accepted, no effect: data-parallel gradients are reduced after the backward pass")                             \
   X(ignored, overlap_param_gather, kNotSaved, any(),                                                                \
     "accepted, no effect: the distributed optimizer gathers parameters after its step")                             \
-  X(ignored, distributed_backend, kNotSaved, one_of("nccl|gloo"),                                                   \
-    "accepted, no effect: host tensors go through MPI, CUDA tensors through NCCL")                                  \
+  X(distributed, distributed_backend, kNotSaved, one_of("nccl|gloo"),                                               \
+    "nccl: CUDA tensors through NCCL; gloo: a CPU job. Host tensors: MPI under mpirun, Gloo under torchrun/deepspeed") \
   X(ignored, no_create_attention_mask_in_dataloader, kNotSaved, any(),                                              \
     "accepted, no effect: batches carry a mask only with --reset-attention-mask")                                   \
   X(ignored, manual_gc, kNotSaved, any(), "accepted, no effect: there is no Python garbage collector")              \
