@@ -190,6 +190,30 @@ class Arguments:
     def data_path(self, arg0: collections.abc.Sequence[str]) -> None:
         ...
     @property
+    def deepspeed(self) -> bool:
+        """
+        Megatron-DeepSpeed's switch: read --deepspeed_config
+        """
+    @deepspeed.setter
+    def deepspeed(self, arg0: bool) -> None:
+        ...
+    @property
+    def deepspeed_activation_checkpointing(self) -> bool:
+        """
+        accepted, no effect: activations are recomputed as --recompute-granularity says
+        """
+    @deepspeed_activation_checkpointing.setter
+    def deepspeed_activation_checkpointing(self, arg0: bool) -> None:
+        ...
+    @property
+    def deepspeed_config(self) -> str:
+        """
+        DeepSpeed JSON config: batch sizes, clipping, ZeRO stage, fp16/bf16, Adam (docs/migrating.md)
+        """
+    @deepspeed_config.setter
+    def deepspeed_config(self, arg0: str) -> None:
+        ...
+    @property
     def device(self) -> str:
         """
         cpu | cuda (default cuda when a GPU is visible)
@@ -208,7 +232,7 @@ class Arguments:
     @property
     def distributed_backend(self) -> str:
         """
-        accepted, no effect: host tensors go through MPI, CUDA tensors through NCCL
+        nccl: CUDA tensors through NCCL; gloo: a CPU job. Host tensors: MPI under mpirun, Gloo under torchrun/deepspeed
         """
     @distributed_backend.setter
     def distributed_backend(self, arg0: str) -> None:
@@ -1132,6 +1156,14 @@ class Arguments:
         """
     @world_size.setter
     def world_size(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def zero_stage(self) -> int | None:
+        """
+        ZeRO stage: 0 plain data parallelism, 1 = --use-distributed-optimizer
+        """
+    @zero_stage.setter
+    def zero_stage(self, arg0: typing.SupportsInt | None) -> None:
         ...
 class BatchIterator:
     """

@@ -10,6 +10,8 @@
 #include <set>
 #include <type_traits>
 
+#include "deepspeed_config.h"
+
 namespace megatron::training {
 namespace {
 
@@ -60,9 +62,10 @@ CLI::Option* bind_field(CLI::App& app, const std::string& flag, T& v, const char
   return option;
 }
 
-// A flag's names: launchers spell --local-rank their own way (deepspeed appends --local_rank=N).
+// A flag's names: DeepSpeed spells its own with underscores (its launcher appends --local_rank=N;
+// Megatron-DeepSpeed's scripts say --deepspeed_config).
 std::string cli_names(const std::string& field) {
-  return field == "local_rank" ? flag_of(field) + ",--local_rank" : flag_of(field);
+  return field == "local_rank" || field == "deepspeed_config" ? flag_of(field) + ",--" + field : flag_of(field);
 }
 
 // Megatron-LM's _add_<group>_args: the table's lines of one group.
@@ -250,6 +253,14 @@ std::optional<Arguments> parse_arguments(const std::vector<std::string>& args, i
     TORCH_CHECK(false, "[arguments] ", e.what(), "; see ", program, " --help");
   }
   if (auto* config = app.get_config_ptr(); config && config->count()) a.config_file = config->as<std::string>();
+  std::set<std::string> given;  // fields the command line or the TOML config set
+  for (const CLI::Option* option : app.get_options()) {
+    if (option->count() == 0 || option->get_lnames().empty()) continue;
+    std::string field = option->get_lnames().front();
+    std::replace(field.begin(), field.end(), '-', '_');
+    given.insert(field);
+  }
+  detail::apply_deepspeed_config(a, given, world_size);
   a.validate(world_size);
   return a;
 }

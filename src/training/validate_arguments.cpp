@@ -97,6 +97,14 @@ void resolve_aliases(Arguments& a) {
               ") are the same setting; give one");
     a.norm_epsilon = *a.layernorm_epsilon;
   }
+  if (a.zero_stage) {
+    ARG_CHECK(*a.zero_stage <= 1, "--zero-stage ", *a.zero_stage,
+              ": ZeRO stages 2 and 3 (gradient and parameter sharding) are not implemented yet; stage 1 is "
+              "--use-distributed-optimizer");
+    ARG_CHECK(*a.zero_stage == 1 || !a.use_distributed_optimizer,
+              "--zero-stage 0 and --use-distributed-optimizer (ZeRO stage 1) exclude each other");
+    if (*a.zero_stage == 1) a.use_distributed_optimizer = true;
+  }
   if (a.checkpoint_activations) {
     ARG_CHECK(a.recompute_granularity.empty() || a.recompute_granularity == "full",
               "--checkpoint-activations means --recompute-granularity full, but it is ", a.recompute_granularity);

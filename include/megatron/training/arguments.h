@@ -54,6 +54,10 @@ struct MEGATRON_API Arguments {
   bool use_distributed_optimizer = false;
   double distributed_timeout_minutes = 10;
   std::optional<int64_t> local_rank;  // as the launcher passes it (deepspeed: --local_rank=N)
+  // Megatron-DeepSpeed's: a DeepSpeed JSON config read into these settings (deepspeed_config.cpp).
+  bool deepspeed = false;
+  std::string deepspeed_config;
+  std::optional<int64_t> zero_stage;  // 0: plain DP, 1: = --use-distributed-optimizer
 
   // --- data and tokenizer
   std::vector<std::string> data_path;  // prefix, or weight prefix weight prefix ...
@@ -163,6 +167,7 @@ struct MEGATRON_API Arguments {
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
   std::string distributed_backend = "nccl";  // nccl | gloo (gloo: a CPU job)
+  bool deepspeed_activation_checkpointing = false;
   bool no_create_attention_mask_in_dataloader = false;
   bool manual_gc = false;
   int64_t manual_gc_interval = 0;

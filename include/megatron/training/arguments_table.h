@@ -121,6 +121,10 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(distributed, local_rank, kNotSaved, non_negative(),                                                             \
     "this process's rank on its node, as deepspeed (--local_rank=N) and torch.distributed.launch pass it; must "    \
     "agree with the launcher's LOCAL_RANK")                                                                         \
+  X(distributed, deepspeed, kNotSaved, any(), "Megatron-DeepSpeed's switch: read --deepspeed_config")               \
+  X(distributed, deepspeed_config, kNotSaved, any(),                                                                \
+    "DeepSpeed JSON config: batch sizes, clipping, ZeRO stage, fp16/bf16, Adam (docs/migrating.md)")                \
+  X(distributed, zero_stage, kNotSaved, between(0, 3), "ZeRO stage: 0 plain data parallelism, 1 = --use-distributed-optimizer") \
   X(data, data_path, kSaved, any(), "dataset prefix, or weight prefix weight prefix ...")                           \
   X(data, split, kSaved, any(), "train, valid, test proportions")                                                   \
   X(data, mock_data, kSaved, any(), "synthetic data instead of --data-path")                                        \
@@ -229,6 +233,8 @@ enum class ArgSaved { kSaved, kNotSaved };
     "accepted, no effect: the distributed optimizer gathers parameters after its step")                             \
   X(distributed, distributed_backend, kNotSaved, one_of("nccl|gloo"),                                               \
     "nccl: CUDA tensors through NCCL; gloo: a CPU job. Host tensors: MPI under mpirun, Gloo under torchrun/deepspeed") \
+  X(ignored, deepspeed_activation_checkpointing, kNotSaved, any(),                                                  \
+    "accepted, no effect: activations are recomputed as --recompute-granularity says")                              \
   X(ignored, no_create_attention_mask_in_dataloader, kNotSaved, any(),                                              \
     "accepted, no effect: batches carry a mask only with --reset-attention-mask")                                   \
   X(ignored, manual_gc, kNotSaved, any(), "accepted, no effect: there is no Python garbage collector")              \

@@ -14,6 +14,48 @@ def average_losses_across_data_parallel_group(losses):
     return averaged / ps.get_data_parallel_world_size()
 
 
+def get_blend_and_blend_per_split(args):
+    """(blend, blend_per_split) of the flags: the --data-path blend, and None (separate
+    train/valid/test data paths are not implemented)."""
+    from ..core.datasets.utils import get_blend_from_list
+    return get_blend_from_list(args.data_path), None
+
+
+def get_batch_on_this_tp_rank(data_iterator):
+    """Megatron-LM's get_batch_on_this_tp_rank: TP rank 0's next micro-batch (tokens, labels,
+    loss_mask, attention_mask, position_ids) on every rank of its tensor-parallel group, on the
+    run's device. With pipeline parallelism the first stage gets no labels or loss_mask, the last
+    no tokens or position_ids, and the stages between get attention_mask only. Every rank with an
+    iterator draws from it, so that all iterators stay in step; TP rank 0's batch is the one used."""
+    from ..core.tensor_parallel import broadcast_data
+    ps = global_vars.get_parallel_state()
+    first = ps.get_tensor_model_parallel_rank() == 0
+    data = next(data_iterator) if data_iterator is not None else None
+    if first and data is None:
+        raise RuntimeError("[get_batch_on_this_tp_rank] tensor-parallel rank 0 needs a data iterator")
+    has_mask = torch.zeros(1, dtype=torch.int64)
+    if first:
+        has_mask[0] = int(data.get("attention_mask") is not None)
+    ps.get_tensor_model_parallel_group().broadcast(has_mask, 0)
+    batch = dict(broadcast_data(["tokens", "labels", "position_ids"], data if first else None, torch.int64))
+    batch.update(broadcast_data(["loss_mask"], data if first else None, torch.float32))
+    batch["attention_mask"] = (broadcast_data(["attention_mask"], data if first else None, torch.bool)["attention_mask"]
+                               if has_mask.item() else None)
+    if ps.get_pipeline_model_parallel_world_size() > 1:
+        if not ps.is_pipeline_first_stage():
+            batch["tokens"] = batch["position_ids"] = None
+        if not ps.is_pipeline_last_stage():
+            batch["labels"] = batch["loss_mask"] = None
+    device = _run_device()
+    return {k: v.to(device) if v is not None else None for k, v in batch.items()}
+
+
+def _run_device():
+    args = global_vars.get_args()
+    name = args.device or ("cuda" if torch.cuda.is_available() and args.distributed_backend != "gloo" else "cpu")
+    return torch.device("cuda", torch.cuda.current_device()) if name == "cuda" else torch.device("cpu")
+
+
 def print_rank_0(message):
     """Prints on world rank 0 only."""
     if _world_rank() == 0:
