@@ -1,9 +1,15 @@
 #include "megatron/tensor_parallel/layers.h"
 
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/module.h>
+
+#include "autograd_group.h"
 
 namespace megatron::tensor_parallel {
 namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
 
 int64_t divide(int64_t n, int64_t d, const char* what, const char* who) {
   TORCH_CHECK(d > 0 && n % d == 0, "[", who, "] ", what, " (", n, ") must be divisible by the tensor-parallel size (",
@@ -15,6 +21,63 @@ int64_t divide(int64_t n, int64_t d, const char* what, const char* who) {
 at::Tensor empty_param(at::IntArrayRef shape) {
   return at::zeros(shape, at::kFloat);
 }
+
+// Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication: Y = X A^T + b for a
+// column-parallel weight. Backward launches the input-gradient all-reduce (reduce-scatter with
+// sequence parallelism) before the weight-gradient GEMM and waits after it. With sequence
+// parallelism only this rank's [s/tp, b, in] shard is saved; backward re-gathers it under the
+// input-gradient GEMM. The GEMMs are the ones autograd runs for at::linear, so results are
+// bit-identical to copy_to_tensor_model_parallel_region (or the sequence gather) + at::linear.
+struct LinearWithAsyncCommunication : torch::autograd::Function<LinearWithAsyncCommunication> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight,
+                            const at::Tensor& bias, GroupPtr g, bool sequence_parallel) {
+    at::Tensor total = sequence_parallel ? all_gather_along_dim(input, g, 0) : input;
+    detail::save_group(ctx, g);
+    ctx->saved_data["sequence_parallel"] = sequence_parallel;
+    const bool has_bias = bias.numel() > 0;
+    ctx->saved_data["has_bias"] = has_bias;
+    ctx->save_for_backward({input, weight});
+    return at::linear(total, weight, has_bias ? bias : at::Tensor());
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& input = saved[0];
+    const at::Tensor& weight = saved[1];
+    const GroupPtr g = detail::load_group(ctx);
+    const bool sequence_parallel = ctx->saved_data["sequence_parallel"].toBool();
+    const at::Tensor grad = grads[0].contiguous();
+    const int64_t out_features = grad.size(-1), in_features = weight.size(1);
+
+    at::Tensor total = input;
+    comm::WorkHandle gather;
+    if (sequence_parallel) {
+      auto sizes = input.sizes().vec();
+      sizes[0] *= group_size(g);
+      total = at::empty(sizes, input.options());
+      gather = g->all_gather_async(total, input.contiguous());
+    }
+    const at::Tensor grad_2d = grad.view({-1, out_features});
+    auto grad_input_sizes = grad.sizes().vec();
+    grad_input_sizes.back() = in_features;
+    at::Tensor grad_input = grad_2d.mm(weight).view(grad_input_sizes);  // [s, b, in]
+    if (gather) gather->wait();
+
+    at::Tensor grad_input_shard;
+    comm::WorkHandle reduce;
+    if (sequence_parallel) {
+      grad_input_shard = at::empty(input.sizes(), grad_input.options());
+      reduce = g->reduce_scatter_async(grad_input_shard, grad_input);
+    } else {
+      reduce = g->all_reduce_async(grad_input);
+    }
+    // Under the collective: the weight and bias gradients.
+    at::Tensor grad_weight = grad_2d.t().mm(total.reshape({-1, in_features}));
+    at::Tensor grad_bias = ctx->saved_data["has_bias"].toBool() ? grad_2d.sum(0) : at::Tensor();
+    reduce->wait();
+    return {sequence_parallel ? grad_input_shard : grad_input, grad_weight, grad_bias, at::Tensor(), at::Tensor()};
+  }
+};
 
 }  // namespace
 
@@ -60,9 +123,11 @@ at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& input, const at::
               "[ColumnParallelLinear] weight must be [", output_size_per_partition, ", ", options.input_size(),
               "], got ", w.sizes());
   const auto& g = options.tp_group();
-  at::Tensor x = options.sequence_parallel() ? gather_from_sequence_parallel_region(input, g, true)
-                                             : copy_to_tensor_model_parallel_region(input, g);
-  at::Tensor out = at::linear(x, w, bias);
+  // A custom autograd function cannot take an undefined tensor: no bias travels as an empty one.
+  at::Tensor out = group_size(g) == 1 ? at::linear(input, w, bias)
+                                      : LinearWithAsyncCommunication::apply(
+                                            input, w, bias.defined() ? bias : at::empty({0}, w.options()), g,
+                                            options.sequence_parallel());
   if (options.gather_output()) out = gather_from_tensor_model_parallel_region(out, g);
   return out;
 }

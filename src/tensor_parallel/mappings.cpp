@@ -3,28 +3,16 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "autograd_group.h"
 #include "megatron/tensor_parallel/sharding.h"
 
 namespace megatron::tensor_parallel {
 namespace {
 
+using detail::load_group;
+using detail::save_group;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// Keeps the group alive inside an autograd context (IValue capsules need no registration).
-struct GroupHolder : torch::CustomClassHolder {
-  explicit GroupHolder(GroupPtr g) : group(std::move(g)) {}
-  GroupPtr group;
-};
-
-void save_group(AutogradContext* ctx, const GroupPtr& group) {
-  ctx->saved_data["group"] = c10::IValue::make_capsule(c10::make_intrusive<GroupHolder>(group));
-}
-
-GroupPtr load_group(AutogradContext* ctx) {
-  auto holder = c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule());
-  return holder->group;
-}
 
 at::Tensor all_reduce(const at::Tensor& input, const GroupPtr& group) {
   if (group_size(group) == 1) return input;

@@ -1,0 +1,25 @@
+// A process group carried through an autograd context, for the backward collective of the
+// tensor-parallel mappings and layers. Private to src/tensor_parallel.
+#pragma once
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "megatron/tensor_parallel/mappings.h"
+
+namespace megatron::tensor_parallel::detail {
+
+// Keeps the group alive inside an autograd context (IValue capsules need no registration).
+struct GroupHolder : torch::CustomClassHolder {
+  explicit GroupHolder(GroupPtr g) : group(std::move(g)) {}
+  GroupPtr group;
+};
+
+inline void save_group(torch::autograd::AutogradContext* ctx, const GroupPtr& group) {
+  ctx->saved_data["group"] = c10::IValue::make_capsule(c10::make_intrusive<GroupHolder>(group));
+}
+
+inline GroupPtr load_group(torch::autograd::AutogradContext* ctx) {
+  return c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule())->group;
+}
+
+}  // namespace megatron::tensor_parallel::detail
