@@ -52,6 +52,15 @@ class PollingWork : public Work {
 // An operation that is already done (shared; waiting on it returns at once).
 WorkHandle completed_work();
 
+// $MEGATRON_INJECT_COMM_LATENCY_US = D (default 0): every collective on host tensors completes no
+// earlier than D microseconds after its launch, its wait sleeping (no CPU) until then. On a
+// machine whose real communication is nearly free, a wait in the wrong place or work that should
+// overlap but runs in series then shows as time, in tests and benchmarks.
+std::chrono::microseconds injected_latency();
+// `work` held back until `ready`.
+WorkHandle complete_no_earlier_than(WorkHandle work, std::chrono::steady_clock::time_point ready,
+                                    std::chrono::milliseconds timeout);
+
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -132,9 +132,17 @@ class CopyBackWork : public Work {
 
 template <typename Start>
 WorkHandle in_place(at::Tensor& tensor, std::chrono::milliseconds timeout, Start start) {
-  if (tensor.is_contiguous()) return start(tensor);
-  at::Tensor staging = tensor.contiguous();
-  return std::make_shared<CopyBackWork>(start(staging), tensor, staging, timeout);
+  const auto launched = std::chrono::steady_clock::now();
+  WorkHandle work;
+  if (tensor.is_contiguous()) {
+    work = start(tensor);
+  } else {
+    at::Tensor staging = tensor.contiguous();
+    work = std::make_shared<CopyBackWork>(start(staging), tensor, staging, timeout);
+  }
+  const auto latency = detail::injected_latency();
+  if (latency.count() == 0 || !tensor.is_cpu()) return work;
+  return detail::complete_no_earlier_than(std::move(work), launched + latency, timeout);
 }
 
 void check_same_kind(const at::Tensor& a, const at::Tensor& b, const OpInfo& info) {

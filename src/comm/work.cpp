@@ -1,5 +1,6 @@
 #include <c10/util/Exception.h>
 
+#include <cstdlib>
 #include <sstream>
 #include <thread>
 
@@ -64,6 +65,41 @@ class CompletedWork : public Work {
   void wait(std::chrono::milliseconds) override {}
 };
 }  // namespace
+
+std::chrono::microseconds injected_latency() {
+  static const std::chrono::microseconds latency = [] {
+    const char* value = std::getenv("MEGATRON_INJECT_COMM_LATENCY_US");
+    if (value == nullptr || *value == '\0') return std::chrono::microseconds(0);
+    char* end = nullptr;
+    const long long us = std::strtoll(value, &end, 10);
+    TORCH_CHECK(*end == '\0' && us >= 0 && us <= 60'000'000, "[comm] MEGATRON_INJECT_COMM_LATENCY_US='", value,
+                "': expected whole microseconds from 0 to 60000000");
+    return std::chrono::microseconds(us);
+  }();
+  return latency;
+}
+
+namespace {
+class DelayedWork : public Work {
+ public:
+  DelayedWork(WorkHandle inner, std::chrono::steady_clock::time_point ready, std::chrono::milliseconds timeout)
+      : Work(timeout), inner_(std::move(inner)), ready_(ready) {}
+  bool is_completed() override { return std::chrono::steady_clock::now() >= ready_ && inner_->is_completed(); }
+  void wait(std::chrono::milliseconds timeout) override {
+    inner_->wait(timeout);
+    std::this_thread::sleep_until(ready_);
+  }
+
+ private:
+  WorkHandle inner_;
+  std::chrono::steady_clock::time_point ready_;
+};
+}  // namespace
+
+WorkHandle complete_no_earlier_than(WorkHandle work, std::chrono::steady_clock::time_point ready,
+                                    std::chrono::milliseconds timeout) {
+  return std::make_shared<DelayedWork>(std::move(work), ready, timeout);
+}
 
 WorkHandle completed_work() {
   // Blocking collectives return this on every call: one shared instance, no allocation.

@@ -6,6 +6,8 @@
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "distributed_test.h"
@@ -155,6 +157,34 @@ TEST(ProcessGroup, AsyncOperationsOverlapWithCompute) {
   EXPECT_TRUE(at::equal(b, at::full({257}, 2.0f)));
   EXPECT_FLOAT_EQ(gathered[9 * pg.size() - 1].item<float>(), 8.0f + pg.size() - 1);
   EXPECT_FLOAT_EQ(product[0][0].item<float>(), 64.0f);
+}
+
+// Registered as process_group_test.latency, with MEGATRON_INJECT_COMM_LATENCY_US=200000: each
+// collective completes 0.2 s after its launch, and the caller is free until it waits.
+TEST(InjectedLatency, CollectivesCompleteNoEarlierThanTheLatencyAfterLaunch) {
+  const char* value = std::getenv("MEGATRON_INJECT_COMM_LATENCY_US");
+  if (value == nullptr) GTEST_SKIP() << "run by process_group_test.latency, which sets MEGATRON_INJECT_COMM_LATENCY_US";
+  const auto latency = std::chrono::microseconds(std::atoll(value));
+  using clock = std::chrono::steady_clock;
+  auto& pg = *world();
+  auto t = at::ones({1000});
+  pg.barrier();
+
+  auto start = clock::now();
+  pg.all_reduce(t);  // blocking: returns after the latency
+  EXPECT_GE(clock::now() - start, latency);
+  EXPECT_TRUE(at::equal(t, at::full({1000}, 1.0f * pg.size())));
+
+  start = clock::now();
+  auto work = pg.all_reduce_async(t);
+  EXPECT_LT(clock::now() - start, latency / 2) << "launching must not wait";
+  EXPECT_FALSE(work->is_completed());
+  std::this_thread::sleep_for(latency);  // the caller's own work, longer than the latency
+  const auto before_wait = clock::now();
+  work->wait();
+  EXPECT_LT(clock::now() - before_wait, latency / 2) << "the latency was hidden behind the caller's work";
+  EXPECT_TRUE(work->is_completed());
+  EXPECT_TRUE(at::equal(t, at::full({1000}, 1.0f * pg.size() * pg.size())));
 }
 
 TEST(ProcessGroup, SubgroupsCommunicateAmongTheirMembers) {
