@@ -430,12 +430,44 @@ class Arguments:
     def log_interval(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
+    def log_memory_to_tensorboard(self) -> bool:
+        """
+        the CUDA caching allocator's counters (GPU runs)
+        """
+    @log_memory_to_tensorboard.setter
+    def log_memory_to_tensorboard(self, arg0: bool) -> None:
+        ...
+    @property
     def log_throughput(self) -> bool:
         """
-        accepted, no effect: the iteration line always reports it
+        with --log-timers-to-tensorboard, a throughput scalar (the iteration line always reports it)
         """
     @log_throughput.setter
     def log_throughput(self, arg0: bool) -> None:
+        ...
+    @property
+    def log_timers_to_tensorboard(self) -> bool:
+        """
+        iteration-time (s) and, with --log-throughput, throughput (TFLOP/s/GPU) at each log interval
+        """
+    @log_timers_to_tensorboard.setter
+    def log_timers_to_tensorboard(self, arg0: bool) -> None:
+        ...
+    @property
+    def log_validation_ppl_to_tensorboard(self) -> bool:
+        """
+        validation PPL scalars too
+        """
+    @log_validation_ppl_to_tensorboard.setter
+    def log_validation_ppl_to_tensorboard(self, arg0: bool) -> None:
+        ...
+    @property
+    def log_world_size_to_tensorboard(self) -> bool:
+        """
+        world-size scalars
+        """
+    @log_world_size_to_tensorboard.setter
+    def log_world_size_to_tensorboard(self, arg0: bool) -> None:
         ...
     @property
     def loss_scale(self) -> float | None:
@@ -676,6 +708,14 @@ class Arguments:
         """
     @no_load_rng.setter
     def no_load_rng(self, arg0: bool) -> None:
+        ...
+    @property
+    def no_log_loss_scale_to_tensorboard(self) -> bool:
+        """
+        no loss-scale scalars
+        """
+    @no_log_loss_scale_to_tensorboard.setter
+    def no_log_loss_scale_to_tensorboard(self, arg0: bool) -> None:
         ...
     @property
     def no_masked_softmax_fusion(self) -> bool:
@@ -1016,10 +1056,26 @@ class Arguments:
     @property
     def tensorboard_dir(self) -> str:
         """
-        where --use-pytorch-profiler writes its trace (*.pt.trace.json)
+        TensorBoard event file of the run's scalars (last rank), and where --use-pytorch-profiler writes its trace
         """
     @tensorboard_dir.setter
     def tensorboard_dir(self, arg0: str) -> None:
+        ...
+    @property
+    def tensorboard_log_interval(self) -> int:
+        """
+        iterations between TensorBoard scalars
+        """
+    @tensorboard_log_interval.setter
+    def tensorboard_log_interval(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def tensorboard_queue_size(self) -> int:
+        """
+        scalars held before the event file is flushed
+        """
+    @tensorboard_queue_size.setter
+    def tensorboard_queue_size(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
     def tf32(self) -> bool:
@@ -1140,6 +1196,14 @@ class Arguments:
         """
     @vocab_size.setter
     def vocab_size(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
+    def wandb_project(self) -> str:
+        """
+        refused: Weights & Biases needs network access; use --tensorboard-dir
+        """
+    @wandb_project.setter
+    def wandb_project(self, arg0: str) -> None:
         ...
     @property
     def weight_decay(self) -> float:

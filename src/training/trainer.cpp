@@ -83,6 +83,8 @@ Trainer::Trainer(const TrainingContext& ctx, TrainerParts parts, TrainingProgres
       parts_(std::move(parts)),
       forward_backward_func_(pipeline_parallel::get_forward_backward_func(ps_)),
       metrics_writer_(ps_.get_rank() == ps_.get_world_size() - 1 ? args_.metrics_file : ""),
+      tensorboard_(ps_.get_rank() == ps_.get_world_size() - 1 ? args_.tensorboard_dir : "",
+                   args_.tensorboard_queue_size),
       profiler_(args_, ps_.get_rank(), ctx.device),
       timers_(ctx.device),
       progress_(progress),
@@ -207,6 +209,7 @@ void Trainer::train() {
     window.push_back(record);
     result_.iterations.push_back(record);
     progress_.iteration = iteration;
+    tensorboard_log(iteration, record);
     if (iteration % args_.log_interval == 0 || iteration == *args_.train_iters) {
       training_log(iteration, window);
       window.clear();

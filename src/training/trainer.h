@@ -13,6 +13,7 @@
 #include "megatron/optimizer/param_scheduler.h"
 #include "megatron/training/checkpointing.h"
 #include "megatron/training/metrics_writer.h"
+#include "megatron/training/tensorboard_writer.h"
 #include "megatron/training/timers.h"
 #include "megatron/training/training.h"
 #include "profiler.h"
@@ -62,6 +63,8 @@ class Trainer {
   std::map<std::string, double> evaluate(const Iterators& its);
   void evaluate_and_print_results(int64_t iteration, const Iterators& its, const std::string& split);
   void training_log(int64_t iteration, const std::vector<IterationRecord>& window);
+  // Megatron-LM's TensorBoard scalars of one iteration (every --tensorboard-log-interval).
+  void tensorboard_log(int64_t iteration, const IterationRecord& record);
   void save(int64_t iteration);
   // The reason to stop after `iteration` ("" to go on): SIGTERM, --exit-duration-in-mins,
   // --exit-interval. Collective, so every rank stops after the same iteration.
@@ -76,6 +79,7 @@ class Trainer {
   TrainerParts parts_;
   pipeline_parallel::ForwardBackwardFunc forward_backward_func_;
   MetricsWriter metrics_writer_;
+  TensorBoardWriter tensorboard_;  // the last rank's, as Megatron-LM's
   IterationProfiler profiler_;
   Timers timers_;
   TrainingProgress progress_;

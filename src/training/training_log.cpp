@@ -1,5 +1,5 @@
 // What the loop prints: Megatron-LM's iteration line and its validation/test lines, mirrored as
-// JSON lines in --metrics-file.
+// JSON lines in --metrics-file and as Megatron-LM's TensorBoard scalars in --tensorboard-dir.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -36,7 +36,40 @@ void Trainer::evaluate_and_print_results(int64_t iteration, const Iterators& its
   log_rank_last(LogLevel::kInfo, text);
   log_rank_last(LogLevel::kInfo, rule);
   result_.evaluations.push_back({iteration, split, values});
+  // Megatron-LM writes the test split under the same "validation" tags.
+  for (const auto& [key, value] : values) {
+    const double ppl = std::exp(std::min(20.0, value));
+    tensorboard_.add_scalar(key + " validation", value, iteration);
+    tensorboard_.add_scalar(key + " validation vs samples", value, progress_.consumed_train_samples);
+    if (args_.log_validation_ppl_to_tensorboard) {
+      tensorboard_.add_scalar(key + " validation ppl", ppl, iteration);
+      tensorboard_.add_scalar(key + " validation ppl vs samples", ppl, progress_.consumed_train_samples);
+    }
+  }
+  tensorboard_.flush();
   if (ps_.get_rank() == ps_.get_world_size() - 1) metrics_writer_.write_evaluation(result_.evaluations.back());
+}
+
+void Trainer::tensorboard_log(int64_t iteration, const IterationRecord& record) {
+  if (!tensorboard_.enabled() || iteration % args_.tensorboard_log_interval != 0) return;
+  const int64_t samples = progress_.consumed_train_samples;
+  auto both = [&](const std::string& tag, double value) {
+    tensorboard_.add_scalar(tag, value, iteration);
+    tensorboard_.add_scalar(tag + " vs samples", value, samples);
+  };
+  both("learning-rate", record.learning_rate);
+  both("batch-size", static_cast<double>(*args_.global_batch_size));
+  for (const auto& [key, value] : record.metrics) both(key, value);
+  if (!args_.no_log_loss_scale_to_tensorboard) both("loss-scale", record.loss_scale);
+  if (args_.log_world_size_to_tensorboard) both("world-size", static_cast<double>(args_.world_size));
+  if (!record.skipped) both("grad-norm", record.grad_norm);
+  if (args_.log_memory_to_tensorboard) {
+    if (const auto m = device_memory_stats(ctx_.device)) {
+      tensorboard_.add_scalar("mem-reserved-bytes", static_cast<double>(m->reserved), iteration);
+      tensorboard_.add_scalar("mem-allocated-bytes", static_cast<double>(m->allocated), iteration);
+      tensorboard_.add_scalar("mem-max-allocated-bytes", static_cast<double>(m->max_allocated), iteration);
+    }
+  }
 }
 
 // Megatron-LM's iteration line, averaged over the iterations since the last one.
@@ -93,6 +126,11 @@ void Trainer::training_log(int64_t iteration, const std::vector<IterationRecord>
     }
   }
   memory_reported_ = true;
+  if (args_.log_timers_to_tensorboard) {
+    tensorboard_.add_scalar("iteration-time", ms / 1000.0, iteration);
+    if (args_.log_throughput) tensorboard_.add_scalar("throughput", tflops, iteration);
+  }
+  tensorboard_.flush();
   if (ps_.get_rank() == ps_.get_world_size() - 1) {
     IterationRecord logged = last;  // with the interval's averages, as printed
     for (auto& [k, v] : logged.metrics) v = sums.count(k) ? sums[k] / std::max<int64_t>(1, advanced) : v;

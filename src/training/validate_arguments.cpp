@@ -223,6 +223,13 @@ void validate_checkpointing(const Arguments& a) {
 }  // namespace
 
 void validate_logging(const Arguments& a) {
+  ARG_CHECK(a.wandb_project.empty(), "--wandb-project ", a.wandb_project,
+            ": Weights & Biases needs network access, which this build does not use; --tensorboard-dir writes "
+            "the same scalars to an event file");
+  ARG_CHECK(!(a.log_timers_to_tensorboard || a.log_validation_ppl_to_tensorboard || a.log_memory_to_tensorboard ||
+              a.log_world_size_to_tensorboard) ||
+                !a.tensorboard_dir.empty(),
+            "the --log-*-to-tensorboard flags need --tensorboard-dir");
   if (!a.profile) return;
   ARG_CHECK(a.profile_step_end > a.profile_step_start, "--profile-step-end (", a.profile_step_end,
             ") must be after --profile-step-start (", a.profile_step_start, ")");

@@ -113,8 +113,17 @@ struct MEGATRON_API Arguments {
   int64_t log_interval = 100;
   int64_t eval_interval = 1000;
   int64_t eval_iters = 100;
-  std::string metrics_file;           // JSONL, one line per logged iteration and evaluation
-  std::string tensorboard_dir;        // where --use-pytorch-profiler writes its trace
+  std::string metrics_file;     // JSONL, one line per logged iteration and evaluation
+  std::string tensorboard_dir;  // event file of scalars; also where --use-pytorch-profiler writes
+  int64_t tensorboard_log_interval = 1;
+  int64_t tensorboard_queue_size = 1000;
+  bool log_timers_to_tensorboard = false;
+  bool no_log_loss_scale_to_tensorboard = false;
+  bool log_validation_ppl_to_tensorboard = false;
+  bool log_memory_to_tensorboard = false;
+  bool log_world_size_to_tensorboard = false;
+  bool log_throughput = false;        // a TensorBoard scalar; the iteration line always has it
+  std::string wandb_project;          // refused with a clear error (no network here)
   bool profile = false;               // profile iterations profile_step_start + 1 .. profile_step_end
   bool use_pytorch_profiler = false;  // a Kineto trace (else CUDA profiler ranges for nsys)
   int64_t profile_step_start = 10;
@@ -171,7 +180,6 @@ struct MEGATRON_API Arguments {
   bool no_create_attention_mask_in_dataloader = false;
   bool manual_gc = false;
   int64_t manual_gc_interval = 0;
-  bool log_throughput = false;  // the iteration line always has it
   int64_t timing_log_level = 0;
 
   // --- set by validate()

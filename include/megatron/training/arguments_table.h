@@ -173,7 +173,17 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(validation, eval_interval, kSaved, positive(), "iterations between evaluations")                                \
   X(validation, eval_iters, kSaved, non_negative(), "iterations per evaluation")                                    \
   X(logging, metrics_file, kNotSaved, any(), "JSONL file of logged metrics")                                        \
-  X(logging, tensorboard_dir, kNotSaved, any(), "where --use-pytorch-profiler writes its trace (*.pt.trace.json)")  \
+  X(logging, tensorboard_dir, kNotSaved, any(),                                                                    \
+    "TensorBoard event file of the run's scalars (last rank), and where --use-pytorch-profiler writes its trace")   \
+  X(logging, tensorboard_log_interval, kNotSaved, positive(), "iterations between TensorBoard scalars")             \
+  X(logging, tensorboard_queue_size, kNotSaved, positive(), "scalars held before the event file is flushed")        \
+  X(logging, log_timers_to_tensorboard, kNotSaved, any(),                                                           \
+    "iteration-time (s) and, with --log-throughput, throughput (TFLOP/s/GPU) at each log interval")                 \
+  X(logging, no_log_loss_scale_to_tensorboard, kNotSaved, any(), "no loss-scale scalars")                            \
+  X(logging, log_validation_ppl_to_tensorboard, kNotSaved, any(), "validation PPL scalars too")                     \
+  X(logging, log_memory_to_tensorboard, kNotSaved, any(), "the CUDA caching allocator's counters (GPU runs)")       \
+  X(logging, log_world_size_to_tensorboard, kNotSaved, any(), "world-size scalars")                                 \
+  X(logging, wandb_project, kNotSaved, any(), "refused: Weights & Biases needs network access; use --tensorboard-dir") \
   X(logging, profile, kNotSaved, any(),                                                                             \
     "profile the iterations after --profile-step-start up to --profile-step-end on --profile-ranks")                \
   X(logging, use_pytorch_profiler, kNotSaved, any(),                                                                \
@@ -239,7 +249,8 @@ enum class ArgSaved { kSaved, kNotSaved };
     "accepted, no effect: batches carry a mask only with --reset-attention-mask")                                   \
   X(ignored, manual_gc, kNotSaved, any(), "accepted, no effect: there is no Python garbage collector")              \
   X(ignored, manual_gc_interval, kNotSaved, non_negative(), "accepted, no effect: there is no Python garbage collector") \
-  X(ignored, log_throughput, kNotSaved, any(), "accepted, no effect: the iteration line always reports it")         \
+  X(logging, log_throughput, kNotSaved, any(),                                                                      \
+    "with --log-timers-to-tensorboard, a throughput scalar (the iteration line always reports it)")                 \
   X(ignored, timing_log_level, kNotSaved, between(0, 2),                                                            \
     "accepted, no effect: forward-backward and optimizer times are always logged")                                  \
   X(derived, world_size, kSaved, positive(), "ranks in the job")                                                    \
