@@ -94,6 +94,14 @@ class Arguments:
     def adam_eps(self, arg0: typing.SupportsFloat) -> None:
         ...
     @property
+    def apply_layernorm_1p(self) -> bool:
+        """
+        norm weights centred on zero: stored as gamma - 1, initialised to 0, applied as 1 + weight
+        """
+    @apply_layernorm_1p.setter
+    def apply_layernorm_1p(self, arg0: bool) -> None:
+        ...
+    @property
     def apply_query_key_layer_scaling(self) -> bool:
         """
         accepted, no effect: with an fp32 softmax the scaling cancels out
@@ -2372,6 +2380,7 @@ class TransformerConfig:
     init_method_std: typing.Any
     kv_channels: typing.Any
     layernorm_epsilon: typing.Any
+    layernorm_zero_centered_gamma: typing.Any
     normalization: typing.Any
     num_attention_heads: typing.Any
     num_layers: typing.Any

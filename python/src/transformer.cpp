@@ -105,6 +105,7 @@ void init_transformer(py::module_& m) {
   MEGATRON_CONFIG_FIELD(kv_channels)
   MEGATRON_CONFIG_FIELD(normalization)
   MEGATRON_CONFIG_FIELD(layernorm_epsilon)
+  MEGATRON_CONFIG_FIELD(layernorm_zero_centered_gamma)
   MEGATRON_CONFIG_FIELD(add_bias_linear)
   MEGATRON_CONFIG_FIELD(add_qkv_bias)
   MEGATRON_CONFIG_FIELD(gated_linear_unit)

@@ -67,6 +67,7 @@ void check_arguments(const Arguments& args, const TrainingState& state, const Ra
   if (args.position_embedding_type == "learned_absolute")
     same("--max-position-embeddings", args.max_position_embeddings, saved.max_position_embeddings);
   same("--normalization", args.normalization, saved.normalization);
+  same("--apply-layernorm-1p", args.apply_layernorm_1p, saved.apply_layernorm_1p);
   same("--swiglu", args.swiglu, saved.swiglu);
   same("--disable-bias-linear", args.disable_bias_linear, saved.disable_bias_linear);
   same("--untie-embeddings-and-output-weights", args.untie_embeddings_and_output_weights,

@@ -13,6 +13,7 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
       .normalization(a.normalization == "RMSNorm" ? transformer::Normalization::kRMSNorm
                                                   : transformer::Normalization::kLayerNorm)
       .layernorm_epsilon(a.norm_epsilon)
+      .layernorm_zero_centered_gamma(a.apply_layernorm_1p)
       .add_bias_linear(!a.disable_bias_linear)
       .gated_linear_unit(a.swiglu)
       .activation(a.swiglu ? transformer::Activation::kSilu

@@ -18,9 +18,9 @@ Architecture gpt2_architecture() {
   a.tensors = {
       {"embedding.word_embeddings.weight", {"transformer.wte.weight"}, Transform::kCopy, When::kAlways, true},
       {"embedding.position_embeddings.weight", {"transformer.wpe.weight"}},
-      {L + "input_layernorm.weight", {H + "ln_1.weight"}},
+      {L + "input_layernorm.weight", {H + "ln_1.weight"}, Transform::kNormWeight},
       {L + "input_layernorm.bias", {H + "ln_1.bias"}},
-      {L + "pre_mlp_layernorm.weight", {H + "ln_2.weight"}},
+      {L + "pre_mlp_layernorm.weight", {H + "ln_2.weight"}, Transform::kNormWeight},
       {L + "pre_mlp_layernorm.bias", {H + "ln_2.bias"}},
       {L + "self_attention.linear_qkv.weight", {H + "attn.c_attn.weight"}, Transform::kQkvConcatConv1D},
       {L + "self_attention.linear_qkv.bias", {H + "attn.c_attn.bias"}, Transform::kQkvConcat},
@@ -30,7 +30,7 @@ Architecture gpt2_architecture() {
       {L + "mlp.linear_fc1.bias", {H + "mlp.c_fc.bias"}},
       {L + "mlp.linear_fc2.weight", {H + "mlp.c_proj.weight"}, Transform::kTranspose},
       {L + "mlp.linear_fc2.bias", {H + "mlp.c_proj.bias"}},
-      {"decoder.final_layernorm.weight", {"transformer.ln_f.weight"}},
+      {"decoder.final_layernorm.weight", {"transformer.ln_f.weight"}, Transform::kNormWeight},
       {"decoder.final_layernorm.bias", {"transformer.ln_f.bias"}},
       {"output_layer.weight", {"lm_head.weight"}, Transform::kCopy, When::kUntied, true},
   };

@@ -16,8 +16,8 @@ Architecture llama_architecture() {
   const std::string L = "decoder.layers.{i}.", H = "model.layers.{i}.";
   a.tensors = {
       {"embedding.word_embeddings.weight", {"model.embed_tokens.weight"}, Transform::kCopy, When::kAlways, true},
-      {L + "input_layernorm.weight", {H + "input_layernorm.weight"}},
-      {L + "pre_mlp_layernorm.weight", {H + "post_attention_layernorm.weight"}},
+      {L + "input_layernorm.weight", {H + "input_layernorm.weight"}, Transform::kNormWeight},
+      {L + "pre_mlp_layernorm.weight", {H + "post_attention_layernorm.weight"}, Transform::kNormWeight},
       {L + "self_attention.linear_qkv.weight",
        {H + "self_attn.q_proj.weight", H + "self_attn.k_proj.weight", H + "self_attn.v_proj.weight"},
        Transform::kQkv},
@@ -34,7 +34,7 @@ Architecture llama_architecture() {
        Transform::kGateUp,
        When::kWithBias},
       {L + "mlp.linear_fc2.bias", {H + "mlp.down_proj.bias"}, Transform::kCopy, When::kWithBias},
-      {"decoder.final_layernorm.weight", {"model.norm.weight"}},
+      {"decoder.final_layernorm.weight", {"model.norm.weight"}, Transform::kNormWeight},
       {"output_layer.weight", {"lm_head.weight"}, Transform::kCopy, When::kUntied, true},
   };
   a.config = {

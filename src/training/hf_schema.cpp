@@ -146,6 +146,7 @@ std::vector<at::Tensor> to_hf(const TensorRule& r, const at::Tensor& t, const Ar
       const int64_t ffn = t.size(0) / 2;
       return {t.narrow(0, 0, ffn), t.narrow(0, ffn, ffn)};
     }
+    case Transform::kNormWeight: return {a.apply_layernorm_1p ? t + 1 : t};
   }
   TORCH_INTERNAL_ASSERT(false);
 }
@@ -168,6 +169,7 @@ at::Tensor from_hf(const TensorRule& r, const std::vector<at::Tensor>& p, const 
       return fuse_qkv(q[0], q[1], q[2], s);
     }
     case Transform::kGateUp: return at::cat({p[0], p[1]});
+    case Transform::kNormWeight: return a.apply_layernorm_1p ? p[0] - 1 : p[0];
   }
   TORCH_INTERNAL_ASSERT(false);
 }

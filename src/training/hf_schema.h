@@ -24,6 +24,7 @@ enum class Transform {
   kQkvConcat,        // one tensor cat(q, k, v) <-> linear_qkv
   kQkvConcatConv1D,  // one tensor cat(q, k, v).t() <-> linear_qkv (GPT-2's c_attn.weight)
   kGateUp,           // gate_proj, up_proj <-> linear_fc1 = cat(gate, up)
+  kNormWeight,       // gamma <-> the norm weight, gamma - 1 with --apply-layernorm-1p
 };
 
 // When a tensor exists.

@@ -230,3 +230,33 @@ def test_corrupt_checkpoint_is_one_line_naming_the_file(tmp_path):
     assert proc.returncode != 0
     lines = [l for l in proc.stderr.splitlines() if l.startswith("pretrain_gpt:")]
     assert len(lines) == 1 and str(f) in lines[0] and "truncated" in lines[0], proc.stderr[-2000:]
+
+
+def test_apply_layernorm_1p_trains_the_same_model_and_exports_gamma(tmp_path):
+    """--apply-layernorm-1p stores each norm weight as gamma - 1 (initialised to 0, applied as
+    1 + weight). From one seed it trains what a run without it trains, with every norm weight
+    1 lower; the Hugging Face export writes gamma, so both exports give the same logits."""
+    transformers = pytest.importorskip("transformers")
+    runs = {}
+    for name, flags in (("plain", []), ("1p", ["--apply-layernorm-1p"])):
+        ck, metrics = tmp_path / name, tmp_path / f"{name}.jsonl"
+        run([PRETRAIN, *tiny(4, "--save", str(ck), "--metrics-file", str(metrics), *flags)])
+        state = torch.load(ck / "iter_0000004" / "mp_rank_00" / "model_optim_rng.pt")["model"]
+        run([CONVERT, "--load", str(ck), "--export-hf", str(tmp_path / f"{name}_hf")])
+        runs[name] = (losses(metrics), state)
+    (plain_losses, plain), (losses_1p, state_1p) = runs["plain"], runs["1p"]
+    assert list(losses_1p.values()) == pytest.approx(list(plain_losses.values()), rel=1e-5)
+    norms = [k for k in plain if k.endswith("layernorm.weight")]
+    assert len(norms) == 9  # two per layer and the final one
+    for k in norms:
+        assert torch.allclose(state_1p[k] + 1, plain[k], atol=1e-5), k
+        assert state_1p[k].abs().max() < 0.1, k  # gamma - 1, where the plain run holds gamma near 1
+    hf = {name: transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / f"{name}_hf")).eval()
+          for name in runs}
+    assert torch.equal(hf["1p"].state_dict()["transformer.ln_f.weight"], state_1p["decoder.final_layernorm.weight"] + 1)
+    ids = torch.randint(0, 250, (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert (hf["1p"](ids).logits - hf["plain"](ids).logits).abs().max().item() <= 1e-4
+    # Resuming with the other setting would read gamma - 1 as gamma: refused, naming the flag.
+    proc = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "1p"))], check=False)
+    assert proc.returncode != 0 and "--apply-layernorm-1p" in proc.stderr, proc.stderr[-2000:]

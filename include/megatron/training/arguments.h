@@ -30,6 +30,7 @@ struct MEGATRON_API Arguments {
   double rotary_percent = 1.0;
   double rotary_base = 10000.0;
   std::string normalization = "LayerNorm";  // | RMSNorm
+  bool apply_layernorm_1p = false;          // norm weights stored as gamma - 1
   double norm_epsilon = 1e-5;
   bool swiglu = false;
   bool openai_gelu = false;  // tanh-approximated GELU, as GPT-2 (Hugging Face's gelu_new)

@@ -97,6 +97,8 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(network_size, rotary_percent, kSaved, above(0, 1), "fraction of head dim rotated")                              \
   X(network_size, rotary_base, kSaved, positive(), "RoPE base")                                                     \
   X(network_size, normalization, kSaved, one_of("LayerNorm|RMSNorm"), "LayerNorm | RMSNorm")                        \
+  X(network_size, apply_layernorm_1p, kSaved, any(),                                                                \
+    "norm weights centred on zero: stored as gamma - 1, initialised to 0, applied as 1 + weight")                   \
   X(network_size, norm_epsilon, kSaved, positive(), "normalisation epsilon")                                        \
   X(network_size, swiglu, kSaved, any(), "SwiGLU MLP instead of GELU")                                              \
   X(network_size, openai_gelu, kSaved, any(), "tanh-approximated GELU, as OpenAI's GPT-2")                          \

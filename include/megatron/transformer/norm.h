@@ -24,6 +24,7 @@ class MEGATRON_API NormImpl : public torch::nn::Cloneable<NormImpl>, public tens
   Normalization normalization;
   int64_t hidden_size;
   double eps;
+  bool zero_centered_gamma;  // weight holds gamma - 1
   at::Tensor weight, bias;
 };
 TORCH_MODULE(Norm);

@@ -44,6 +44,8 @@ struct MEGATRON_API TransformerConfig {
   // --- layer options
   TORCH_ARG(Normalization, normalization) = Normalization::kLayerNorm;
   TORCH_ARG(double, layernorm_epsilon) = 1e-5;
+  // Norm weights centred on zero (--apply-layernorm-1p): stored as gamma - 1, applied as 1 + weight.
+  TORCH_ARG(bool, layernorm_zero_centered_gamma) = false;
   TORCH_ARG(bool, add_bias_linear) = true;
   // Bias on the QKV projection even without add_bias_linear (Qwen-style); default add_bias_linear.
   TORCH_ARG(std::optional<bool>, add_qkv_bias) = std::nullopt;
