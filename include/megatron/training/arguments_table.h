@@ -185,6 +185,8 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(logging, log_validation_ppl_to_tensorboard, kNotSaved, any(), "validation PPL scalars too")                     \
   X(logging, log_memory_to_tensorboard, kNotSaved, any(), "the CUDA caching allocator's counters (GPU runs)")       \
   X(logging, log_world_size_to_tensorboard, kNotSaved, any(), "world-size scalars")                                 \
+  X(logging, log_throughput, kNotSaved, any(),                                                                      \
+    "with --log-timers-to-tensorboard, a throughput scalar (the iteration line always reports it)")                 \
   X(logging, wandb_project, kNotSaved, any(), "refused: Weights & Biases needs network access; use --tensorboard-dir") \
   X(logging, profile, kNotSaved, any(),                                                                             \
     "profile the iterations after --profile-step-start up to --profile-step-end on --profile-ranks")                \
@@ -251,8 +253,6 @@ enum class ArgSaved { kSaved, kNotSaved };
     "accepted, no effect: batches carry a mask only with --reset-attention-mask")                                   \
   X(ignored, manual_gc, kNotSaved, any(), "accepted, no effect: there is no Python garbage collector")              \
   X(ignored, manual_gc_interval, kNotSaved, non_negative(), "accepted, no effect: there is no Python garbage collector") \
-  X(logging, log_throughput, kNotSaved, any(),                                                                      \
-    "with --log-timers-to-tensorboard, a throughput scalar (the iteration line always reports it)")                 \
   X(ignored, timing_log_level, kNotSaved, between(0, 2),                                                            \
     "accepted, no effect: forward-backward and optimizer times are always logged")                                  \
   X(derived, world_size, kSaved, positive(), "ranks in the job")                                                    \
