@@ -1142,6 +1142,14 @@ class Arguments:
     def untie_embeddings_and_output_weights(self, arg0: bool) -> None:
         ...
     @property
+    def use_checkpoint_args(self) -> bool:
+        """
+        the model's shape and tokenizer settings not given here, and the parallel sizes, from --load's saved args
+        """
+    @use_checkpoint_args.setter
+    def use_checkpoint_args(self, arg0: bool) -> None:
+        ...
+    @property
     def use_distributed_optimizer(self) -> bool:
         """
         shard optimizer state over data-parallel ranks (ZeRO-1)

@@ -10,6 +10,7 @@
 #include <set>
 #include <type_traits>
 
+#include "checkpoint_args.h"
 #include "deepspeed_config.h"
 
 namespace megatron::training {
@@ -261,6 +262,7 @@ std::optional<Arguments> parse_arguments(const std::vector<std::string>& args, i
     given.insert(field);
   }
   detail::apply_deepspeed_config(a, given, world_size);
+  detail::apply_checkpoint_args(a, given);
   a.validate(world_size);
   return a;
 }

@@ -260,3 +260,31 @@ def test_apply_layernorm_1p_trains_the_same_model_and_exports_gamma(tmp_path):
     # Resuming with the other setting would read gamma - 1 as gamma: refused, naming the flag.
     proc = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "1p"))], check=False)
     assert proc.returncode != 0 and "--apply-layernorm-1p" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_use_checkpoint_args_takes_the_shape_and_layout_from_the_checkpoint(tmp_path):
+    """--use-checkpoint-args: a resume that names no model shape and no parallel sizes builds the
+    checkpoint's model (3 layers, hidden 48, RMSNorm + SwiGLU, vocabulary 250, TP 2) and continues
+    the uninterrupted run's losses exactly."""
+    shape = ["--num-layers", "3", "--hidden-size", "48", "--num-attention-heads", "4", "--seq-length", "16",
+             "--normalization", "RMSNorm", "--swiglu", "--ffn-hidden-size", "64", "--vocab-size", "250",
+             "--make-vocab-size-divisible-by", "8", "--tensor-model-parallel-size", "2"]
+
+    def train(iters):
+        return ["--micro-batch-size", "2", "--global-batch-size", "8", "--train-iters", str(iters), "--lr", "2e-3",
+                "--min-lr", "2e-4", "--lr-warmup-iters", "1", "--lr-decay-iters", "12", "--lr-decay-style", "cosine",
+                "--mock-data", "--device", "cpu", "--num-workers", "0", "--log-interval", "1", "--eval-iters", "0"]
+
+    ck = tmp_path / "ck"
+    run([PRETRAIN, *shape, *train(6), "--metrics-file", str(tmp_path / "whole.jsonl")], np=2)
+    run([PRETRAIN, *shape, *train(3), "--save", str(ck)], np=2)
+    run([PRETRAIN, *train(6), "--load", str(ck), "--use-checkpoint-args", "--metrics-file",
+         str(tmp_path / "resumed.jsonl")], np=2)
+    whole, resumed = losses(tmp_path / "whole.jsonl"), losses(tmp_path / "resumed.jsonl")
+    assert list(resumed) == [4, 5, 6] and all(resumed[i] == whole[i] for i in resumed), (resumed, whole)
+    # Without it the same command builds the default model, which the checkpoint does not fit.
+    proc = run([PRETRAIN, *train(6), "--load", str(ck)], np=2, check=False)
+    assert proc.returncode != 0
+    proc = run([PRETRAIN, *train(6), "--use-checkpoint-args"], check=False)
+    assert proc.returncode != 0 and "--use-checkpoint-args reads the arguments of the checkpoint --load names" in \
+        proc.stderr, proc.stderr[-2000:]

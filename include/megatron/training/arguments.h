@@ -142,6 +142,7 @@ struct MEGATRON_API Arguments {
   bool no_load_rng = false;
   bool finetune = false;                        // model weights only; iteration and samples start at 0
   std::optional<int64_t> ckpt_step;             // load this iteration instead of the tracker's
+  bool use_checkpoint_args = false;             // model shape and layout from --load's saved args
   bool load_fallback = false;                   // an unreadable checkpoint: load the newest older complete one
   int64_t keep_last_checkpoints = 0;            // 0: keep all
   bool exit_signal_handler = false;             // SIGTERM: save a checkpoint after the current iteration, stop

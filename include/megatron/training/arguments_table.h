@@ -206,6 +206,8 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(checkpointing, no_load_rng, kNotSaved, any(), "do not load the RNG states")                                     \
   X(checkpointing, finetune, kNotSaved, any(), "load the model weights only; iteration and consumed samples start at 0") \
   X(checkpointing, ckpt_step, kNotSaved, non_negative(), "load this iteration instead of the tracker's")            \
+  X(checkpointing, use_checkpoint_args, kNotSaved, any(),                                                           \
+    "the model's shape and tokenizer settings not given here, and the parallel sizes, from --load's saved args")    \
   X(checkpointing, load_fallback, kNotSaved, any(),                                                                 \
     "if the checkpoint to load is missing, truncated or corrupt, load the newest older complete one")               \
   X(checkpointing, keep_last_checkpoints, kNotSaved, non_negative(),                                                \
