@@ -261,8 +261,9 @@ std::optional<Arguments> parse_arguments(const std::vector<std::string>& args, i
     std::replace(field.begin(), field.end(), '-', '_');
     given.insert(field);
   }
-  detail::apply_deepspeed_config(a, given, world_size);
+  // The checkpoint's parallel sizes first: the DeepSpeed batch rule needs the data-parallel size.
   detail::apply_checkpoint_args(a, given);
+  detail::apply_deepspeed_config(a, given, world_size);
   a.validate(world_size);
   return a;
 }

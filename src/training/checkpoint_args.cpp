@@ -18,12 +18,7 @@ namespace {
 // The file of tensor- and pipeline-parallel rank 0 of the iteration --load (or --ckpt-step) names.
 std::string first_rank_file(const Arguments& a) {
   std::optional<int64_t> iteration = a.ckpt_step;
-  if (!iteration) {
-    const auto tracker = read_tracker(a.load);
-    TORCH_CHECK(tracker, "[arguments] --use-checkpoint-args: ", a.load, " has no ", kTrackerFileName,
-                " (is it a checkpoint directory?)");
-    iteration = tracker->iteration;
-  }
+  if (!iteration) iteration = read_tracker(a.load)->iteration;  // the caller checked there is one
   const fs::path iter_dir = fs::path(a.load) / iteration_dir_name(iteration);
   std::vector<std::string> ranks;
   if (fs::is_directory(iter_dir)) {
@@ -42,9 +37,14 @@ std::string first_rank_file(const Arguments& a) {
 
 void apply_checkpoint_args(Arguments& a, const std::set<std::string>& given) {
   if (!a.use_checkpoint_args) return;
-  TORCH_CHECK(!a.load.empty(),
-              "[arguments] --use-checkpoint-args reads the arguments of the checkpoint --load names; "
-              "give --load");
+  // As Megatron-LM: no checkpoint yet (a first start of a script that always resumes) is not an
+  // error; the given arguments stand.
+  if (a.load.empty() || (!a.ckpt_step && !read_tracker(a.load))) {
+    log_rank_0(LogLevel::kWarn, "[arguments] --use-checkpoint-args: no checkpoint in --load " +
+                                    (a.load.empty() ? std::string("(not given)") : a.load) +
+                                    ", using the given arguments");
+    return;
+  }
   const std::string file = first_rank_file(a);
   const c10::IValue value = read_checkpoint_file(file);
   TORCH_CHECK(value.isGenericDict() && value.toGenericDict().contains("args"),
