@@ -79,6 +79,11 @@ class Reader {
       for (const auto& k : harmless) list += (list.empty() ? "" : ", ") + k;
       log_rank_0(LogLevel::kWarn, "[arguments] " + file_ + ": accepted without effect here: " + list);
     }
+    // DeepSpeed's defaults where the config and the command line are silent (Megatron-LM's
+    // differ): no gradient clipping, and a first fp16 loss scale of 2^16.
+    if (!seen_.count("gradient_clipping") && !given_.count("clip_grad")) a_.clip_grad = 0.0;
+    if (a_.fp16 && !seen_.count("fp16.initial_scale_power") && !given_.count("initial_loss_scale"))
+      a_.initial_loss_scale = 65536.0;
     resolve_batch(world_size);
   }
 
@@ -123,7 +128,12 @@ class Reader {
     h["gradient_clipping"] = [this](const std::string& key, const json& v) {
       set(key, number(key, v), a_.clip_grad, "clip_grad");
     };
-    h["steps_per_print"] = integer_into(a_.log_interval, "log_interval");
+    // DeepSpeed's own progress line, the nearest thing here being the iteration line: it sets
+    // --log-interval unless the command line does (scripts often give both, unequal).
+    h["steps_per_print"] = [this](const std::string& key, const json& v) {
+      const int64_t steps = integer(key, v);
+      if (!given_.count("log_interval")) set(key, steps, a_.log_interval, "log_interval");
+    };
     h["zero_optimization.stage"] = [this](const std::string& key, const json& v) {
       const int64_t stage = integer(key, v);
       if (stage < 0 || stage > 1)
@@ -136,6 +146,9 @@ class Reader {
     h["fp16.loss_scale"] = [this](const std::string& key, const json& v) {
       const double scale = number(key, v);
       if (scale < 0) fail("\"", key, "\" must be 0 (dynamic) or positive, found ", shown(v));
+      if (fp16_on() && scale == 0 && given_.count("loss_scale") && a_.loss_scale)
+        fail("\"", key, "\" is 0 (dynamic loss scaling) but --loss-scale is ", *a_.loss_scale,
+             "; give one, or make them agree");
       if (fp16_on() && scale > 0) set(key, scale, a_.loss_scale, "loss_scale");
     };
     h["fp16.initial_scale_power"] = [this](const std::string& key, const json& v) {
@@ -186,6 +199,7 @@ class Reader {
       const std::string key = prefix + name;
       if (value->is_string() && value->get<std::string>() == "auto") continue;  // the flags decide
       if (auto h = handlers().find(key); h != handlers().end()) {
+        seen_.insert(key);
         h->second(key, *value);
       } else if (const json* want = harmless_value(key)) {
         if (!want->is_null() && *want != *value) {
@@ -281,6 +295,7 @@ class Reader {
   const std::set<std::string>& given_;
   std::string file_;
   std::optional<int64_t> accumulation_;
+  std::set<std::string> seen_;  // the handled keys the file has
   std::map<std::string, Handler> handlers_;
 };
 

@@ -133,7 +133,8 @@ def test_pretrain_gpt_under_deepspeed_with_a_ds_config_equals_the_flags(tmp_path
 def parsed(tmp_path, config, extra=(), world_size=1):
     path = tmp_path / "ds.json"
     path.write_text(config if isinstance(config, str) else json.dumps(config))
-    flags = {k: v for k, v in tiny(tmp_path).items() if k not in ("micro_batch_size", "global_batch_size")}
+    flags = {k: v for k, v in tiny(tmp_path).items()
+             if k not in ("micro_batch_size", "global_batch_size", "log_interval")}
     return megatron_cpp.parse_arguments(command_line(flags) + ["--deepspeed", "--deepspeed-config", str(path)] +
                                         list(extra), world_size)
 
@@ -155,7 +156,22 @@ def test_ds_config_batch_keys_follow_deepspeeds_rule(tmp_path):
     assert (a.loss_scale, a.initial_loss_scale, a.hysteresis, a.loss_scale_window) == (None, 4096, 3, 50)
 
 
+def test_ds_config_defaults_are_deepspeeds_and_steps_per_print_yields_to_log_interval(tmp_path):
+    # Without gradient_clipping DeepSpeed does not clip; fp16 without initial_scale_power starts at 2^16.
+    a = parsed(tmp_path, {"train_batch_size": 8, "fp16": {"enabled": True}})
+    assert (a.clip_grad, a.initial_loss_scale) == (0.0, 65536.0)
+    a = parsed(tmp_path, {"train_batch_size": 8, "fp16": {"enabled": True}},
+               ["--clip-grad", "0.3", "--initial-loss-scale", "1024"])
+    assert (a.clip_grad, a.initial_loss_scale) == (0.3, 1024.0)
+    # steps_per_print is DeepSpeed's own progress line: --log-interval, when given, wins.
+    config = {"train_batch_size": 8, "steps_per_print": 2000}
+    assert parsed(tmp_path, config, ["--log-interval", "10"]).log_interval == 10
+    assert parsed(tmp_path, config).log_interval == 2000
+
+
 @pytest.mark.parametrize("config, extra, message", [
+    ({"train_batch_size": 8, "fp16": {"enabled": True, "loss_scale": 0}}, ["--loss-scale", "8"],
+     r'"fp16.loss_scale" is 0 \(dynamic loss scaling\) but --loss-scale is 8'),
     ({"train_batch_size": 8, "gradient_clipping": 0.5}, ["--clip-grad", "1.0"],
      r'ds.json: "gradient_clipping" is 0.5 but --clip-grad is 1.0; give one, or make them agree'),
     ({"train_batch_size": 8, "bf16": {"enabled": True}}, ["--fp16"], r"--bf16 and --fp16 exclude each other"),
