@@ -90,6 +90,7 @@ class _State:
     tokenizer = None     # built from the flags on first use
     timers = None        # Timers
     parallel_state = None  # the run's ParallelState, from the first callback on
+    device = None          # the run's torch.device (TrainingContext.device), likewise
     context = None       # the TrainingContext of the model_builder/dataset_builder call in progress
 
 
@@ -134,8 +135,9 @@ def _start(arguments, extra):
     _state.tokenizer = None
     _state.timers = Timers()
     _state.parallel_state = None
+    _state.device = None
     _state.context = None
 
 
 def _end():
-    _state.args = _state.tokenizer = _state.timers = _state.parallel_state = _state.context = None
+    _state.args = _state.tokenizer = _state.timers = _state.parallel_state = _state.device = _state.context = None

@@ -52,6 +52,7 @@ class Timers:
 class _State:
     args = None
     context = None
+    device = None
     parallel_state = None
     timers = None
     tokenizer = None

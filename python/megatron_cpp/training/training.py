@@ -124,10 +124,10 @@ def _takes_context(fn, context_arity):
 
 
 def _entered(ctx):
-    """Records the run's parallel state and the callback's context; returns the previous context."""
+    """Records the run's parallel state and device and the callback's context; returns the last one."""
     state = global_vars._state
     if state.parallel_state is None:
-        state.parallel_state = ctx.parallel_state
+        state.parallel_state, state.device = ctx.parallel_state, ctx.device
     previous, state.context = state.context, ctx
     return previous
 

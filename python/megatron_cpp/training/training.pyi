@@ -31,7 +31,7 @@ def _dataset_builder(fn):
     ...
 def _entered(ctx):
     """
-    Records the run's parallel state and the callback's context; returns the previous context.
+    Records the run's parallel state and device and the callback's context; returns the last one.
     """
 def _explicit(args, model_builder = None, dataset_builder = None, forward_step = None, world = None):
     ...

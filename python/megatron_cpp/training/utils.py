@@ -46,14 +46,8 @@ def get_batch_on_this_tp_rank(data_iterator):
             batch["tokens"] = batch["position_ids"] = None
         if not ps.is_pipeline_last_stage():
             batch["labels"] = batch["loss_mask"] = None
-    device = _run_device()
+    device = global_vars._require(global_vars._state.device, "the run's device")
     return {k: v.to(device) if v is not None else None for k, v in batch.items()}
-
-
-def _run_device():
-    args = global_vars.get_args()
-    name = args.device or ("cuda" if torch.cuda.is_available() and args.distributed_backend != "gloo" else "cpu")
-    return torch.device("cuda", torch.cuda.current_device()) if name == "cuda" else torch.device("cpu")
 
 
 def print_rank_0(message):

@@ -7,8 +7,6 @@ from megatron_cpp._C import get_ltor_masks_and_position_ids
 from megatron_cpp.training import global_vars
 import torch as torch
 __all__: list[str] = ['average_losses_across_data_parallel_group', 'get_batch_on_this_tp_rank', 'get_blend_and_blend_per_split', 'get_ltor_masks_and_position_ids', 'global_vars', 'is_last_rank', 'print_rank_0', 'torch']
-def _run_device():
-    ...
 def _world_rank():
     ...
 def average_losses_across_data_parallel_group(losses):
