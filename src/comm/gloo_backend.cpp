@@ -29,9 +29,12 @@ c10d::ReduceOp gloo_op(ReduceOp op) {
   }
 }
 
-// Gloo has no int16 kernels: such tensors travel as int32 and are copied back.
-bool widened(const at::Tensor& t) {
-  return t.scalar_type() == at::kShort;
+// Gloo has no int16 kernels: such tensors travel as int32, outputs copied back when done.
+at::Tensor staged(const at::Tensor& t) {
+  return t.scalar_type() == at::kShort ? t.to(at::kInt) : t;
+}
+at::Tensor staged_output(const at::Tensor& t) {
+  return t.scalar_type() == at::kShort ? at::empty(t.sizes(), t.options().dtype(at::kInt)) : t;
 }
 
 // Finished c10d works, kept until Gloo's worker thread has let go of them: the worker drops its
@@ -116,7 +119,7 @@ class GlooBackend : public Backend {
   WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op, const OpInfo& info) override {
     retired_->sweep();
     if (tensor.numel() == 0) return completed_work();
-    at::Tensor t = widened(tensor) ? tensor.to(at::kInt) : tensor;
+    at::Tensor t = staged(tensor);
     std::vector<at::Tensor> list{t};
     c10d::AllreduceOptions options;
     options.reduceOp = gloo_op(op);
@@ -130,8 +133,8 @@ class GlooBackend : public Backend {
   WorkHandle all_gather(at::Tensor& output, const at::Tensor& input, const OpInfo& info) override {
     retired_->sweep();
     if (output.numel() == 0) return completed_work();
-    at::Tensor out = widened(output) ? at::empty(output.sizes(), output.options().dtype(at::kInt)) : output;
-    at::Tensor in = widened(input) ? input.to(at::kInt) : input;
+    at::Tensor out = staged_output(output);
+    at::Tensor in = staged(input);
     auto work = group_->_allgather_base(out, in);
     return track(work, info, [output, out, in]() mutable {
       if (!out.is_same(output)) output.copy_(out);
@@ -141,8 +144,8 @@ class GlooBackend : public Backend {
   WorkHandle reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op, const OpInfo& info) override {
     retired_->sweep();
     if (input.numel() == 0) return completed_work();
-    at::Tensor out = widened(output) ? at::empty(output.sizes(), output.options().dtype(at::kInt)) : output;
-    at::Tensor in = widened(input) ? input.to(at::kInt) : input;
+    at::Tensor out = staged_output(output);
+    at::Tensor in = staged(input);
     c10d::ReduceScatterOptions options;
     options.reduceOp = gloo_op(op);
     auto work = group_->_reduce_scatter_base(out, in, options);
@@ -155,7 +158,7 @@ class GlooBackend : public Backend {
   WorkHandle broadcast(at::Tensor& tensor, int src, const OpInfo& info) override {
     retired_->sweep();
     if (tensor.numel() == 0) return completed_work();
-    at::Tensor t = widened(tensor) ? tensor.to(at::kInt) : tensor;
+    at::Tensor t = staged(tensor);
     std::vector<at::Tensor> list{t};
     c10d::BroadcastOptions options;
     options.rootRank = src;
@@ -172,7 +175,7 @@ class GlooBackend : public Backend {
     std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;
     for (const auto& p : ops) {
       if (p.tensor.numel() == 0) continue;
-      at::Tensor t = widened(p.tensor) ? p.tensor.to(at::kInt) : p.tensor;
+      at::Tensor t = p.kind == P2POp::kSend ? staged(p.tensor) : staged_output(p.tensor);
       std::vector<at::Tensor> list{t};
       if (p.kind == P2POp::kSend) {
         works.push_back(group_->send(list, p.peer, kP2PTag));
