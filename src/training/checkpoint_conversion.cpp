@@ -113,9 +113,8 @@ FullCheckpoint read_full(const std::string& dir, std::optional<int64_t> step) {
     f.iteration = tracker->iteration;
   }
   const fs::path iter_dir = fs::path(dir) / iteration_dir_name(f.iteration);
-  const bool pipelined = !fs::is_directory(iter_dir / "mp_rank_00");
   auto rank_dir = [&](int t, int p, int pp) { return (iter_dir / rank_dir_name(t, p, pp)).string(); };
-  const RankCheckpoint first = RankCheckpoint::read(rank_dir(0, 0, pipelined ? 2 : 1), true);
+  const RankCheckpoint first = RankCheckpoint::read(first_rank_dir(iter_dir.string()), true);
   f.a = first.args;
   const auto& a = f.a;
   const int tp = static_cast<int>(a.tensor_model_parallel_size), pp = static_cast<int>(a.pipeline_model_parallel_size);

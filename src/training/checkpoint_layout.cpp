@@ -73,6 +73,11 @@ std::vector<int64_t> list_iterations(const std::string& dir) {
   return out;
 }
 
+std::string first_rank_dir(const std::string& iter_dir) {
+  const bool pipelined = !fs::is_directory(fs::path(iter_dir) / rank_dir_name(0, 0, 1));
+  return (fs::path(iter_dir) / rank_dir_name(0, 0, pipelined ? 2 : 1)).string();
+}
+
 std::string describe_layout(const std::string& iter_dir) {
   std::set<std::string> names;
   std::error_code ec;

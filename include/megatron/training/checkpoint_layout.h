@@ -23,6 +23,9 @@ constexpr const char* kDistribOptimFileName = "distrib_optim.pt";
 MEGATRON_API std::string iteration_dir_name(std::optional<int64_t> iteration);
 // "mp_rank_01" without pipeline parallelism, else "mp_rank_01_002" (Megatron-LM's names).
 MEGATRON_API std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size);
+// The folder of tensor- and pipeline-parallel rank 0 in a saved iteration folder: mp_rank_00, or
+// mp_rank_00_000 when the checkpoint was saved with pipeline stages.
+MEGATRON_API std::string first_rank_dir(const std::string& iter_dir);
 // The layout a saved iteration folder shows ("TP 2, PP 1 (mp_rank_00 ... mp_rank_01)"), for errors.
 MEGATRON_API std::string describe_layout(const std::string& iter_dir);
 
