@@ -18,6 +18,7 @@
 #include "megatron/datasets/blended_dataset.h"
 #include "megatron/logging.h"
 #include "megatron/models/gpt/gpt_model.h"
+#include "megatron/program.h"
 #include "megatron/tokenizer/tokenizer.h"
 #include "megatron/training/config.h"
 #include "megatron/training/gpt_callbacks.h"
@@ -57,31 +58,26 @@ int main(int argc, char** argv) {
     ::setenv("MKL_DYNAMIC", "FALSE", 1);
     ::execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
   }
-  const auto env = comm::LauncherEnv::from_environment();
-  init_logging({env.rank, env.world_size, ""});
+  program::install_terminate_handler("pretrain_gpt");
+  comm::LauncherEnv env;
   std::optional<training::Arguments> args;
   try {
+    env = comm::LauncherEnv::from_environment();
+    init_logging({env.rank, env.world_size, ""});
     args = training::parse_arguments({argv + 1, argv + argc}, env.world_size);
     if (!args) return 0;  // --help
     g_tokenizer = training::build_tokenizer(*args);
-  } catch (const c10::Error& e) {
+  } catch (...) {
     // The same on every rank: say it once.
-    if (env.rank == 0) std::fprintf(stderr, "pretrain_gpt: %s\n", e.what_without_backtrace());
-    return 2;
-  } catch (const std::exception& e) {
-    if (env.rank == 0) std::fprintf(stderr, "pretrain_gpt: %s\n", e.what());
-    return 2;
+    if (env.rank == 0) std::fprintf(stderr, "pretrain_gpt: error: %s\n", program::current_error_message().c_str());
+    return program::kUsageError;
   }
   try {
     training::pretrain(*args, model_builder, dataset_builder, forward_step);
-  } catch (const c10::Error& e) {
-    std::fprintf(stderr, "pretrain_gpt: [rank %d] %s\n", env.rank, e.what_without_backtrace());
-    comm::abort_job(1);
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "pretrain_gpt: [rank %d] %s\n", env.rank, e.what());
-    comm::abort_job(1);
-    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "pretrain_gpt: error: [rank %d] %s\n", env.rank, program::current_error_message().c_str());
+    comm::abort_job(program::kRuntimeError);
+    return program::kRuntimeError;
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 //   dataset_tool tokenize --vocab-file V --merge-file M --input F   (F: one JSON string per line)
 //   dataset_tool sampler --type single|cyclic --total N --consumed C --micro-batch-size B
 //                --dp-rank R --dp-size D --batches K [--data-sharding]
+#include "cli.h"
 #include "json_lines.h"
 #include "megatron/datasets/blended_dataset.h"
 #include "megatron/datasets/gpt_dataset.h"
@@ -19,7 +20,6 @@
 #include "megatron/tokenizer/gpt2_bpe.h"
 
 #include <c10/util/Exception.h>
-#include <CLI/CLI.hpp>
 
 #include <fstream>
 #include <iostream>
@@ -218,8 +218,7 @@ int main(int argc, char** argv) {
   smp->add_option("--dp-size", dp);
   smp->add_option("--batches", batches);
   smp->add_flag("--data-sharding", sharding);
-  CLI11_PARSE(app, argc, argv);
-  try {
+  return run_tool(app, "dataset_tool", argc, argv, [&] {
     if (*info_cmd) return info(prefix);
     if (*shuffle_cmd) return shuffle(seed, sizes);
     if (*ints) return integers(pcg_seed, low, high, batches);
@@ -227,10 +226,6 @@ int main(int argc, char** argv) {
       return gpt_indices(data_path, seq_length, seed, split, counts, out, max_samples, keep_partial, mock_vocab);
     if (*tok) return tokenize(vocab, merges, input);
     if (*smp) return sampler(type, total, consumed, mbs, rank, dp, batches, sharding);
-  } catch (const c10::Error& e) {
-    std::cerr << e.what_without_backtrace() << "\n";
-  } catch (const std::exception& e) {
-    std::cerr << "[dataset_tool] " << e.what() << "\n";
-  }
-  return 1;
+    return 1;
+  });
 }

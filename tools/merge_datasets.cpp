@@ -1,9 +1,9 @@
 // Concatenates Megatron .bin/.idx datasets into one (Megatron-LM's tools/merge_datasets.py):
 // every prefix in --input DIR in sorted order, or the --prefixes given, in that order.
+#include "cli.h"
 #include "megatron/datasets/indexed_dataset.h"
 
 #include <c10/util/Exception.h>
-#include <CLI/CLI.hpp>
 
 #include <dirent.h>
 #include <algorithm>
@@ -50,8 +50,7 @@ int main(int argc, char** argv) {
   auto* pre = app.add_option("--prefixes", prefixes, "dataset prefixes, merged in this order");
   in->excludes(pre);
   app.add_option("--output-prefix", output_prefix, "writes {prefix}.bin/.idx")->required();
-  CLI11_PARSE(app, argc, argv);
-  try {
+  return run_tool(app, "merge_datasets", argc, argv, [&] {
     if (!input.empty()) prefixes = prefixes_in(input);
     TORCH_CHECK(!prefixes.empty(), "[merge_datasets] give --input DIR or --prefixes P...");
     const ds::DType dtype = ds::IndexedDataset(prefixes[0]).dtype();
@@ -61,8 +60,5 @@ int main(int argc, char** argv) {
     std::cerr << "[merge_datasets] merged " << prefixes.size() << " datasets: " << builder.num_documents()
               << " documents, " << builder.num_sequences() << " sequences into " << output_prefix << "\n";
     return 0;
-  } catch (const c10::Error& e) {
-    std::cerr << e.what_without_backtrace() << "\n";
-  }
-  return 1;
+  });
 }

@@ -1,18 +1,22 @@
 // JSONL -> Megatron .bin/.idx, one document per line, as Megatron-LM's tools/preprocess_data.py:
 // {output_prefix}_{key}_document.bin/.idx per --json-keys key. Worker threads tokenize batches
 // of lines; documents are written in input order.
+#include "cli.h"
 #include "json_lines.h"
 #include "megatron/datasets/indexed_dataset.h"
 #include "megatron/tokenizer/gpt2_bpe.h"
 #include "megatron/tokenizer/tokenizer.h"
 
 #include <c10/util/Exception.h>
-#include <CLI/CLI.hpp>
+
+#include <sys/stat.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -191,8 +195,13 @@ int run(const Args& args) {
   TORCH_CHECK(!args.append_eod || tok->eod() >= 0,
               "[preprocess_data] --append-eod: the "
               "vocabulary has no <|endoftext|> token");
+  struct stat st {};
+  TORCH_CHECK(::stat(args.input.c_str(), &st) == 0, "[preprocess_data] --input ", args.input, ": ",
+              std::strerror(errno));
+  TORCH_CHECK(!S_ISDIR(st.st_mode), "[preprocess_data] --input ", args.input,
+              ": is a directory; expected a JSONL file, one document per line");
   std::ifstream in(args.input, std::ios::binary);
-  TORCH_CHECK(in, "[preprocess_data] --input ", args.input, ": cannot open");
+  TORCH_CHECK(in, "[preprocess_data] --input ", args.input, ": cannot open for reading");
 
   std::vector<std::unique_ptr<IndexedDatasetBuilder>> builders;
   std::vector<std::string> idx_paths;
@@ -256,7 +265,11 @@ int run(const Args& args) {
     write_batch(encoded[cur]);
     cur = 1 - cur;
   }
+  TORCH_CHECK(!in.bad(), "[preprocess_data] --input ", args.input, ": read failed after ", line_no, " lines");
   for (size_t k = 0; k < builders.size(); ++k) builders[k]->finalize(idx_paths[k]);
+  if (docs == 0)
+    std::fprintf(stderr, "[preprocess_data] warning: --input %s holds no documents; the dataset written is empty\n",
+                 args.input.c_str());
   const double t = elapsed();
   std::fprintf(stderr,
                "Done: %lld documents, %lld tokens, %lld malformed lines skipped, %lld blank "
@@ -284,13 +297,5 @@ int main(int argc, char** argv) {
   app.add_option("--batch-lines", args.batch_lines, "lines read per batch")->check(CLI::PositiveNumber);
   app.add_flag("--skip-malformed", args.skip_malformed,
                "skip and count malformed lines instead of stopping at the first");
-  CLI11_PARSE(app, argc, argv);
-  try {
-    return run(args);
-  } catch (const c10::Error& e) {
-    std::cerr << e.what_without_backtrace() << "\n";
-  } catch (const std::exception& e) {
-    std::cerr << "[preprocess_data] " << e.what() << "\n";
-  }
-  return 1;
+  return run_tool(app, "preprocess_data", argc, argv, [&] { return run(args); });
 }

@@ -1,10 +1,10 @@
 // Trains a GPT-2 style byte-level BPE vocabulary (vocab.json, merges.txt) from a JSONL corpus,
 // usable with --tokenizer-type GPT2BPETokenizer here and by HF tokenizers / Megatron-LM.
+#include "cli.h"
 #include "json_lines.h"
 #include "megatron/tokenizer/bpe_trainer.h"
 
 #include <c10/util/Exception.h>
-#include <CLI/CLI.hpp>
 
 #include <sys/stat.h>
 #include <fstream>
@@ -20,8 +20,7 @@ int main(int argc, char** argv) {
   app.add_option("--output-dir", output_dir, "writes vocab.json and merges.txt")->required();
   app.add_option("--vocab-size", options.vocab_size, "tokens incl. 256 bytes + <|endoftext|>");
   app.add_option("--min-frequency", options.min_frequency, "stop below this pair count");
-  CLI11_PARSE(app, argc, argv);
-  try {
+  return run_tool(app, "train_tokenizer", argc, argv, [&] {
     std::ifstream in(input, std::ios::binary);
     TORCH_CHECK(in, "[train_tokenizer] --input ", input, ": cannot open");
     ::mkdir(output_dir.c_str(), 0755);
@@ -45,8 +44,5 @@ int main(int argc, char** argv) {
     }
     trainer.train_and_save(output_dir);
     return 0;
-  } catch (const c10::Error& e) {
-    std::cerr << e.what_without_backtrace() << "\n";
-  }
-  return 1;
+  });
 }

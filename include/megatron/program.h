@@ -1,0 +1,25 @@
+// How every program of the project ends on an error: one line "program: error: message" on
+// stderr and a documented exit code, never a signal, an abort or a C++ backtrace.
+#pragma once
+
+#include "megatron/export.h"
+
+#include <functional>
+#include <string>
+
+namespace megatron::program {
+
+constexpr int kRuntimeError = 1;  // a failure while running (a rank, a file, a collective)
+constexpr int kUsageError = 2;    // bad flags, config or input named on the command line
+
+// The message of the exception in flight (a c10::Error without its C++ backtrace).
+MEGATRON_API std::string current_error_message();
+
+// std::terminate (a throw from a destructor while unwinding, from a noexcept function or from a
+// thread) prints "program: error: ..." and exits kRuntimeError instead of aborting.
+MEGATRON_API void install_terminate_handler(const char* program);
+
+// Runs body with the terminate handler installed; an exception escaping it is one line and `code`.
+MEGATRON_API int run(const char* program, const std::function<int()>& body, int code = kRuntimeError);
+
+}  // namespace megatron::program

@@ -1,0 +1,47 @@
+#include "megatron/program.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+namespace megatron::program {
+namespace {
+const char* g_program = "megatron";
+}
+
+std::string current_error_message() {
+  try {
+    throw;
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+void install_terminate_handler(const char* program) {
+  g_program = program;
+  std::set_terminate([] {
+    const std::string message =
+        std::current_exception() ? current_error_message() : std::string("std::terminate without an exception");
+    std::fprintf(stderr, "%s: error: %s\n", g_program, message.c_str());
+    std::fflush(stderr);
+    std::_Exit(kRuntimeError);
+  });
+}
+
+int run(const char* program, const std::function<int()>& body, int code) {
+  install_terminate_handler(program);
+  try {
+    return body();
+  } catch (...) {
+    std::fprintf(stderr, "%s: error: %s\n", program, current_error_message().c_str());
+    return code;
+  }
+}
+
+}  // namespace megatron::program
