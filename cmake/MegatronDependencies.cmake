@@ -1,4 +1,4 @@
-# spdlog (with fmt), CLI11, nlohmann-json and, for the tests, GoogleTest. Normally Debian's packages. On a
+# spdlog (with fmt), CLI11, nlohmann-json, toml++ (header-only) and, for the tests, GoogleTest. Normally Debian's packages. On a
 # machine without system packages (a GPU box with only the torch wheel, CMake and Ninja),
 # MEGATRON_DEPS_DIR names a folder where scripts/pack_gpu_deps.sh copied the same headers and
 # GoogleTest's sources; spdlog and fmt are then used header-only.
@@ -6,7 +6,7 @@ set(MEGATRON_DEPS_DIR "" CACHE PATH "Bundled spdlog/fmt/CLI11/GoogleTest (script
 
 if(MEGATRON_DEPS_DIR)
   foreach(_dep spdlog/include/spdlog fmt/include/fmt CLI11/include/CLI nlohmann_json/include/nlohmann
-               googletest/CMakeLists.txt)
+               tomlplusplus/include/toml++ googletest/CMakeLists.txt)
     if(NOT EXISTS "${MEGATRON_DEPS_DIR}/${_dep}")
       message(FATAL_ERROR "[megatron] MEGATRON_DEPS_DIR=${MEGATRON_DEPS_DIR} has no ${_dep}; "
                           "run scripts/pack_gpu_deps.sh on a machine with the Debian packages")
@@ -25,11 +25,20 @@ if(MEGATRON_DEPS_DIR)
   add_library(megatron_nlohmann_json INTERFACE)
   target_include_directories(megatron_nlohmann_json SYSTEM INTERFACE "${MEGATRON_DEPS_DIR}/nlohmann_json/include")
   add_library(nlohmann_json::nlohmann_json ALIAS megatron_nlohmann_json)
+  set(MEGATRON_TOMLPLUSPLUS_INCLUDE_DIR "${MEGATRON_DEPS_DIR}/tomlplusplus/include")
 else()
   find_package(spdlog CONFIG REQUIRED)
   find_package(CLI11 CONFIG REQUIRED)
   find_package(nlohmann_json 3.10 CONFIG REQUIRED)
+  find_path(MEGATRON_TOMLPLUSPLUS_INCLUDE_DIR toml++/toml.h)
+  if(NOT MEGATRON_TOMLPLUSPLUS_INCLUDE_DIR)
+    message(FATAL_ERROR "[megatron] toml++ is missing (Debian: libtomlplusplus-dev; scripts/setup.sh installs it)")
+  endif()
 endif()
+# toml++ is used header-only (TOML_HEADER_ONLY in the one file that reads --config), so that the
+# bundled copy and Debian's package build the same way.
+add_library(megatron_tomlplusplus INTERFACE)
+target_include_directories(megatron_tomlplusplus SYSTEM INTERFACE "${MEGATRON_TOMLPLUSPLUS_INCLUDE_DIR}")
 
 # GoogleTest, for tests/: called from there so that a build without tests never needs it.
 macro(megatron_find_gtest)

@@ -86,33 +86,33 @@ std::string BlendedDataset::description() const {
   return ss.str();
 }
 
+// Megatron-LM's get_blend_from_list: "prefix ...", or "weight prefix weight prefix ..." when every
+// other word is a number. Half numbers, or numbers in an odd-length list, are a mistake, not paths.
 DataBlend parse_data_path(const std::vector<std::string>& words) {
   DataBlend blend;
-  TORCH_CHECK(!words.empty(),
-              "[blended_dataset] --data-path: expected prefixes or weight/prefix "
-              "pairs, found nothing");
-  bool weighted = words.size() % 2 == 0;
-  std::vector<double> weights;
-  if (weighted) {
-    for (size_t i = 0; i < words.size(); i += 2) {
-      char* end = nullptr;
-      const double w = std::strtod(words[i].c_str(), &end);
-      if (end != words[i].c_str() + words[i].size() || words[i].empty()) {
-        weighted = false;
-        break;
-      }
-      weights.push_back(w);
-    }
-  }
-  if (weighted) {
-    for (size_t i = 0; i < words.size(); i += 2) {
-      TORCH_CHECK(weights[i / 2] > 0, "[blended_dataset] --data-path: weight ", words[i], " for ", words[i + 1],
-                  " must be positive");
-      blend.prefixes.push_back(words[i + 1]);
-    }
-    blend.weights = weights;
-  } else {
+  TORCH_CHECK(!words.empty(), "--data-path: expected prefixes or weight/prefix pairs, found nothing");
+  auto as_number = [](const std::string& w) -> std::optional<double> {
+    char* end = nullptr;
+    const double v = std::strtod(w.c_str(), &end);
+    if (w.empty() || end != w.c_str() + w.size()) return std::nullopt;
+    return v;
+  };
+  size_t numbers = 0;
+  for (size_t i = 0; i < words.size(); i += 2) numbers += as_number(words[i]).has_value();
+  if (words.size() == 1 || numbers == 0) {
     blend.prefixes = words;
+    return blend;
+  }
+  TORCH_CHECK(words.size() % 2 == 0, "--data-path: a weighted blend is pairs of weight and prefix, but ", words.size(),
+              " items were given");
+  for (size_t i = 0; i < words.size(); i += 2) {
+    const auto weight = as_number(words[i]);
+    TORCH_CHECK(weight, "--data-path: '", words[i], "' stands where a weight belongs (before ", words[i + 1],
+                "); give a weight before every prefix or none at all");
+    TORCH_CHECK(std::isfinite(*weight) && *weight > 0, "--data-path: the weight of ", words[i + 1],
+                " must be a finite number > 0 (got ", words[i], ")");
+    blend.weights.push_back(*weight);
+    blend.prefixes.push_back(words[i + 1]);
   }
   return blend;
 }

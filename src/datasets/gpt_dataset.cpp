@@ -84,31 +84,29 @@ const char* split_name(Split split) {
   return "unknown";
 }
 
+// Megatron-LM's parse_and_normalize_split: "969,30,1" or "969/30/1", each part a float() >= 0.
 std::array<double, 3> parse_and_normalize_split(const std::string& split) {
+  const char separator = split.find(',') != std::string::npos ? ',' : '/';
   std::vector<double> values;
-  size_t i = 0;
-  while (i < split.size()) {
-    if (std::isdigit(static_cast<unsigned char>(split[i])) || split[i] == '.') {
-      size_t j = i;
-      while (j < split.size() && (std::isdigit(static_cast<unsigned char>(split[j])) || split[j] == '.')) {
-        ++j;
-      }
-      const std::string number = split.substr(i, j - i);
-      char* end = nullptr;
-      const double v = std::strtod(number.c_str(), &end);
-      TORCH_CHECK(end == number.c_str() + number.size() && number != ".", "[gpt_dataset] --split '", split,
-                  "': expected numbers like \"969,30,1\", found '", number, "'");
-      values.push_back(v);
-      i = j;
-    } else {
-      ++i;
-    }
+  size_t begin = 0;
+  while (true) {
+    const size_t end = std::min(split.find(separator, begin), split.size());
+    std::string part = split.substr(begin, end - begin);
+    part.erase(0, part.find_first_not_of(" \t"));  // Python's float() takes surrounding spaces
+    part.erase(part.find_last_not_of(" \t") + 1);
+    char* stop = nullptr;
+    const double v = part.empty() ? 0 : std::strtod(part.c_str(), &stop);
+    TORCH_CHECK(!part.empty() && stop == part.c_str() + part.size() && std::isfinite(v) && v >= 0, "--split '", split,
+                "': expected 1 to 3 numbers >= 0 like \"969,30,1\", found '", part, "'");
+    values.push_back(v);
+    if (end == split.size()) break;
+    begin = end + 1;
   }
-  TORCH_CHECK(!values.empty() && values.size() <= 3, "[gpt_dataset] --split '", split,
-              "': expected 1 to 3 weights (train,valid,test), found ", values.size());
+  TORCH_CHECK(values.size() <= 3, "--split '", split, "': expected 1 to 3 weights (train,valid,test), found ",
+              values.size());
   values.resize(3, 0.0);
   const double sum = values[0] + values[1] + values[2];
-  TORCH_CHECK(sum > 0, "[gpt_dataset] --split '", split, "': expected a positive total");
+  TORCH_CHECK(sum > 0, "--split '", split, "': the weights must not all be 0");
   return {values[0] / sum, values[1] / sum, values[2] / sum};
 }
 
@@ -138,6 +136,10 @@ const int32_t* IndexedLowLevelDataset::sequence_lengths() const {
 
 void IndexedLowLevelDataset::read(int64_t idx, int64_t offset, int64_t length, int64_t* out) const {
   dataset_->get(idx, offset, length).copy_to(out);
+}
+
+std::string IndexedLowLevelDataset::name() const {
+  return bin_path(dataset_->path_prefix());
 }
 
 std::string IndexedLowLevelDataset::description() const {
@@ -393,11 +395,20 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> GPTDataset::get(int64_t id
     const size_t at = text.size();
     text.resize(at + static_cast<size_t>(length));
     dataset_->read(doc, offset, length, text.data() + at);
+    if (config_.vocab_size > 0) check_token_ids(text.data() + at, length, doc, offset);
     docs.push_back(doc);
   }
   TORCH_INTERNAL_ASSERT(static_cast<int64_t>(text.size()) <= sample_length());
   text.resize(static_cast<size_t>(sample_length()), config_.pad_token);
   return {std::move(text), std::move(docs)};
+}
+
+void GPTDataset::check_token_ids(const int64_t* tokens, int64_t length, int64_t doc, int64_t offset) const {
+  for (int64_t k = 0; k < length; ++k) {
+    TORCH_CHECK(tokens[k] >= 0 && tokens[k] < config_.vocab_size, "[gpt_dataset] ", dataset_->name(), ": document ",
+                doc, " holds token id ", tokens[k], " at position ", offset + k, ", outside the vocabulary [0, ",
+                config_.vocab_size, "); was the data tokenized for another vocabulary?");
+  }
 }
 
 void GPTDataset::read_sample(int64_t idx, int64_t* text) const {

@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <type_traits>
 
 #include "checkpoint_args.h"
+#include "config_file.h"
 #include "deepspeed_config.h"
 
 namespace megatron::training {
@@ -78,8 +81,9 @@ void bind_group(CLI::App& app, Arguments& a, const GroupTitle& g) {
 }
 
 void bind(CLI::App& app, Arguments& a) {
-  app.set_config("--config", "", "TOML file of settings (keys: long flag names); flags override it");
-  app.allow_config_extras(false);
+  // Read apart (config_file.cpp) with a strict TOML parser; CLI11's own reader takes malformed lines.
+  app.add_option("--config", a.config_file, "TOML file of settings (keys: long flag names); flags override it")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   for (const auto& g : kGroups) bind_group(app, a, g);
 }
 
@@ -143,26 +147,55 @@ std::string python_number(const std::string& value) {
   return out;
 }
 
+// An integer flag's value that Python's int() would take but that does not fit int64 is refused
+// by name (CLI11 would saturate it silently).
+void check_int64(const std::string& flag, const std::string& value) {
+  const size_t digits = value.find_first_not_of("+-") == 0 ? 0 : 1;
+  if (value.size() <= digits || value.find_first_not_of("0123456789", digits) != std::string::npos) return;
+  errno = 0;
+  (void)std::strtoll(value.c_str(), nullptr, 10);
+  TORCH_CHECK(errno != ERANGE, "[arguments] ", flag, " ", value, " does not fit a 64-bit integer");
+}
+
 std::vector<std::string> with_python_numbers(const std::vector<std::string>& args) {
-  std::set<std::string> numeric;
+  std::set<std::string> numeric, integer;
   for (const auto& f : argument_fields()) {
     const std::string type = f.python_type;
-    if (!f.flag.empty() && (type.find("int") != std::string::npos || type.find("float") != std::string::npos))
-      numeric.insert(f.flag);
+    if (f.flag.empty()) continue;
+    if (type.find("int") != std::string::npos) integer.insert(f.flag);
+    if (type.find("int") != std::string::npos || type.find("float") != std::string::npos) numeric.insert(f.flag);
   }
   std::vector<std::string> out;
-  bool numeric_values = false;  // the words after a numeric flag, up to the next flag
+  std::string flag;  // the numeric flag whose values follow, up to the next flag
+  auto number = [&](const std::string& value) {
+    const std::string v = python_number(value);
+    if (integer.count(flag)) check_int64(flag, v);
+    return v;
+  };
   for (const auto& word : args) {
     if (word.rfind("--", 0) == 0) {
       const auto eq = word.find('=');
-      const std::string flag = word.substr(0, eq);
-      numeric_values = numeric.count(flag) > 0;
-      out.push_back(eq != std::string::npos && numeric_values ? flag + "=" + python_number(word.substr(eq + 1)) : word);
+      flag = word.substr(0, eq);
+      if (!numeric.count(flag)) flag.clear();
+      out.push_back(eq != std::string::npos && !flag.empty() ? flag + "=" + number(word.substr(eq + 1)) : word);
     } else {
-      out.push_back(numeric_values ? python_number(word) : word);
+      out.push_back(flag.empty() ? word : number(word));
     }
   }
   return out;
+}
+
+// The words of the last --config file, before the command line's own so that flags win.
+std::vector<std::string> with_config_file(const std::vector<std::string>& args) {
+  std::optional<std::string> path;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--config" && i + 1 < args.size()) path = args[i + 1];
+    if (args[i].rfind("--config=", 0) == 0) path = args[i].substr(9);
+  }
+  if (!path) return args;
+  std::vector<std::string> words = detail::config_file_words(*path);
+  words.insert(words.end(), args.begin(), args.end());
+  return words;
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -219,7 +252,8 @@ const std::vector<ArgumentField>& argument_fields() {
 #define MEGATRON_FIELD_ROW(group_, field, saved, check, help)                                                         \
   out.push_back({#field, ArgGroup::group_ == ArgGroup::derived ? std::string() : flag_of(#field), ArgGroup::group_,   \
                  ArgSaved::saved == ArgSaved::kSaved, PythonType<std::remove_cv_t<decltype(Arguments::field)>>::name, \
-                 help});
+                 help, check});
+    using namespace arg;
     MEGATRON_ARGUMENTS(MEGATRON_FIELD_ROW)
 #undef MEGATRON_FIELD_ROW
     return out;
@@ -242,7 +276,7 @@ std::optional<Arguments> parse_arguments(const std::vector<std::string>& args, i
   Arguments a;
   CLI::App app{"Megatron-style GPT pretraining (megatron-cpp)", program};
   bind(app, a);
-  const std::vector<std::string> words = with_python_numbers(args);
+  const std::vector<std::string> words = with_python_numbers(with_config_file(args));
   check_flags_known(words, app, program);
   std::vector<std::string> reversed(words.rbegin(), words.rend());  // CLI11 parses from the back
   try {
@@ -253,7 +287,6 @@ std::optional<Arguments> parse_arguments(const std::vector<std::string>& args, i
   } catch (const CLI::ParseError& e) {
     TORCH_CHECK(false, "[arguments] ", e.what(), "; see ", program, " --help");
   }
-  if (auto* config = app.get_config_ptr(); config && config->count()) a.config_file = config->as<std::string>();
   std::set<std::string> given;  // fields the command line or the TOML config set
   for (const CLI::Option* option : app.get_options()) {
     if (option->count() == 0 || option->get_lnames().empty()) continue;

@@ -3,9 +3,12 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 #include <string_view>
 
+#include "megatron/datasets/blended_dataset.h"
+#include "megatron/datasets/gpt_dataset.h"
 #include "megatron/training/arguments.h"
 
 namespace megatron::training {
@@ -180,6 +183,14 @@ void validate_training(Arguments& a) {
               ") is not a multiple of --global-batch-size (", *a.global_batch_size, ")");
     a.train_iters = *a.train_samples / *a.global_batch_size;
   }
+  // Sample counts are int64 everywhere (the sampler, the index caches): the run's must fit.
+  const int64_t gbs = *a.global_batch_size, limit = std::numeric_limits<int64_t>::max();
+  ARG_CHECK(*a.train_iters <= limit / gbs, "--train-iters (", *a.train_iters, ") x --global-batch-size (", gbs,
+            ") does not fit a 64-bit sample count");
+  const int64_t evaluations = *a.train_iters / a.eval_interval + 1;  // Megatron-LM's count, the test split's included
+  ARG_CHECK(a.eval_iters <= limit / gbs / evaluations, "--eval-iters (", a.eval_iters, ") x ", evaluations,
+            " evaluations (--train-iters / --eval-interval + 1) x --global-batch-size (", gbs,
+            ") does not fit a 64-bit sample count");
 }
 
 void validate_learning_rate(const Arguments& a) {
@@ -188,6 +199,10 @@ void validate_learning_rate(const Arguments& a) {
   ARG_CHECK(!(a.lr_warmup_fraction && a.lr_warmup_iters > 0),
             "give only one of --lr-warmup-fraction and --lr-warmup-iters");
   const int64_t decay_iters = a.lr_decay_iters.value_or(*a.train_iters);
+  const bool warms_up = a.lr_decay_style != "constant" && a.lr_decay_style != "inverse-square-root";
+  const int64_t decay_samples = a.lr_decay_samples.value_or(decay_iters * *a.global_batch_size);
+  ARG_CHECK(!warms_up || a.lr_warmup_samples == 0 || a.lr_warmup_samples < decay_samples, "--lr-warmup-samples (",
+            a.lr_warmup_samples, ") must be smaller than the decay length (", decay_samples, " samples)");
   ARG_CHECK(a.lr_decay_style == "constant" || a.lr_decay_style == "inverse-square-root" || a.lr_warmup_fraction ||
                 a.lr_warmup_samples > 0 || a.lr_warmup_iters < decay_iters,
             "--lr-warmup-iters (", a.lr_warmup_iters, ") must be smaller than the decay length (",
@@ -202,6 +217,13 @@ void validate_mixed_precision(const Arguments& a) {
 void validate_data(const Arguments& a) {
   ARG_CHECK(a.mock_data != !a.data_path.empty(),
             a.mock_data ? "--mock-data and --data-path exclude each other" : "give --data-path (or --mock-data)");
+  // The dataset code parses these again when it builds; checking here makes a typo a parse error.
+  try {
+    if (!a.data_path.empty()) (void)datasets::parse_data_path(a.data_path);
+    (void)datasets::parse_and_normalize_split(a.split);
+  } catch (const c10::Error& e) {
+    ARG_CHECK(false, e.what_without_backtrace());
+  }
   ARG_CHECK(a.data_path.empty() || !a.tokenizer_type.empty(), "--tokenizer-type is required with --data-path");
   if (a.tokenizer_type == "GPT2BPETokenizer") {
     ARG_CHECK(!a.vocab_file.empty() && !a.merge_file.empty(),
@@ -242,8 +264,8 @@ void validate_logging(const Arguments& a) {
 void Arguments::validate(int64_t world) {
   ARG_CHECK(world > 0, "the world size must be positive (got ", world, ")");
   world_size = world;
+  check_ranges(*this);  // first, so that an alias's error names the flag given
   resolve_aliases(*this);
-  check_ranges(*this);
   validate_network_size(*this);
   validate_distributed(*this, world);
   validate_training(*this);

@@ -68,6 +68,15 @@ TEST(DataPath, WeightsAndPrefixes) {
   EXPECT_TRUE(p.weights.empty());
 }
 
+TEST(DataPath, BadWeightsAreOneClearError) {
+  auto error_for = [](std::vector<std::string> words) { return error_of([&] { parse_data_path(words); }); };
+  EXPECT_THAT(error_for({"inf", "a", "1", "b"}), HasSubstr("the weight of a must be a finite number > 0 (got inf)"));
+  EXPECT_THAT(error_for({"0.3", "a", "-2", "b"}), HasSubstr("the weight of b must be a finite number > 0 (got -2)"));
+  EXPECT_THAT(error_for({"0.3", "a", "0.7"}), HasSubstr("pairs of weight and prefix, but 3 items"));
+  EXPECT_THAT(error_for({"0.3", "a", "b", "c"}), HasSubstr("'b' stands where a weight belongs"));
+  EXPECT_THAT(error_for({}), HasSubstr("found nothing"));
+}
+
 }  // namespace
 }  // namespace megatron::datasets
 

@@ -67,7 +67,11 @@ TEST(Split, ParseAndNormalize) {
   EXPECT_EQ(t[0], 1.0);
   EXPECT_EQ(t[1], 0.0);
   EXPECT_THAT(error_of([] { parse_and_normalize_split("1.2.3,4"); }), HasSubstr("1.2.3"));
-  EXPECT_THAT(error_of([] { parse_and_normalize_split("0,0,0"); }), HasSubstr("positive"));
+  EXPECT_THAT(error_of([] { parse_and_normalize_split("0,0,0"); }), HasSubstr("must not all be 0"));
+  EXPECT_THAT(error_of([] { parse_and_normalize_split("-1,2,0"); }), HasSubstr("found '-1'"));
+  EXPECT_THAT(error_of([] { parse_and_normalize_split("inf,1"); }), HasSubstr("found 'inf'"));
+  EXPECT_THAT(error_of([] { parse_and_normalize_split("1,2,3,4"); }), HasSubstr("found 4"));
+  EXPECT_DOUBLE_EQ(parse_and_normalize_split(" 3 / 1")[0], 0.75);
 }
 
 TEST(Split, RangesRoundHalfToEven) {
@@ -175,6 +179,24 @@ TEST(GPTDataset, EmptySplitIsAnError) {
                 GPTDataset x(low, {2, 2}, 10, Split::kTest, config);
               }),
               HasSubstr("non-empty sequence range"));
+}
+
+TEST(GPTDataset, TokenIdOutsideTheVocabularyNamesFileDocumentAndId) {
+  const std::string dir = make_temp_dir();
+  auto low = open(write_corpus(dir));  // document d holds 1000 (d + 1) + i
+  GPTDatasetConfig config;
+  config.sequence_length = 16;
+  config.path_to_cache = dir + "/cache";
+  config.vocab_size = 60000;
+  GPTDataset fits(low, {0, 50}, 40, Split::kTrain, config);
+  for (int64_t i = 0; i < fits.size(); ++i) fits.get(i);
+  config.vocab_size = 5000;  // documents 4 and up hold ids >= 5000
+  GPTDataset small(low, {0, 50}, 40, Split::kTrain, config);
+  std::string error;
+  for (int64_t i = 0; i < small.size() && error.empty(); ++i) error = error_of([&] { small.get(i); });
+  EXPECT_THAT(error, HasSubstr("[gpt_dataset] " + dir + "/corpus.bin: document "));
+  EXPECT_THAT(error, ::testing::MatchesRegex(".*document ([4-9]|[1-4][0-9]) holds token id [0-9]+ at position [0-9]+, "
+                                             "outside the vocabulary \\[0, 5000\\).*"));
 }
 
 TEST(GPTDataset, ValidationKeepsThePaddedLastSample) {

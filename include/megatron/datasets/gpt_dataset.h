@@ -40,6 +40,8 @@ class MEGATRON_API LowLevelDataset {
   // Tokens [offset, offset + length) of sequence idx into out.
   virtual void read(int64_t idx, int64_t offset, int64_t length, int64_t* out) const = 0;
   virtual std::string description() const = 0;
+  // What an error names: the .bin file.
+  virtual std::string name() const { return description(); }
   virtual void check_unchanged() const {}
 };
 
@@ -51,6 +53,7 @@ class MEGATRON_API IndexedLowLevelDataset : public LowLevelDataset {
   const int32_t* sequence_lengths() const override;
   void read(int64_t idx, int64_t offset, int64_t length, int64_t* out) const override;
   std::string description() const override;
+  std::string name() const override;
   void check_unchanged() const override { dataset_->check_unchanged(); }
   const IndexedDataset& dataset() const { return *dataset_; }
 
@@ -85,6 +88,9 @@ struct MEGATRON_API GPTDatasetConfig {
   // Validation keeps its last, padded sample when false.
   bool drop_last_partial_validation_sequence = true;
   int64_t pad_token = -1;
+  // Token ids must lie in [0, vocab_size): a sample holding another is an error naming the file,
+  // document and id (the vocab-parallel embedding would silently zero it). 0: unchecked.
+  int64_t vocab_size = 0;
   // Folder for the index caches. Empty: "{prefix}/cache/GPTDataset_indices" as Megatron-LM
   // (no caching for mock data).
   std::string path_to_cache;
@@ -127,6 +133,7 @@ class MEGATRON_API GPTDataset : public MegatronDataset {
   void build_indices();
   bool load_cache();
   void save_cache() const;
+  void check_token_ids(const int64_t* tokens, int64_t length, int64_t doc, int64_t offset) const;
 
   std::shared_ptr<const LowLevelDataset> dataset_;
   std::pair<int64_t, int64_t> range_;
