@@ -6,10 +6,10 @@
 //   convert_checkpoint --load DIR --export-hf OUT_DIR
 //   convert_checkpoint --import-hf HF_DIR --save OUT [--target-... --make-vocab-size-divisible-by 128]
 #include <c10/util/Exception.h>
-#include <CLI/CLI.hpp>
 
 #include <cstdio>
 
+#include "cli.h"
 #include "megatron/training/checkpoint_conversion.h"
 #include "megatron/training/checkpointing.h"
 
@@ -37,24 +37,14 @@ int main(int argc, char** argv) {
   app.add_option("--make-vocab-size-divisible-by", o.make_vocab_size_divisible_by,
                  "vocabulary padding of an imported model")
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  try {
+  app.add_flag("--overwrite", o.overwrite, "let --save be a folder that already holds checkpoints (replacing them)");
+  return run_tool(app, "convert_checkpoint", argc, argv, [&] {
     const auto r = training::convert_checkpoint(o);
     if (!o.export_hf.empty()) std::printf("exported %s to %s\n", o.load.c_str(), o.export_hf.c_str());
     if (!o.save.empty())
       std::printf("wrote %s (TP %d, PP %d%s) to %s\n", training::iteration_dir_name(r.iteration).c_str(),
                   o.target_tensor_model_parallel_size, o.target_pipeline_model_parallel_size,
                   r.has_optimizer_state ? "" : ", no optimizer state", o.save.c_str());
-  } catch (const c10::Error& e) {
-    std::fprintf(stderr, "convert_checkpoint: %s\n", e.what_without_backtrace());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "convert_checkpoint: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

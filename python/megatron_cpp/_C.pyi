@@ -94,6 +94,14 @@ class Arguments:
     def adam_eps(self, arg0: typing.SupportsFloat) -> None:
         ...
     @property
+    def allow_save_rewind(self) -> bool:
+        """
+        let this run save into a --save whose tracker names a later iteration (moving it back, replacing those)
+        """
+    @allow_save_rewind.setter
+    def allow_save_rewind(self, arg0: bool) -> None:
+        ...
+    @property
     def apply_layernorm_1p(self) -> bool:
         """
         norm weights centred on zero: stored as gamma - 1, initialised to 0, applied as 1 + weight
@@ -364,6 +372,14 @@ class Arguments:
         """
     @hysteresis.setter
     def hysteresis(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def ignore_memory_check(self) -> bool:
+        """
+        train even when the theoretical memory at start-up exceeds the memory free on the device
+        """
+    @ignore_memory_check.setter
+    def ignore_memory_check(self, arg0: bool) -> None:
         ...
     @property
     def init_method_std(self) -> float:
@@ -2472,9 +2488,9 @@ def checkpoint_arguments(path: str) -> Arguments:
     """
     The Arguments a checkpoint file was saved with.
     """
-def convert_checkpoint(*, load: str = '', save: str = '', ckpt_step: typing.SupportsInt | None = None, target_tensor_model_parallel_size: typing.SupportsInt = 1, target_pipeline_model_parallel_size: typing.SupportsInt = 1, target_num_layers_per_virtual_pipeline_stage: typing.SupportsInt | None = None, export_hf: str = '', import_hf: str = '', make_vocab_size_divisible_by: typing.SupportsInt = 128) -> typing.Any:
+def convert_checkpoint(*, load: str = '', save: str = '', ckpt_step: typing.SupportsInt | None = None, target_tensor_model_parallel_size: typing.SupportsInt = 1, target_pipeline_model_parallel_size: typing.SupportsInt = 1, target_num_layers_per_virtual_pipeline_stage: typing.SupportsInt | None = None, export_hf: str = '', import_hf: str = '', make_vocab_size_divisible_by: typing.SupportsInt = 128, overwrite: bool = False) -> typing.Any:
     """
-    tools/convert_checkpoint in-process: reads the checkpoint in load (or the Hugging Face model in import_hf), writes it to save at the target TP/PP/virtual-PP layout and/or exports it to export_hf (config.json + model.safetensors). Returns the iteration converted ('release' for an import).
+    tools/convert_checkpoint in-process: reads the checkpoint in load (or the Hugging Face model in import_hf), writes it to save at the target TP/PP/virtual-PP layout and/or exports it to export_hf (config.json + model.safetensors). Returns the iteration converted ('release' for an import). A save folder that already holds checkpoints is refused unless overwrite.
     """
 def copy_to_tensor_model_parallel_region(input: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
     """

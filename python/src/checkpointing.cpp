@@ -56,7 +56,7 @@ void init_checkpointing(py::module_& m) {
       "convert_checkpoint",
       [](const std::string& load, const std::string& save, std::optional<int64_t> ckpt_step, int tp, int pp,
          std::optional<int64_t> vp_layers, const std::string& export_hf, const std::string& import_hf,
-         int64_t divisible_by) -> py::object {
+         int64_t divisible_by, bool overwrite) -> py::object {
         tr::ConvertOptions o;
         o.load = load;
         o.save = save;
@@ -67,6 +67,7 @@ void init_checkpointing(py::module_& m) {
         o.export_hf = export_hf;
         o.import_hf = import_hf;
         o.make_vocab_size_divisible_by = divisible_by;
+        o.overwrite = overwrite;
         tr::ConvertResult r;
         {
           py::gil_scoped_release release;
@@ -78,9 +79,9 @@ void init_checkpointing(py::module_& m) {
       py::kw_only(), py::arg("load") = "", py::arg("save") = "", py::arg("ckpt_step") = py::none(),
       py::arg("target_tensor_model_parallel_size") = 1, py::arg("target_pipeline_model_parallel_size") = 1,
       py::arg("target_num_layers_per_virtual_pipeline_stage") = py::none(), py::arg("export_hf") = "",
-      py::arg("import_hf") = "", py::arg("make_vocab_size_divisible_by") = 128,
+      py::arg("import_hf") = "", py::arg("make_vocab_size_divisible_by") = 128, py::arg("overwrite") = false,
       "tools/convert_checkpoint in-process: reads the checkpoint in load (or the Hugging Face model "
       "in import_hf), writes it to save at the target TP/PP/virtual-PP layout and/or exports it to "
       "export_hf (config.json + model.safetensors). Returns the iteration converted ('release' for "
-      "an import).");
+      "an import). A save folder that already holds checkpoints is refused unless overwrite.");
 }

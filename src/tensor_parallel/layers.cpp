@@ -90,6 +90,9 @@ ColumnParallelLinearImpl::ColumnParallelLinearImpl(ColumnParallelLinearOptions o
 
 void ColumnParallelLinearImpl::reset() {
   const int tp = group_size(options.tp_group());
+  TORCH_CHECK(options.input_size() >= 1 && options.output_size() >= 1 && options.num_chunks() >= 1,
+              "[ColumnParallelLinear] input_size (", options.input_size(), "), output_size (", options.output_size(),
+              ") and num_chunks (", options.num_chunks(), ") must be >= 1");
   TORCH_CHECK(options.output_size() % (tp * options.num_chunks()) == 0,
               "[ColumnParallelLinear] "
               "output_size (",

@@ -323,6 +323,25 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
               "[convert_checkpoint] give one of load (--load) and import_hf (--import-hf)");
   TORCH_CHECK(!o.save.empty() || !o.export_hf.empty(),
               "[convert_checkpoint] give save (--save) and/or export_hf (--export-hf)");
+  TORCH_CHECK(o.target_tensor_model_parallel_size >= 1, "[convert_checkpoint] --target-tensor-parallel-size must be ",
+              ">= 1 (got ", o.target_tensor_model_parallel_size, ")");
+  TORCH_CHECK(o.target_pipeline_model_parallel_size >= 1,
+              "[convert_checkpoint] --target-pipeline-model-parallel-size must be >= 1 (got ",
+              o.target_pipeline_model_parallel_size, ")");
+  TORCH_CHECK(o.target_num_layers_per_virtual_pipeline_stage.value_or(1) >= 1,
+              "[convert_checkpoint] --target-num-layers-per-virtual-pipeline-stage must be >= 1 (got ",
+              o.target_num_layers_per_virtual_pipeline_stage.value_or(0), ")");
+  TORCH_CHECK(o.make_vocab_size_divisible_by >= 1,
+              "[convert_checkpoint] --make-vocab-size-divisible-by must be >= 1 (got ", o.make_vocab_size_divisible_by,
+              ")");
+  if (!o.save.empty() && !o.overwrite) {
+    const auto found = fs::is_directory(o.save) ? list_iterations(o.save) : std::vector<int64_t>{};
+    const bool tracked = fs::exists(fs::path(o.save) / kTrackerFileName);
+    TORCH_CHECK(found.empty() && !tracked, "[convert_checkpoint] --save ", o.save, " already holds checkpoints (",
+                tracked ? kTrackerFileName : "", tracked && !found.empty() ? ", " : "",
+                found.empty() ? "" : iteration_dir_name(found.back()),
+                "); write to a new folder, or pass --overwrite to replace them");
+  }
   at::NoGradGuard no_grad;
   FullCheckpoint f =
       o.load.empty() ? import_hf(o.import_hf, o.make_vocab_size_divisible_by) : read_full(o.load, o.ckpt_step);

@@ -2,6 +2,7 @@
 #include "megatron/training/checkpoint_files.h"
 
 #include <c10/util/Exception.h>
+#include <caffe2/serialize/inline_container.h>
 
 #include <fcntl.h>
 #include <ftw.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "crc32.h"
@@ -98,6 +100,58 @@ std::string join(const std::string& a, const std::string& b) {
   return (fs::path(a) / b).string();
 }
 
+uint32_t little_endian_u32(const unsigned char* p) {
+  return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+
+// A checkpoint without checksums.txt (Megatron-LM's own, for one) is checked against the CRC-32
+// that the zip format stores with every record; LibTorch's reader does not check it. LibTorch
+// finds the records; each one's stored CRC sits in its local header, or, when flag bit 3 is set
+// (as LibTorch writes), in the data descriptor right after its bytes.
+void verify_zip_records(const std::string& path) {
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> archive;
+  try {
+    archive = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "[checkpointing] ", path,
+                " cannot be read (truncated or corrupt?): ", e.what_without_backtrace());
+  }
+  auto& reader = *archive;
+  std::ifstream in(path, std::ios::binary);
+  const uint64_t file_size = fs::file_size(path);
+  std::vector<char> buffer;
+  for (const auto& name : reader.getAllRecords()) {
+    const uint64_t header = reader.getRecordHeaderOffset(name), offset = reader.getRecordOffset(name);
+    const uint64_t size = reader.getRecordSize(name);
+    TORCH_CHECK(header + 30 <= file_size && offset + size <= file_size, "[checkpointing] ", path,
+                " is truncated: record '", name, "' ends past the end of the file");
+    unsigned char local[30], descriptor[8] = {};
+    in.seekg(static_cast<std::streamoff>(header));
+    in.read(reinterpret_cast<char*>(local), sizeof local);
+    if (local[8] != 0 || local[9] != 0) continue;  // compressed: LibTorch writes stored records only
+    const bool has_descriptor = (local[6] & 0x08) != 0;
+    TORCH_CHECK(!has_descriptor || offset + size + 8 <= file_size, "[checkpointing] ", path, " is truncated: record '",
+                name, "' has no data descriptor");
+    uint32_t stored = little_endian_u32(local + 14);
+    if (has_descriptor) {
+      in.seekg(static_cast<std::streamoff>(offset + size));
+      in.read(reinterpret_cast<char*>(descriptor), sizeof descriptor);
+      stored = little_endian_u32(descriptor) == 0x08074b50 ? little_endian_u32(descriptor + 4)
+                                                           : little_endian_u32(descriptor);
+    }
+    buffer.resize(size);
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(buffer.data(), static_cast<std::streamsize>(size));
+    TORCH_CHECK(in, "[checkpointing] ", path, ": cannot read record '", name, "'");
+    const uint32_t crc = crc32_update(0, buffer.data(), size);
+    char want[16], got[16];
+    std::snprintf(want, sizeof(want), "%08x", stored);
+    std::snprintf(got, sizeof(got), "%08x", crc);
+    TORCH_CHECK(crc == stored, "[checkpointing] ", path, " is corrupt: record '", name, "' has CRC-32 ", got,
+                ", the archive says ", want);
+  }
+}
+
 }  // namespace
 
 void fsync_dir(const std::string& dir) {
@@ -141,6 +195,7 @@ c10::IValue read_checkpoint_file(const std::string& path) {
     TORCH_CHECK(crc == it->second.second, "[checkpointing] ", path, " is corrupt: CRC32 ", got, ", ", kChecksumFileName,
                 " says ", want);
   }
+  if (!sums.count(fs::path(path).filename().string())) verify_zip_records(path);
   try {
     return models::common::read_archive(path);
   } catch (const c10::Error& e) {

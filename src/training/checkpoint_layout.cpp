@@ -55,8 +55,9 @@ std::optional<TrackerEntry> read_tracker(const std::string& dir) {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   text.erase(text.find_last_not_of(" \n\r\t") + 1);
   if (text == "release") return TrackerEntry{std::nullopt};
-  TORCH_CHECK(!text.empty() && std::all_of(text.begin(), text.end(), ::isdigit), "[checkpointing] ", path,
-              " should hold an iteration number or 'release', found '", text, "'");
+  const bool number = !text.empty() && text.size() <= 18 && std::all_of(text.begin(), text.end(), ::isdigit);
+  TORCH_CHECK(number, "[checkpointing] ", path, " should hold an iteration number or 'release', found '",
+              text.size() > 40 ? text.substr(0, 40) + "..." : text, "'");
   return TrackerEntry{std::stoll(text)};
 }
 

@@ -141,6 +141,23 @@ SaveResult save_checkpoint(const Arguments& args, const ParallelState& ps, const
   return result;
 }
 
+void check_save_history(const Arguments& args, int64_t iteration) {
+  if (args.save.empty() || args.allow_save_rewind || !std::filesystem::is_directory(args.save)) return;
+  const auto tracker = read_tracker(args.save);
+  const std::string path = join(args.save, kTrackerFileName);
+  if (tracker) {
+    TORCH_CHECK(!tracker->iteration || *tracker->iteration <= iteration, "[checkpointing] --save ", args.save,
+                ": its tracker names iteration ", tracker->iteration.value_or(0), " but this run starts at iteration ",
+                iteration, "; its saves would replace later checkpoints and move ", path, " back. Resume with --load ",
+                args.save, ", save elsewhere, or pass --allow-save-rewind");
+    return;
+  }
+  const auto found = list_iterations(args.save);
+  TORCH_CHECK(found.empty() || found.back() <= iteration, "[checkpointing] --save ", args.save, " holds ",
+              iteration_dir_name(found.back()), " but no ", kTrackerFileName, "; this run (from iteration ", iteration,
+              ") would replace its checkpoints. Save elsewhere, or pass --allow-save-rewind");
+}
+
 bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingState& state) {
   const auto start = std::chrono::steady_clock::now();
   auto& world = ps.get_world_group();
@@ -151,6 +168,17 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
   } else if (tracker) {
     candidates.push_back(tracker->iteration);
   } else {
+    // A folder of checkpoints that lost its tracker is not a fresh start: saving into it would
+    // replace its iterations. An absent or empty folder is (launch scripts pass --load on run 1).
+    const auto found = list_iterations(args.load);
+    if (!found.empty()) {
+      std::string names;
+      for (size_t i = 0; i < found.size() && i < 5; ++i) names += (i ? ", " : "") + iteration_dir_name(found[i]);
+      if (found.size() > 5) names += ", ... " + iteration_dir_name(found.back());
+      TORCH_CHECK(false, "[checkpointing] --load ", args.load, " holds ", found.size(), " checkpoint(s) (", names,
+                  ") but no ", kTrackerFileName, "; give --ckpt-step N to load one, or write its number into ",
+                  join(args.load, kTrackerFileName));
+    }
     log_rank_0(LogLevel::kWarn, "WARNING: could not find " + join(args.load, kTrackerFileName) +
                                     "; no checkpoint to load, training starts from random weights");
     return false;

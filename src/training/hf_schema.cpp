@@ -44,9 +44,42 @@ namespace {
 [[noreturn]] void missing(const std::string& key, const std::string& where) {
   TORCH_CHECK(false, "[convert_checkpoint] ", where, " has no \"", key, "\"");
 }
+// Every integer the schema requires is a size or a count: a positive integer.
 int64_t required_int(const json* v, const std::string& key, const std::string& where) {
-  if (!v || !v->is_number()) missing(key, where);
-  return static_cast<int64_t>(v->get<double>());
+  if (!v) missing(key, where);
+  TORCH_CHECK(v->is_number_integer() && v->get<int64_t>() >= 1, "[convert_checkpoint] ", where, ": \"", key,
+              "\" must be a positive integer (got ", v->dump(), ")");
+  return v->get<int64_t>();
+}
+
+// The shape of one of our parameters at TP 1 for these settings (nullopt: not a parameter the
+// schema knows), against which every imported tensor is checked.
+std::optional<std::vector<int64_t>> expected_shape(const std::string& name, const Arguments& a) {
+  const int64_t h = a.hidden_size, v = a.vocab_size.value_or(0);
+  const int64_t d = a.kv_channels.value_or(h / a.num_attention_heads);
+  const int64_t q = a.num_attention_heads * d, kv = a.num_query_groups * d;
+  const int64_t ffn = a.ffn_hidden_size.value_or(4 * h), fc1 = a.swiglu ? 2 * ffn : ffn;
+  auto ends = [&](const char* suffix) {
+    const std::string s = suffix;
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  if (name == "embedding.word_embeddings.weight" || name == "output_layer.weight") return {{v, h}};
+  if (name == "embedding.position_embeddings.weight") return {{a.max_position_embeddings, h}};
+  if (ends("layernorm.weight") || ends("layernorm.bias")) return {{h}};
+  if (ends("linear_qkv.weight")) return {{q + 2 * kv, h}};
+  if (ends("linear_qkv.bias")) return {{q + 2 * kv}};
+  if (ends("linear_proj.weight")) return {{h, q}};
+  if (ends("linear_fc1.weight")) return {{fc1, h}};
+  if (ends("linear_fc1.bias")) return {{fc1}};
+  if (ends("linear_fc2.weight")) return {{h, ffn}};
+  if (ends("linear_proj.bias") || ends("linear_fc2.bias")) return {{h}};
+  return std::nullopt;
+}
+
+std::string shape_text(c10::IntArrayRef shape) {
+  std::ostringstream s;
+  s << shape;
+  return s.str();
 }
 
 }  // namespace
@@ -241,8 +274,22 @@ std::map<std::string, at::Tensor> import_tensors(const Architecture& arch, const
   std::map<std::string, at::Tensor> out;
   walk(arch, args, [&](const TensorRule& r, const std::string& name, const std::vector<std::string>& names) {
     std::vector<at::Tensor> parts;
-    for (const auto& n : names) parts.push_back(get(n));
-    out[name] = from_hf(r, parts, args).contiguous();
+    std::string given;  // "name [shape]" of each part, for the error
+    for (const auto& n : names) {
+      parts.push_back(get(n));
+      given += (given.empty() ? "" : ", ") + n + " " + shape_text(parts.back().sizes());
+    }
+    const auto want = expected_shape(name, args);
+    at::Tensor t;
+    try {
+      t = from_hf(r, parts, args).contiguous();
+    } catch (const c10::Error&) {
+      TORCH_CHECK(false, "[convert_checkpoint] ", where, ": ", given, " do not fit config.json (", name, " must be ",
+                  want ? shape_text(*want) : "other", ")");
+    }
+    TORCH_CHECK(!want || t.sizes() == c10::IntArrayRef(*want), "[convert_checkpoint] ", where, ": ", given, " give ",
+                name, " of shape ", shape_text(t.sizes()), "; config.json implies ", shape_text(*want));
+    out[name] = std::move(t);
   });
   return out;
 }
@@ -260,9 +307,17 @@ std::string export_config(const Architecture& arch, const Arguments& args, int64
 }
 
 Arguments import_config(const Architecture& arch, const json& config, const std::string& where) {
+  TORCH_CHECK(config.is_object(), "[convert_checkpoint] ", where, ": expected a JSON object, found ",
+              config.type_name());
   Arguments a;
   for (const auto& rule : arch.config) rule.read(member(&config, rule.key.c_str()), a, where);
   arch.fixed(a);
+  TORCH_CHECK(a.num_query_groups >= 1 && a.num_attention_heads % a.num_query_groups == 0, "[convert_checkpoint] ",
+              where, ": ", a.num_attention_heads, " attention heads are not divisible into ", a.num_query_groups,
+              " key/value heads");
+  TORCH_CHECK(a.kv_channels.value_or(1) >= 1 && (a.kv_channels || a.hidden_size % a.num_attention_heads == 0),
+              "[convert_checkpoint] ", where, ": hidden size ", a.hidden_size, " is not divisible by ",
+              a.num_attention_heads, " attention heads");
   a.seq_length = a.max_position_embeddings;
   return a;
 }

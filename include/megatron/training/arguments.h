@@ -145,6 +145,8 @@ struct MEGATRON_API Arguments {
   bool use_checkpoint_args = false;             // model shape and layout from --load's saved args
   bool load_fallback = false;                   // an unreadable checkpoint: load the newest older complete one
   int64_t keep_last_checkpoints = 0;            // 0: keep all
+  bool allow_save_rewind = false;               // saves may move --save's tracker backwards
+  bool ignore_memory_check = false;             // train even when the estimate exceeds free memory
   bool exit_signal_handler = false;             // SIGTERM: save a checkpoint after the current iteration, stop
   std::optional<int64_t> exit_interval;         // stop (saving to --save first) when iteration % N == 0
   std::optional<double> exit_duration_in_mins;  // stop (saving first) once training has run this long
@@ -209,6 +211,7 @@ struct MEGATRON_API ArgumentField {
   bool saved;               // in a checkpoint's args dict
   const char* python_type;  // "int", "Optional[float]", "List[str]", ...
   const char* help;
+  ArgCheck check;  // its valid values
 };
 MEGATRON_API const std::vector<ArgumentField>& argument_fields();
 

@@ -106,7 +106,7 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(network_size, untie_embeddings_and_output_weights, kSaved, any(), "separate output layer weight")               \
   X(regularization, attention_dropout, kSaved, below(0, 1), "dropout on attention probabilities")                   \
   X(regularization, hidden_dropout, kSaved, below(0, 1), "dropout on hidden states")                                \
-  X(initialization, init_method_std, kSaved, non_negative(), "std of the normal weight initialisation")             \
+  X(initialization, init_method_std, kSaved, positive(), "std of the normal weight initialisation")             \
   X(network_size, make_vocab_size_divisible_by, kSaved, positive(), "pad the vocabulary to a multiple of this x TP") \
   X(training, recompute_granularity, kSaved, one_of("full|selective"), "full | selective")                          \
   X(training, recompute_method, kSaved, one_of("uniform|block"), "uniform | block")                                 \
@@ -212,6 +212,10 @@ enum class ArgSaved { kSaved, kNotSaved };
     "if the checkpoint to load is missing, truncated or corrupt, load the newest older complete one")               \
   X(checkpointing, keep_last_checkpoints, kNotSaved, non_negative(),                                                \
     "keep only the newest N checkpoints in --save, deleting older ones after each save (0: keep all)")              \
+  X(checkpointing, allow_save_rewind, kNotSaved, any(),                                                             \
+    "let this run save into a --save whose tracker names a later iteration (moving it back, replacing those)")     \
+  X(training, ignore_memory_check, kNotSaved, any(),                                                                \
+    "train even when the theoretical memory at start-up exceeds the memory free on the device")                    \
   X(training, exit_signal_handler, kNotSaved, any(),                                                                \
     "on SIGTERM, finish the current iteration, save a checkpoint to --save and stop")                               \
   X(training, exit_interval, kNotSaved, positive(),                                                                 \

@@ -26,6 +26,9 @@ struct MEGATRON_API ConvertOptions {
   int target_pipeline_model_parallel_size = 1;
   std::optional<int64_t> target_num_layers_per_virtual_pipeline_stage;
   std::string export_hf;  // config.json + model.safetensors
+  // Whether save may be a folder that already holds checkpoints (the source's own, for one):
+  // otherwise such a folder is refused, so that no conversion replaces what it was pointed at.
+  bool overwrite = false;
 };
 
 struct MEGATRON_API ConvertResult {

@@ -58,6 +58,11 @@ struct MEGATRON_API SaveResult {
 // on every rank (the failing one with its message) and leaves the previous checkpoint current.
 MEGATRON_API SaveResult save_checkpoint(const Arguments& args, const ParallelState& ps, const TrainingState& state);
 
+// Before training: a run starting at `iteration` whose --save holds a later run's checkpoints
+// (its tracker names a later iteration, or it has iterations and no tracker) would replace them
+// and move the tracker back; that is an error naming what it found, unless --allow-save-rewind.
+MEGATRON_API void check_save_history(const Arguments& args, int64_t iteration);
+
 // Loads from args.load (the tracker's iteration, or --ckpt-step) into `state`: model, then unless
 // --finetune / --no-load-optim the optimizer, grad scaler, schedule, iteration and consumed
 // samples, and unless --no-load-rng the RNG states. Collective. Returns false when args.load has
