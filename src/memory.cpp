@@ -11,15 +11,19 @@
 
 #if MEGATRON_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 #endif
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <list>
 #include <map>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 namespace megatron {
@@ -283,6 +287,24 @@ void empty_cpu_allocator_cache() {
 }
 CPUAllocatorCacheStats cpu_allocator_cache_stats() {
   return caching_allocator().stats();
+}
+
+std::optional<int64_t> available_memory_bytes(c10::Device device) {
+#if MEGATRON_WITH_CUDA
+  if (device.is_cuda()) {
+    c10::cuda::CUDAGuard guard(device.has_index() ? device.index() : 0);
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return std::nullopt;
+    return static_cast<int64_t>(free);
+  }
+#endif
+  if (!device.is_cpu()) return std::nullopt;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return std::nullopt;
 }
 
 std::optional<DeviceMemoryStats> device_memory_stats(c10::Device device) {

@@ -60,4 +60,8 @@ struct MEGATRON_API DeviceMemoryStats {
 };
 MEGATRON_API std::optional<DeviceMemoryStats> device_memory_stats(c10::Device device);
 
+// Bytes free for new allocations: the GPU's free memory, or the host's MemAvailable for a CPU
+// device; nullopt when it cannot be told.
+MEGATRON_API std::optional<int64_t> available_memory_bytes(c10::Device device);
+
 }  // namespace megatron

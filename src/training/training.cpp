@@ -7,12 +7,14 @@
 #include <torch/nn/module.h>
 
 #include "initialize.h"
+#include "megatron/comm/launcher_env.h"
 #include "megatron/datasets/blended_dataset.h"
 #include "megatron/logging.h"
 #include "megatron/memory.h"
 #include "megatron/models/common/language_module.h"
 #include "megatron/training/checkpointing.h"
 #include "megatron/training/config.h"
+#include "megatron/training/theoretical_memory.h"
 #include "trainer.h"
 
 namespace megatron::training {
@@ -149,6 +151,10 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   auto init = detail::initialize_megatron(args, std::move(world));
   const TrainingContext ctx{args, init.parallel_state, init.rng_tracker, init.device, std::nullopt};
 
+  // Before the model exists: a run that cannot fit stops here with the settings that would help.
+  // The tokenizer's vocabulary is the model builder's; GPT-2's stands in when no flag gives one.
+  check_memory(args, init.parallel_state.get_pipeline_model_parallel_rank(), args.vocab_size.value_or(50257),
+               init.device, comm::LauncherEnv::from_environment().local_world_size);
   detail::TrainerParts parts;
   parts.model = get_model(ctx, model_builder);
   std::tie(parts.vocab_size, parts.padded_vocab_size) = vocab_sizes(args, parts.model);
@@ -162,6 +168,7 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   TORCH_CHECK(ds.train, "[training] dataset_builder returned no training dataset");
 
   const auto progress = load(ctx, parts);
+  check_save_history(ctx.args, progress.iteration);
   build_data_iterators(ctx, ds, progress, parts);
 
   detail::Trainer trainer(ctx, std::move(parts), progress, start_time);
