@@ -11,6 +11,10 @@ namespace {
 const char* g_program = "megatron";
 }
 
+const char* name() {
+  return g_program;
+}
+
 std::string current_error_message() {
   try {
     throw;

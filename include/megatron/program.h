@@ -12,6 +12,9 @@ namespace megatron::program {
 constexpr int kRuntimeError = 1;  // a failure while running (a rank, a file, a collective)
 constexpr int kUsageError = 2;    // bad flags, config or input named on the command line
 
+// The program's name as install_terminate_handler (or run) set it ("megatron" before).
+MEGATRON_API const char* name();
+
 // The message of the exception in flight (a c10::Error without its C++ backtrace).
 MEGATRON_API std::string current_error_message();
 

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <limits>
 
+#include "mapping_faults.h"
+
 namespace megatron::datasets {
 namespace {
 
@@ -155,11 +157,13 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
       TORCH_CHECK(false, "[indexed_dataset] ", path, ": mmap failed: ", errno_text());
     }
     data_ = static_cast<const uint8_t*>(p);
+    fault_slot_ = detail::register_mapping(data_, size_, path_);
   }
   ::close(fd);  // the mapping stays valid
 }
 
 MappedFile::~MappedFile() {
+  detail::unregister_mapping(fault_slot_);
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 

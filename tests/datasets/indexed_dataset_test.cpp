@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 #include <cstring>
 #include <random>
 
@@ -218,6 +219,25 @@ TEST_F(Corruption, FileReplacedAfterOpen) {
   std::remove(bin_path(prefix_).c_str());
   write_bytes(bin_path(prefix_), bin_);
   EXPECT_THAT(error_of([&] { ds.check_unchanged(); }), HasSubstr("changed on disk"));
+}
+
+TEST(IndexedDataset, DataTruncatedUnderTheMappingIsOneLineNotABusError) {
+  const std::string prefix = make_temp_dir() + "/big";
+  IndexedDatasetBuilder builder(bin_path(prefix), DType::kInt32);
+  std::vector<int32_t> tokens(50000, 7);  // 200 KB: many pages past a truncation to 0
+  builder.add_item(tokens);
+  builder.end_document();
+  builder.finalize(idx_path(prefix));
+  EXPECT_EXIT(
+      {
+        IndexedDataset ds(prefix);
+        ::truncate(bin_path(prefix).c_str(), 0);
+        volatile int64_t sum = 0;
+        for (int64_t t : ds.get(0).to_vector()) sum += t;
+      },
+      ::testing::ExitedWithCode(1),
+      "error: \\[indexed_dataset\\] .*big.bin: reading its memory mapping failed \\(SIGBUS\\): the file was "
+      "truncated");
 }
 
 TEST_F(Corruption, RandomByteFlipsNeverCrash) {

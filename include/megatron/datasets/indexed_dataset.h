@@ -75,6 +75,7 @@ class MEGATRON_API MappedFile {
   size_t size_ = 0;
   int64_t mtime_ns_ = 0;
   ino_t inode_ = 0;
+  int fault_slot_ = -1;  // its range in the SIGBUS handler's table (src/datasets/mapping_faults.h)
 };
 
 // Reader: validates the pair on open (see the class comment in indexed_dataset.cpp for the list)
