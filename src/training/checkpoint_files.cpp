@@ -43,19 +43,27 @@ class FileWriter {
       ::unlink(path_.c_str());  // failed midway: free the space, the name was temporary anyway
     }
   }
-  void write(const void* data, size_t size) {
+  // Never throws: LibTorch's zip writer calls it through C code, and a throw there resurfaces as
+  // "unexpected pos" from the writer's destructor. The first failure is kept for close().
+  void write(const void* data, size_t size) noexcept {
+    if (!error_.empty()) return;
     const char* p = static_cast<const char*>(data);
     crc_ = crc32_update(crc_, p, size);
     while (size > 0) {
       const ssize_t n = ::write(fd_, p, size);
       if (n < 0 && errno == EINTR) continue;
-      TORCH_CHECK(n > 0, "[checkpointing] writing ", path_, " failed after ", bytes_, " bytes: ", errno_text());
+      if (n <= 0) {
+        error_ = "writing " + path_ + " failed after " + std::to_string(bytes_) +
+                 " bytes: " + (n == 0 ? std::string("no space written") : errno_text());
+        return;
+      }
       p += n;
       size -= static_cast<size_t>(n);
       bytes_ += static_cast<uint64_t>(n);
     }
   }
   WrittenFile close() {
+    TORCH_CHECK(error_.empty(), "[checkpointing] ", error_);
     TORCH_CHECK(::fsync(fd_) == 0, "[checkpointing] fsync of ", path_, " failed: ", errno_text());
     const int rc = ::close(fd_);
     fd_ = -1;
@@ -69,6 +77,7 @@ class FileWriter {
   int fd_ = -1;
   uint64_t bytes_ = 0;
   uint32_t crc_ = 0;
+  std::string error_;
 };
 
 // name -> (bytes, crc32) from a rank folder's checksums.txt; empty when there is none.

@@ -5,6 +5,8 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -139,6 +141,36 @@ void publish_checkpoint(const std::string& dir, std::optional<int64_t> iteration
     fs::rename(victim, doomed);
     remove_tree(doomed);
   }
+}
+
+SaveDirLock::SaveDirLock(const std::string& dir) {
+  fs::create_directories(dir);
+  const std::string path = join(dir, kSaveLockFileName);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  TORCH_CHECK(fd_ >= 0, "[checkpointing] cannot create ", path, ": ", errno_text());
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    char holder[256] = {};
+    const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    std::string who(holder, n > 0 ? static_cast<size_t>(n) : 0);
+    who.erase(who.find_last_not_of(" \n") + 1);
+    TORCH_CHECK(error != EWOULDBLOCK, "[checkpointing] --save ", dir, " is in use by another run (",
+                who.empty() ? "holder unknown" : who, ", ", path,
+                "); two runs saving into one folder would replace each other's checkpoints");
+    TORCH_CHECK(false, "[checkpointing] cannot lock ", path, ": ", std::strerror(error));
+  }
+  char host[128] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string who = "pid " + std::to_string(::getpid()) + " on " + host + "\n";
+  if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, who.data(), who.size(), 0) < 0) {
+    // The lock holds without the note; the note only names the holder in another run's error.
+  }
+}
+
+SaveDirLock::~SaveDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock; the file stays, stale and free
 }
 
 void remove_stale_staging(const std::string& dir) {

@@ -80,6 +80,26 @@ void check_arguments(const Arguments& args, const TrainingState& state, const Ra
     same("a padded vocabulary of", state.padded_vocab_size, ck.padded_vocab_size);
 }
 
+// Every rank resumes at one place: rank folders mixed from two saves would train out of step.
+void check_ranks_agree(comm::ProcessGroup& world, const TrainingState& state, const std::string& file) {
+  const std::vector<double> mine = {static_cast<double>(state.iteration),
+                                    static_cast<double>(state.consumed_train_samples),
+                                    static_cast<double>(state.consumed_valid_samples)};
+  at::Tensor all = at::empty({world.size() * 3}, at::kDouble);
+  world.all_gather(all, at::tensor(mine, at::kDouble));
+  const double* v = all.data_ptr<double>();
+  auto where = [&](int r) {
+    return "iteration " + std::to_string(static_cast<int64_t>(v[3 * r])) + ", consumed samples " +
+           std::to_string(static_cast<int64_t>(v[3 * r + 1])) + " train / " +
+           std::to_string(static_cast<int64_t>(v[3 * r + 2])) + " valid";
+  };
+  for (int r = 1; r < world.size(); ++r) {
+    TORCH_CHECK(v[3 * r] == v[0] && v[3 * r + 1] == v[1] && v[3 * r + 2] == v[2],
+                "[checkpointing] the ranks disagree on where to resume: rank 0 read ", where(0), ", rank ", r, " read ",
+                where(r), " (this rank's file: ", file, "); its rank folders come from different saves");
+  }
+}
+
 // This rank's folder of iter_dir, with a message naming both layouts when it is not there.
 std::string rank_dir_of(const Arguments& args, const ParallelState& ps, const std::string& iter_dir) {
   TORCH_CHECK(fs::is_directory(iter_dir), "[checkpointing] ", iter_dir, " does not exist");
@@ -123,7 +143,13 @@ SaveResult save_checkpoint(const Arguments& args, const ParallelState& ps, const
     });
   }
   param_state.clear();
-  agree(world, error, "saving iteration " + std::to_string(state.iteration) + " to " + staging);
+  try {
+    agree(world, error, "saving iteration " + std::to_string(state.iteration) + " to " + staging);
+  } catch (const c10::Error&) {
+    // A failed save (a full disk) leaves nothing behind; the previous checkpoint stays current.
+    if (world.rank() == 0) capture([&] { remove_tree(staging); });
+    throw;
+  }
   if (world.rank() == 0)
     error = capture([&] { publish_checkpoint(args.save, state.iteration, args.keep_last_checkpoints); });
   agree(world, error, "publishing " + final_dir);
@@ -139,6 +165,16 @@ SaveResult save_checkpoint(const Arguments& args, const ParallelState& ps, const
                 static_cast<long long>(state.iteration), args.save.c_str(), result.seconds, result.bytes / 1e6);
   log_rank_0(LogLevel::kInfo, line);
   return result;
+}
+
+std::unique_ptr<SaveDirLock> lock_save_dir(const Arguments& args, const ParallelState& ps) {
+  if (args.save.empty()) return nullptr;
+  auto& world = ps.get_world_group();
+  std::unique_ptr<SaveDirLock> lock;
+  std::string error;
+  if (world.rank() == 0) error = capture([&] { lock = std::make_unique<SaveDirLock>(args.save); });
+  agree(world, error, "locking --save " + args.save);
+  return lock;
 }
 
 void check_save_history(const Arguments& args, int64_t iteration) {
@@ -235,6 +271,7 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
     state.consumed_train_samples = ck.consumed_train_samples;
     state.consumed_valid_samples = ck.consumed_valid_samples;
   }
+  check_ranks_agree(world, state, file);
   if (want_optimizer && !release) {
     TORCH_CHECK(ck.optimizer, "[checkpointing] ", file,
                 " has no optimizer state (saved with --no-save-optim?); pass --no-load-optim or --finetune");

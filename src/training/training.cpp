@@ -151,6 +151,7 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   auto init = detail::initialize_megatron(args, std::move(world));
   const TrainingContext ctx{args, init.parallel_state, init.rng_tracker, init.device, std::nullopt};
 
+  const auto save_lock = lock_save_dir(args, init.parallel_state);  // held until pretrain returns
   // Before the model exists: a run that cannot fit stops here with the settings that would help.
   // The tokenizer's vocabulary is the model builder's; GPT-2's stands in when no flag gives one.
   check_memory(args, init.parallel_state.get_pipeline_model_parallel_rank(), args.vocab_size.value_or(50257),

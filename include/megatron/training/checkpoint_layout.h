@@ -46,4 +46,19 @@ MEGATRON_API void publish_checkpoint(const std::string& dir, std::optional<int64
 // Deletes the iter_*.tmp and iter_*.deleting folders interrupted saves left in dir.
 MEGATRON_API void remove_stale_staging(const std::string& dir);
 
+// <dir>/save.lock, held (flock) while one run may save into dir: a second run pointed at the same
+// folder is refused, naming the holder (pid and host written in the file). The kernel drops the
+// lock when its process dies, so a dead run's lock file is stale and taken over.
+constexpr const char* kSaveLockFileName = "save.lock";
+class MEGATRON_API SaveDirLock {
+ public:
+  explicit SaveDirLock(const std::string& dir);  // throws naming the holder when held
+  ~SaveDirLock();
+  SaveDirLock(const SaveDirLock&) = delete;
+  SaveDirLock& operator=(const SaveDirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace megatron::training

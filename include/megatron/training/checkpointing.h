@@ -63,6 +63,10 @@ MEGATRON_API SaveResult save_checkpoint(const Arguments& args, const ParallelSta
 // and move the tracker back; that is an error naming what it found, unless --allow-save-rewind.
 MEGATRON_API void check_save_history(const Arguments& args, int64_t iteration);
 
+// Rank 0 locks --save for the run (checkpoint_layout.h's SaveDirLock); collective, so that every
+// rank stops when another run holds it. nullptr without --save.
+MEGATRON_API std::unique_ptr<SaveDirLock> lock_save_dir(const Arguments& args, const ParallelState& ps);
+
 // Loads from args.load (the tracker's iteration, or --ckpt-step) into `state`: model, then unless
 // --finetune / --no-load-optim the optimizer, grad scaler, schedule, iteration and consumed
 // samples, and unless --no-load-rng the RNG states. Collective. Returns false when args.load has

@@ -48,9 +48,8 @@ void save_tensor_dict(const std::string& path, const std::map<std::string, at::T
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     TORCH_CHECK(out, "[serialization] cannot create ", tmp);
-    write_archive(dict, [&](const void* data, size_t size) {
-      out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-      TORCH_CHECK(out, "[serialization] writing ", tmp, " failed (disk full?)");
+    write_archive(dict, [&](const void* data, size_t size) {  // must not throw (write_archive)
+      if (out) out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
     });
     out.close();
     TORCH_CHECK(out, "[serialization] writing ", tmp, " failed (disk full?)");

@@ -15,7 +15,8 @@
 namespace megatron::models::common {
 
 // Streams `value` as a torch.save archive to `write`, which is called with consecutive chunks
-// and must write all of each (or throw). Lists must be generic (c10::impl::GenericList of
+// and must not throw (LibTorch's zip writer calls it through C code): it records a failure and
+// the caller reports it after write_archive returns. Lists must be generic (c10::impl::GenericList of
 // AnyType): typed ones would be written with TorchScript helpers that torch.load refuses.
 // Tensors are copied to the CPU one at a time, so a CUDA model costs one tensor of host memory.
 MEGATRON_API void write_archive(const c10::IValue& value, const std::function<void(const void*, size_t)>& write);

@@ -1,0 +1,77 @@
+"""Faults during a run: a disk that fills during a save, rank folders mixed from two saves, a
+second run pointed at the same save folder. Each ends with one clear line and loses nothing."""
+import fcntl
+import os
+import resource
+import shutil
+import signal
+import subprocess
+
+from data_helpers import program
+
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+TINY = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
+        "--micro-batch-size", "2", "--global-batch-size", "4", "--lr", "1e-3", "--log-interval", "1",
+        "--eval-iters", "0", "--attention-dropout", "0", "--hidden-dropout", "0", "--mock-data", "--vocab-size", "256"]
+
+
+def pretrain(*flags, ranks=1, preexec_fn=None):
+    cmd = [program("pretrain_gpt"), *TINY, *map(str, flags)]
+    if ranks > 1:
+        cmd = MPIRUN + ["-np", str(ranks)] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, preexec_fn=preexec_fn)
+
+
+def test_a_save_that_fills_the_disk_names_the_file_and_keeps_the_previous_checkpoint(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    proc = pretrain("--train-iters", "2", "--save", ckpt, "--save-interval", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    size = os.path.getsize(ckpt / "iter_0000002" / "mp_rank_00" / "model_optim_rng.pt")
+
+    def small_disk():  # every file the run writes stops growing at half a checkpoint file (EFBIG)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size // 2, size // 2))
+
+    proc = pretrain("--train-iters", "4", "--load", ckpt, "--save", ckpt, "--save-interval", "2",
+                    preexec_fn=small_disk)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("pretrain_gpt: error: ")]
+    assert len(lines) == 1 and "terminate" not in proc.stderr, proc.stderr[-3000:]
+    assert f"writing {ckpt}/iter_0000004.tmp/mp_rank_00.tmp/model_optim_rng.pt failed after" in lines[0], lines[0]
+    assert "File too large" in lines[0]
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    assert sorted(p.name for p in ckpt.iterdir() if p.name.startswith("iter_")) == ["iter_0000002"]
+    proc = pretrain("--train-iters", "3", "--load", ckpt)  # the previous checkpoint loads
+    assert proc.returncode == 0 and "at iteration 2" in proc.stdout + proc.stderr, proc.stderr[-3000:]
+
+
+def test_rank_folders_from_two_saves_are_refused_naming_the_ranks(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    flags = ["--tensor-model-parallel-size", "2", "--save", ckpt, "--save-interval", "2"]
+    proc = pretrain("--train-iters", "4", *flags, ranks=2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shutil.rmtree(ckpt / "iter_0000002" / "mp_rank_01")
+    shutil.copytree(ckpt / "iter_0000004" / "mp_rank_01", ckpt / "iter_0000002" / "mp_rank_01")
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("2")
+    proc = pretrain("--train-iters", "6", "--load", ckpt, "--tensor-model-parallel-size", "2", ranks=2)
+    assert proc.returncode != 0
+    assert ("the ranks disagree on where to resume: rank 0 read iteration 2, consumed samples 8 train / 0 valid, "
+            "rank 1 read iteration 4, consumed samples 16 train / 0 valid") in proc.stderr, proc.stderr[-3000:]
+
+
+def test_a_second_run_saving_into_the_same_folder_is_refused(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    with open(ckpt / "save.lock", "w") as held:  # another run's lock, alive
+        held.write("pid 4242 on trainer-7\n")
+        held.flush()
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        proc = pretrain("--train-iters", "2", "--save", ckpt, "--save-interval", "2")
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        assert (f"--save {ckpt} is in use by another run (pid 4242 on trainer-7, {ckpt}/save.lock)"
+                in proc.stderr), proc.stderr[-3000:]
+        assert not (ckpt / "latest_checkpointed_iteration.txt").exists()
+    # The holder is gone: its lock file is stale and the next run takes it over.
+    proc = pretrain("--train-iters", "2", "--save", ckpt, "--save-interval", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
