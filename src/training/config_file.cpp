@@ -78,7 +78,9 @@ std::vector<std::string> config_file_words(const std::string& path) {
     types[f.flag] = type;
   }
   std::vector<std::string> words;
-  for (const auto& [key, value] : table) {
+  for (const auto& entry : table) {
+    const toml::key& key = entry.first;
+    const toml::node& value = entry.second;  // a named reference: lambdas cannot capture bindings
     const std::string name(key.str());
     std::string flag = "--" + name;
     for (auto& c : flag) c = c == '_' ? '-' : c;

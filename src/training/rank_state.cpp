@@ -93,7 +93,8 @@ RankCheckpoint rank_checkpoint(const Arguments& args, const TrainingState& state
   c.iteration = state.iteration;
   for (const auto& m : *state.model) c.model.push_back(module_state(*m));
   if (!args.no_save_optim) {
-    auto& o = c.optimizer.emplace();
+    c.optimizer = RankCheckpoint::OptimizerState{};
+    auto& o = *c.optimizer;
     o.distributed = state.optimizer->is_distributed();
     o.param_state = std::move(param_state);
     for (int64_t size : state.optimizer->param_group_sizes()) o.param_groups.push_back({state.optimizer->lr(), size});
