@@ -142,7 +142,7 @@ int tokenize(const std::string& vocab, const std::string& merges, const std::str
     nlohmann::json value;
     try {
       value = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
       TORCH_CHECK(false, "[dataset_tool] ", input, ": malformed JSON: ", json_error_text(e));
     }
     TORCH_CHECK(value.is_string(), "[dataset_tool] ", input, ": expected one JSON string per line");

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-inline std::string json_error_text(const nlohmann::json::parse_error& e) {
+inline std::string json_error_text(const nlohmann::json::exception& e) {
   std::string what = e.what();
   const auto start = what.find("parse error");
   if (start != std::string::npos) what = what.substr(start);

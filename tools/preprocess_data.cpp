@@ -62,7 +62,7 @@ Encoded encode_line(const std::string& line, const Args& args, const megatron::t
   json doc;
   try {
     doc = json::parse(line);
-  } catch (const json::parse_error& err) {
+  } catch (const json::exception& err) {  // parse errors, and numbers out of range
     e.ok = false;
     e.error = "malformed JSON: " + json_error_text(err);
     return e;

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
       nlohmann::json doc;
       try {
         doc = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::parse_error& e) {
+      } catch (const nlohmann::json::exception& e) {
         TORCH_CHECK(false, "[train_tokenizer] ", input, ":", line_no, ": malformed JSON: ", json_error_text(e));
       }
       for (const auto& k : keys) {

@@ -3,10 +3,15 @@
 #include <c10/util/Exception.h>
 
 #include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <tuple>
 
 namespace megatron::datasets {
 namespace {
@@ -112,6 +117,50 @@ template void write_npy<int32_t>(const std::string&, const std::vector<int32_t>&
 template void write_npy<int64_t>(const std::string&, const std::vector<int64_t>&, std::vector<int64_t>);
 template void write_npy<uint32_t>(const std::string&, const std::vector<uint32_t>&, std::vector<int64_t>);
 
+namespace {
+
+// The descr and shape of a .npy header dict ("{'descr': '<i8', 'fortran_order': False, 'shape': (3, 2), }"),
+// each dimension a non-negative integer.
+std::pair<std::string, std::vector<int64_t>> parse_header(const std::string& header, const std::string& path) {
+  const auto d = header.find("'descr'");
+  const auto colon = d == std::string::npos ? d : header.find(':', d);
+  const auto q1 = colon == std::string::npos ? colon : header.find('\'', colon + 1);
+  const auto q2 = q1 == std::string::npos ? q1 : header.find('\'', q1 + 1);
+  TORCH_CHECK(q2 != std::string::npos, "[npy] ", path, ": header without descr: ", header);
+  TORCH_CHECK(header.find("'fortran_order': False") != std::string::npos, "[npy] ", path, ": expected a C-order array");
+  const auto key = header.find("'shape'");
+  const auto s = key == std::string::npos ? key : header.find('(', key);
+  const auto e = s == std::string::npos ? s : header.find(')', s);
+  TORCH_CHECK(e != std::string::npos, "[npy] ", path, ": header without a shape: ", header);
+  std::vector<int64_t> shape;
+  std::stringstream dims(header.substr(s + 1, e - s - 1));
+  std::string item;
+  while (std::getline(dims, item, ',')) {
+    if (item.find_first_not_of(' ') == std::string::npos) continue;
+    char* end = nullptr;
+    errno = 0;
+    const long long n = std::strtoll(item.c_str(), &end, 10);
+    TORCH_CHECK(
+        errno == 0 && n >= 0 && end != item.c_str() && std::string(end).find_first_not_of(' ') == std::string::npos,
+        "[npy] ", path, ": shape entry '", item, "' is not a non-negative integer");
+    shape.push_back(n);
+  }
+  return {header.substr(q1 + 1, q2 - q1 - 1), shape};
+}
+
+// Bytes of the array's data, refusing a shape whose size overflows.
+size_t data_bytes(const std::string& descr, const std::vector<int64_t>& shape, const std::string& path) {
+  size_t n = descr_size(descr, path);
+  for (int64_t d : shape) {
+    TORCH_CHECK(d == 0 || n <= std::numeric_limits<size_t>::max() / static_cast<size_t>(d), "[npy] ", path,
+                ": the shape's size overflows");
+    n *= static_cast<size_t>(d);
+  }
+  return n;
+}
+
+}  // namespace
+
 NpyArray read_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   TORCH_CHECK(in, "[npy] ", path, ": cannot open");
@@ -133,24 +182,13 @@ NpyArray read_npy(const std::string& path) {
   in.read(header.data(), static_cast<std::streamsize>(hlen));
   TORCH_CHECK(in, "[npy] ", path, ": truncated header");
   NpyArray arr;
-  auto d = header.find("'descr'");
-  auto q1 = header.find('\'', header.find(':', d) + 1);
-  auto q2 = header.find('\'', q1 + 1);
-  TORCH_CHECK(d != std::string::npos && q1 != std::string::npos && q2 != std::string::npos, "[npy] ", path,
-              ": header without descr: ", header);
-  arr.descr = header.substr(q1 + 1, q2 - q1 - 1);
-  TORCH_CHECK(header.find("'fortran_order': False") != std::string::npos, "[npy] ", path, ": expected a C-order array");
-  auto s = header.find('(', header.find("'shape'"));
-  auto e = header.find(')', s);
-  std::string dims = header.substr(s + 1, e - s - 1);
-  std::stringstream ss(dims);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.find_first_not_of(' ') == std::string::npos) continue;
-    arr.shape.push_back(std::stoll(item));
-  }
-  const size_t item_size = descr_size(arr.descr, path);
-  const size_t nbytes = static_cast<size_t>(arr.numel()) * item_size;
+  std::tie(arr.descr, arr.shape) = parse_header(header, path);
+  const size_t nbytes = data_bytes(arr.descr, arr.shape, path);
+  const auto data_start = in.tellg();
+  in.seekg(0, std::ios::end);
+  TORCH_CHECK(in.tellg() - data_start >= static_cast<std::streamoff>(nbytes), "[npy] ", path, ": expected ", nbytes,
+              " data bytes, the file is shorter (truncated?)");
+  in.seekg(data_start);
   arr.data.resize(nbytes);
   in.read(reinterpret_cast<char*>(arr.data.data()), static_cast<std::streamsize>(nbytes));
   TORCH_CHECK(in && static_cast<size_t>(in.gcount()) == nbytes, "[npy] ", path, ": expected ", nbytes,
@@ -183,22 +221,8 @@ MappedNpy map_npy(const std::string& path) {
   TORCH_CHECK(start + hlen <= size, "[npy] ", path, ": truncated header");
   const std::string header(reinterpret_cast<const char*>(p + start), hlen);
   MappedNpy out;
-  auto d = header.find("'descr'");
-  auto q1 = header.find('\'', header.find(':', d) + 1);
-  auto q2 = header.find('\'', q1 + 1);
-  TORCH_CHECK(d != std::string::npos && q1 != std::string::npos && q2 != std::string::npos, "[npy] ", path,
-              ": header without descr: ", header);
-  out.descr = header.substr(q1 + 1, q2 - q1 - 1);
-  TORCH_CHECK(header.find("'fortran_order': False") != std::string::npos, "[npy] ", path, ": expected a C-order array");
-  auto s = header.find('(', header.find("'shape'"));
-  auto e = header.find(')', s);
-  std::stringstream ss(header.substr(s + 1, e - s - 1));
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.find_first_not_of(' ') == std::string::npos) continue;
-    out.shape.push_back(std::stoll(item));
-  }
-  const size_t nbytes = static_cast<size_t>(out.numel()) * descr_size(out.descr, path);
+  std::tie(out.descr, out.shape) = parse_header(header, path);
+  const size_t nbytes = data_bytes(out.descr, out.shape, path);
   TORCH_CHECK(start + hlen + nbytes == size, "[npy] ", path, ": expected ", start + hlen + nbytes,
               " bytes for shape and descr '", out.descr, "', found ", size, " (truncated?)");
   out.data = p + start + hlen;

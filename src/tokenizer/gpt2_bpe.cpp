@@ -278,7 +278,7 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::str
   nlohmann::json vocab;
   try {
     vocab = nlohmann::json::parse(read_file(vocab_file, "vocabulary (--vocab-file)"));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers out of range
     TORCH_CHECK(false, "[tokenizer] ", vocab_file, ": not valid JSON: ", e.what());
   }
   TORCH_CHECK(vocab.is_object() && !vocab.empty(), "[tokenizer] ", vocab_file,

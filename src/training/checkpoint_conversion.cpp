@@ -268,7 +268,7 @@ void export_hf(const FullCheckpoint& f, const std::string& out_dir) {
 nlohmann::json read_json(const std::string& text, const std::string& file) {
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     TORCH_CHECK(false, "[convert_checkpoint] ", file, ": malformed JSON: ", e.what());
   }
 }

@@ -101,7 +101,7 @@ class Reader {
     text << in.rdbuf();
     try {
       return json::parse(text.str());
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse errors, and numbers out of range
       // nlohmann's message already names the line and column ("parse error at line 3, column 5").
       std::string what = e.what();
       const auto at = what.find("parse error");

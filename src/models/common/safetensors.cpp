@@ -93,7 +93,7 @@ std::map<std::string, at::Tensor> load_safetensors(const std::string& path) {
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     TORCH_CHECK(false, "[safetensors] ", path, ": malformed header: ", e.what());
   }
   TORCH_CHECK(header.is_object(), "[safetensors] ", path, ": header is not an object");
