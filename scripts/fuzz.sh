@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Fuzzes every target of tests/fuzz with libFuzzer under ASan + UBSan (clang; Debian's clang and
+# libclang-rt-dev), starting from the checked-in corpora, for SECONDS each (default 30; CI runs
+# that, a long run is `bash scripts/fuzz.sh 600`). New inputs and crash reproducers go to
+# build-fuzz/findings/<target>/; the summary gives each target's executions and crashes.
+#   scripts/fuzz.sh [SECONDS] [TARGET...]      BUILD_DIR default build-fuzz
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build-fuzz}"
+SECONDS_PER_TARGET="${1:-30}"
+shift || true
+command -v clang++ >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends clang libclang-rt-dev; }
+export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+
+cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DMEGATRON_FUZZ=ON -DMEGATRON_WITH_MPI=OFF \
+  -DMEGATRON_WITH_CUDA=OFF -DMEGATRON_WITH_PYTHON=OFF -DMEGATRON_BUILD_TOOLS=OFF -DMEGATRON_BUILD_EXAMPLES=OFF \
+  -DMEGATRON_PRECOMPILE_HEADERS=ON -DMEGATRON_PYTHON_EXECUTABLE="${PYTHON:-$ROOT/.venv/bin/python}" >/dev/null
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] ||
+  mapfile -t targets < <(sed -n 's/^set(MEGATRON_FUZZ_TARGETS \(.*\))$/\1/p' "$ROOT/tests/fuzz/CMakeLists.txt" | tr ' ' '\n')
+cmake --build "$BUILD_DIR" --target "${targets[@]/#/fuzz_}"
+
+# Leaks are not checked: LibTorch keeps process-lifetime singletons that LeakSanitizer would report.
+export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+failed=0
+summary=""
+for target in "${targets[@]}"; do
+  findings="$BUILD_DIR/findings/$target"
+  mkdir -p "$findings/corpus"
+  log="$findings/fuzz.log"
+  # -timeout: an input that takes 10 s is a hang; -rss_limit_mb: one that needs 4 GB is a finding.
+  if "$BUILD_DIR/bin/fuzz_$target" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=4096 \
+    -print_final_stats=1 -artifact_prefix="$findings/" "$findings/corpus" "$ROOT/tests/fuzz/corpus/$target" \
+    >"$log" 2>&1; then
+    result="ok"
+  else
+    result="FAILED (see $log)"
+    failed=1
+  fi
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  summary+="$(printf '%-16s %10s executions  %s' "$target" "${runs:-?}" "$result")"$'\n'
+done
+printf 'fuzz: %s s per target\n%s' "$SECONDS_PER_TARGET" "$summary"
+exit "$failed"

@@ -1,0 +1,88 @@
+"""Writes the fuzz targets' seed corpora (tests/fuzz/corpus/<target>/), small valid inputs and a
+few near misses, with numpy, safetensors and torch rather than the C++ code under test.
+    .venv/bin/python tests/fuzz/make_seed_corpus.py"""
+import io
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+from safetensors.torch import save as safetensors_bytes
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+from data_helpers import write_mmidx  # noqa: E402  (the numpy writer of the MMIDIDX format)
+
+
+def put(target, name, data):
+    folder = os.path.join(HERE, "corpus", target)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def indexed_dataset():
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, docs, dtype in [("two_docs", [[[1, 2, 3], [4]], [[5, 6]]], np.uint16),
+                                  ("int32", [[[70000, 1]]], np.int32), ("empty", [], np.uint16)]:
+            prefix = os.path.join(tmp, name)
+            write_mmidx(prefix, docs, dtype)
+            idx, bin_ = open(prefix + ".idx", "rb").read(), open(prefix + ".bin", "rb").read()
+            put("indexed_dataset", name, struct.pack("<I", len(idx)) + idx + bin_)
+            put("indexed_dataset", name + "_short_bin", struct.pack("<I", len(idx)) + idx + bin_[:-1])
+
+
+def gpt2_tokenizer():
+    symbols = ["!", "h", "e", "l", "o", "Ġ", "w", "r", "d", "he", "ll", "llo", "hello", "<|endoftext|>"]
+    vocab = json.dumps({s: i for i, s in enumerate(symbols)}).encode()
+    merges = b"#version: 0.2\nh e\nl l\nll o\nhe llo\n"
+    for name, text in [("hello", b"hello world!"), ("unicode", "h\u00e9llo \u4e16\u754c <|endoftext|>".encode())]:
+        put("gpt2_tokenizer", name, struct.pack("<HH", len(vocab), len(merges)) + vocab + merges + text)
+    put("gpt2_tokenizer", "bad_merge", struct.pack("<HH", len(vocab), 6) + vocab + b"h zz\n" + b"hi")
+
+
+def npy():
+    for name, array in [("int64", np.arange(6, dtype=np.int64).reshape(2, 3)), ("int32", np.arange(5, dtype=np.int32)),
+                        ("empty", np.zeros(0, np.int64))]:
+        buffer = io.BytesIO()
+        np.save(buffer, array)
+        put("npy", name, buffer.getvalue())
+
+
+def safetensors():
+    put("safetensors", "two", safetensors_bytes({"a": torch.arange(6, dtype=torch.float32).reshape(2, 3),
+                                                 "b": torch.ones(2, dtype=torch.bfloat16)}))
+    put("safetensors", "empty", safetensors_bytes({}))
+
+
+def config_toml():
+    put("config_toml", "tiny", open(os.path.join(HERE, "..", "..", "configs", "gpt2-tiny.toml")).read())
+    put("config_toml", "types", 'bf16 = true\nsplit = "98,1,1"\ndata-path = ["0.3", "a"]\nlr = 1\n')
+    put("config_toml", "bad", "hidden-size = [128\n")
+
+
+def deepspeed_json():
+    put("deepspeed_json", "adam", json.dumps({
+        "train_micro_batch_size_per_gpu": 1, "gradient_clipping": 1.0, "zero_optimization": {"stage": 1},
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8}},
+        "bf16": {"enabled": True}, "steps_per_print": 10}))
+    put("deepspeed_json", "bad", '{"train_batch_size": 3,')
+
+
+def tracker():
+    for name, text in [("number", "12\n"), ("release", "release"), ("garbage", "two"), ("long", "9" * 30)]:
+        put("tracker", name, text)
+
+
+def checkpoint():
+    buffer = io.BytesIO()
+    torch.save({"iteration": 2, "args": {"num_layers": 2}, "model": {"w": torch.arange(4.0)}}, buffer)
+    put("checkpoint", "small", buffer.getvalue())
+    put("checkpoint", "cut", buffer.getvalue()[:300])
+
+
+for make in [indexed_dataset, gpt2_tokenizer, npy, safetensors, config_toml, deepspeed_json, tracker, checkpoint]:
+    make()
