@@ -5,13 +5,13 @@
 
 #include <c10/util/Exception.h>
 
+#include <dirent.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -25,9 +25,14 @@ struct WorkDir {
     if (::mkdtemp(pattern.data()) == nullptr) std::abort();
     path = pattern;
   }
-  ~WorkDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
+  ~WorkDir() {  // plain POSIX calls: at exit, LibTorch's copy of std::filesystem may be gone
+    if (DIR* dir = ::opendir(path.c_str())) {
+      while (const dirent* entry = ::readdir(dir))
+        if (std::string(entry->d_name) != "." && std::string(entry->d_name) != "..")
+          ::unlink((path + "/" + entry->d_name).c_str());
+      ::closedir(dir);
+    }
+    ::rmdir(path.c_str());
   }
 };
 inline const std::string& work_dir() {

@@ -75,3 +75,15 @@ def test_a_second_run_saving_into_the_same_folder_is_refused(tmp_path):
     proc = pretrain("--train-iters", "2", "--save", ckpt, "--save-interval", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+
+
+def test_checkpoint_paths_with_spaces_non_ascii_names_and_symlinks(tmp_path):
+    ckpt = tmp_path / "run one" / "chéckpoints ü"
+    proc = pretrain("--train-iters", "2", "--save", ckpt, "--save-interval", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    link = tmp_path / "latest-link"
+    link.symlink_to(ckpt, target_is_directory=True)
+    proc = pretrain("--train-iters", "3", "--load", link, "--save", link, "--save-interval", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "at iteration 2" in proc.stdout + proc.stderr
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
