@@ -11,6 +11,9 @@ namespace megatron::program {
 
 constexpr int kRuntimeError = 1;  // a failure while running (a rank, a file, a collective)
 constexpr int kUsageError = 2;    // bad flags, config or input named on the command line
+// A blocking collective outlived --distributed-timeout-minutes (a peer died or hangs): the
+// watchdog ends every rank of the job with it, for a restart loop to tell from other failures.
+constexpr int kCollectiveTimeout = 3;
 
 // The program's name as install_terminate_handler (or run) set it ("megatron" before).
 MEGATRON_API const char* name();

@@ -886,6 +886,14 @@ class Arguments:
     def overlap_param_gather(self, arg0: bool) -> None:
         ...
     @property
+    def override_data_check(self) -> bool:
+        """
+        resume although the data files, split, sequence length or seed differ from the checkpoint's
+        """
+    @override_data_check.setter
+    def override_data_check(self, arg0: bool) -> None:
+        ...
+    @property
     def pipeline_model_parallel_size(self) -> int:
         """
         pipeline stages

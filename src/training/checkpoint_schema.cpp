@@ -282,6 +282,7 @@ std::map<std::string, c10::IValue> RankCheckpoint::to_files() const {
   }
   d.insert("consumed_train_samples", consumed_train_samples);
   d.insert("consumed_valid_samples", consumed_valid_samples);
+  if (!data_fingerprint.empty()) d.insert("data_fingerprint", data_fingerprint);
   files[kModelFileName] = d;
   return files;
 }
@@ -312,6 +313,8 @@ RankCheckpoint RankCheckpoint::read(const std::string& rank_dir, bool read_optim
   }
   c.consumed_train_samples = get_int(d, "consumed_train_samples", file);
   c.consumed_valid_samples = get_int(d, "consumed_valid_samples", file);
+  if (auto it = d.find("data_fingerprint"); it != d.end() && it->value().isString())
+    c.data_fingerprint = it->value().toStringRef();
   return c;
 }
 

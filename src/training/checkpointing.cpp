@@ -251,6 +251,12 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
   }
   check_arguments(args, state, ck, file);
   const bool release = !iteration;
+  // A resume on other data would draw samples the run never planned (and skip others).
+  if (!release && !args.finetune && !args.override_data_check && !ck.data_fingerprint.empty()) {
+    const std::string now = detail::data_fingerprint(args);
+    TORCH_CHECK(now == ck.data_fingerprint, "[checkpointing] ", file, " was trained on ", ck.data_fingerprint,
+                "; this run has ", now, ". Pass --override-data-check to resume on it anyway, or --finetune");
+  }
 
   const auto& model = *state.model;
   TORCH_CHECK(ck.model.size() == model.size(), "[checkpointing] ", file, " holds ", ck.model.size(),

@@ -6,8 +6,12 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <filesystem>
 #include <mutex>
+#include <sstream>
 
+#include "megatron/datasets/blended_dataset.h"
+#include "megatron/datasets/indexed_dataset.h"
 #include "megatron/models/common/language_module.h"
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/optimizer/param_scheduler.h"
@@ -109,7 +113,26 @@ RankCheckpoint rank_checkpoint(const Arguments& args, const TrainingState& state
   if (!args.no_save_rng) c.rng_state = std::vector<RankCheckpoint::RngState>{rng_state(state)};
   c.consumed_train_samples = state.consumed_train_samples;
   c.consumed_valid_samples = state.consumed_valid_samples;
+  c.data_fingerprint = data_fingerprint(args);
   return c;
+}
+
+std::string data_fingerprint(const Arguments& a) {
+  std::ostringstream s;
+  if (a.mock_data) s << "mock data, vocabulary " << a.vocab_size.value_or(0);
+  if (!a.data_path.empty()) {
+    const auto blend = datasets::parse_data_path(a.data_path);
+    for (size_t i = 0; i < blend.prefixes.size(); ++i) {
+      const std::string& prefix = blend.prefixes[i];
+      std::error_code missing;
+      const auto idx = std::filesystem::file_size(datasets::idx_path(prefix), missing);
+      const auto bin = std::filesystem::file_size(datasets::bin_path(prefix), missing);
+      s << (i ? ", " : "") << (blend.weights.empty() ? "" : std::to_string(blend.weights[i]) + " x ")
+        << std::filesystem::path(prefix).filename().string() << " (" << idx << " + " << bin << " bytes)";
+    }
+  }
+  s << ", split " << a.split << ", sequence length " << a.seq_length << ", seed " << a.seed;
+  return s.str();
 }
 
 }  // namespace megatron::training::detail

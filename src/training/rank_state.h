@@ -26,4 +26,9 @@ void set_rng_state(const RankCheckpoint::RngState& r, TrainingState& state, cons
 RankCheckpoint rank_checkpoint(const Arguments& args, const TrainingState& state,
                                std::map<std::string, RankCheckpoint::TensorMap> param_state);
 
+// What the run trains on, as far as a resume must agree: each --data-path prefix's file name,
+// weight and .idx/.bin sizes, the split, the sequence length and the seed (mock data: its
+// vocabulary). Not the folder (data may move) nor sample counts (--train-iters may grow).
+std::string data_fingerprint(const Arguments& args);
+
 }  // namespace megatron::training::detail

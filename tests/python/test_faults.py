@@ -12,11 +12,13 @@ from data_helpers import program
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 TINY = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
         "--micro-batch-size", "2", "--global-batch-size", "4", "--lr", "1e-3", "--log-interval", "1",
-        "--eval-iters", "0", "--attention-dropout", "0", "--hidden-dropout", "0", "--mock-data", "--vocab-size", "256"]
+        "--eval-iters", "0", "--attention-dropout", "0", "--hidden-dropout", "0", "--vocab-size", "256"]
+MOCK = ["--mock-data"]
 
 
 def pretrain(*flags, ranks=1, preexec_fn=None):
-    cmd = [program("pretrain_gpt"), *TINY, *map(str, flags)]
+    words = [str(f) for f in flags]
+    cmd = [program("pretrain_gpt"), *TINY, *(MOCK if "--data-path" not in words else []), *words]
     if ranks > 1:
         cmd = MPIRUN + ["-np", str(ranks)] + cmd
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, preexec_fn=preexec_fn)
@@ -87,3 +89,22 @@ def test_checkpoint_paths_with_spaces_non_ascii_names_and_symlinks(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "at iteration 2" in proc.stdout + proc.stderr
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+
+
+def test_a_resume_on_other_data_is_refused_unless_overridden(tmp_path):
+    from data_helpers import write_mmidx
+    ckpt = tmp_path / "ckpt"
+    data = ["--tokenizer-type", "NullTokenizer", "--split", "1,0,0", "--data-cache-path", tmp_path / "cache"]
+    write_mmidx(str(tmp_path / "corpus"), [[[i % 200 + 1 for i in range(40)] + [0]] for _ in range(30)], "int32")
+    flags = [*data, "--data-path", tmp_path / "corpus", "--save", ckpt, "--save-interval", "2"]
+    proc = pretrain("--train-iters", "2", *flags)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # The corpus grows by a document: its sample order is another one.
+    write_mmidx(str(tmp_path / "corpus"), [[[i % 200 + 1 for i in range(40)] + [0]] for _ in range(31)], "int32")
+    proc = pretrain("--train-iters", "4", *flags, "--load", ckpt)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "was trained on corpus (" in proc.stderr and "; this run has corpus (" in proc.stderr, proc.stderr[-3000:]
+    assert "--override-data-check" in proc.stderr
+    proc = pretrain("--train-iters", "4", *flags, "--load", ckpt, "--override-data-check")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "4"

@@ -146,6 +146,7 @@ struct MEGATRON_API Arguments {
   bool load_fallback = false;                   // an unreadable checkpoint: load the newest older complete one
   int64_t keep_last_checkpoints = 0;            // 0: keep all
   bool allow_save_rewind = false;               // saves may move --save's tracker backwards
+  bool override_data_check = false;             // resume on data other than the checkpoint's
   bool ignore_memory_check = false;             // train even when the estimate exceeds free memory
   bool exit_signal_handler = false;             // SIGTERM: save a checkpoint after the current iteration, stop
   std::optional<int64_t> exit_interval;         // stop (saving to --save first) when iteration % N == 0

@@ -214,6 +214,8 @@ enum class ArgSaved { kSaved, kNotSaved };
     "keep only the newest N checkpoints in --save, deleting older ones after each save (0: keep all)")              \
   X(checkpointing, allow_save_rewind, kNotSaved, any(),                                                             \
     "let this run save into a --save whose tracker names a later iteration (moving it back, replacing those)")     \
+  X(checkpointing, override_data_check, kNotSaved, any(),                                                           \
+    "resume although the data files, split, sequence length or seed differ from the checkpoint's")                 \
   X(training, ignore_memory_check, kNotSaved, any(),                                                                \
     "train even when the theoretical memory at start-up exceeds the memory free on the device")                    \
   X(training, exit_signal_handler, kNotSaved, any(),                                                                \

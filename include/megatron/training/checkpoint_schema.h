@@ -64,6 +64,7 @@ struct MEGATRON_API RankCheckpoint {
   std::optional<OptimizerState> optimizer;         // absent: --no-save-optim, or an import
   std::optional<std::vector<RngState>> rng_state;  // one per data-parallel rank, or one
   int64_t consumed_train_samples = 0, consumed_valid_samples = 0;
+  std::string data_fingerprint;  // data_fingerprint() of the run; "": not recorded (older, imported)
 
   // The folder's files by name: model_optim_rng.pt, and distrib_optim.pt with a distributed
   // optimizer.
