@@ -22,7 +22,8 @@ struct Mapping {
 };
 constexpr int kSlots = 256;
 Mapping g_mappings[kSlots];
-std::mutex g_register;  // writers only
+struct sigaction g_previous {};  // whoever handled SIGBUS before us (a sanitizer, Python's faulthandler)
+std::mutex g_register;           // writers only
 
 void write_all(const char* text) {
   size_t left = std::strlen(text);
@@ -47,8 +48,9 @@ void on_sigbus(int signal, siginfo_t* info, void*) {
         "restart on complete files\n");
     ::_exit(program::kRuntimeError);
   }
-  ::signal(signal, SIG_DFL);  // not ours: the default action, as if no handler were installed
-  ::raise(signal);
+  // Not ours: the handler that was there before (or the default action) gets it when the
+  // faulting access runs again on return, with its real siginfo.
+  ::sigaction(signal, &g_previous, nullptr);
 }
 
 void install_handler() {
@@ -56,7 +58,7 @@ void install_handler() {
   action.sa_sigaction = on_sigbus;
   action.sa_flags = SA_SIGINFO;
   sigemptyset(&action.sa_mask);
-  ::sigaction(SIGBUS, &action, nullptr);
+  ::sigaction(SIGBUS, &action, &g_previous);
 }
 
 }  // namespace
