@@ -109,6 +109,12 @@ std::string join(const std::string& a, const std::string& b) {
   return (fs::path(a) / b).string();
 }
 
+std::string crc_hex(uint32_t crc) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "%08x", crc);
+  return text;
+}
+
 uint32_t little_endian_u32(const unsigned char* p) {
   return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
@@ -153,11 +159,8 @@ void verify_zip_records(const std::string& path) {
     in.read(buffer.data(), static_cast<std::streamsize>(size));
     TORCH_CHECK(in, "[checkpointing] ", path, ": cannot read record '", name, "'");
     const uint32_t crc = crc32_update(0, buffer.data(), size);
-    char want[16], got[16];
-    std::snprintf(want, sizeof(want), "%08x", stored);
-    std::snprintf(got, sizeof(got), "%08x", crc);
-    TORCH_CHECK(crc == stored, "[checkpointing] ", path, " is corrupt: record '", name, "' has CRC-32 ", got,
-                ", the archive says ", want);
+    TORCH_CHECK(crc == stored, "[checkpointing] ", path, " is corrupt: record '", name, "' has CRC-32 ", crc_hex(crc),
+                ", the archive says ", crc_hex(stored));
   }
 }
 
@@ -198,11 +201,8 @@ c10::IValue read_checkpoint_file(const std::string& path) {
     TORCH_CHECK(size == it->second.first, "[checkpointing] ", path, " is truncated or overwritten: ", size, " bytes, ",
                 kChecksumFileName, " says ", it->second.first);
     const uint32_t crc = file_crc32(path);
-    char want[16], got[16];
-    std::snprintf(want, sizeof(want), "%08x", it->second.second);
-    std::snprintf(got, sizeof(got), "%08x", crc);
-    TORCH_CHECK(crc == it->second.second, "[checkpointing] ", path, " is corrupt: CRC32 ", got, ", ", kChecksumFileName,
-                " says ", want);
+    TORCH_CHECK(crc == it->second.second, "[checkpointing] ", path, " is corrupt: CRC32 ", crc_hex(crc), ", ",
+                kChecksumFileName, " says ", crc_hex(it->second.second));
   }
   if (!sums.count(fs::path(path).filename().string())) verify_zip_records(path);
   try {
@@ -221,9 +221,7 @@ std::vector<WrittenFile> write_rank_dir(const std::string& parent, const std::st
   std::ostringstream sums;
   for (const auto& [file, value] : files) {
     written.push_back(write_checkpoint_file(join(tmp, file), value));
-    char crc[16];
-    std::snprintf(crc, sizeof(crc), "%08x", written.back().crc32);
-    sums << file << " " << written.back().bytes << " " << crc << "\n";
+    sums << file << " " << written.back().bytes << " " << crc_hex(written.back().crc32) << "\n";
   }
   write_text_file(join(tmp, kChecksumFileName), sums.str());
   fsync_dir(tmp);
