@@ -5,9 +5,12 @@
 #include <c10/util/Exception.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -49,6 +52,52 @@ std::optional<std::string> scalar_word(const toml::node& v, const std::string& t
   return std::nullopt;
 }
 
+// toml++ 3.3 asks is_non_ascii_horizontal_whitespace() about some characters, and for most
+// non-ASCII code points (U+00A1..U+0499 among them) that function reaches __builtin_unreachable:
+// undefined behaviour, found by tests/fuzz/config_toml_fuzz.cpp. It asks about characters outside
+// strings and comments, and after a backslash in a """ string. TOML 1.0 allows non-ASCII only in
+// comments and strings, so this lexer refuses it elsewhere before toml++ reads the text.
+void refuse_what_tomlpp_misreads(const std::string& text, const std::string& path) {
+  auto refuse = [&](size_t at, const char* where) {
+    size_t begin = at;
+    while (begin > 0 && text[begin - 1] != '\n') --begin;
+    size_t column = 1;  // in characters, as toml++ counts them
+    for (size_t i = begin; i < at; ++i) column += (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;
+    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+    TORCH_CHECK(false, "[arguments] --config ", path, ":", line, ":", column,
+                ": not valid TOML: a non-ASCII character ", where);
+  };
+  auto ascii = [&](size_t i) { return i >= text.size() || static_cast<unsigned char>(text[i]) < 0x80; };
+  auto blank = [&](size_t i) { return i < text.size() && text[i] != '\0' && std::strchr(" \t\r\n", text[i]); };
+  auto triple = [&](size_t i, char q) { return text.compare(i, 3, std::string(3, q)) == 0; };
+  size_t i = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;  // a byte-order mark, which toml++ skips
+  while (i < text.size()) {
+    const char c = text[i];
+    if (!ascii(i)) refuse(i, "outside a string or comment");
+    if (c == '#') {
+      while (i < text.size() && text[i] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {
+      const bool multi_line = triple(i, c);
+      for (i += multi_line ? 3 : 1; i < text.size(); ++i) {
+        if (!multi_line && text[i] == '\n') break;  // toml++ stops there with its own error
+        if (text[i] == c && (!multi_line || triple(i, c))) {
+          i += multi_line ? 3 : 1;  // and up to two more quotes, which belong to the string
+          for (int extra = 0; multi_line && extra < 2 && i < text.size() && text[i] == c; ++extra) ++i;
+          break;
+        }
+        if (c == '"' && text[i] == '\\') {
+          size_t next = i + 1;
+          while (multi_line && blank(next)) ++next;  // a line-ending backslash: toml++ checks up to the text
+          if (multi_line && !ascii(next)) refuse(next, "after a backslash in a \"\"\" string (write it as \\uXXXX)");
+          i = std::max(next, i + 2) - 1;  // past the escaped character
+        }
+      }
+    } else {
+      ++i;
+    }
+  }
+}
+
 std::string expected(const std::string& type) {
   if (type == "bool") return "true or false";
   if (type == "int") return "an integer";
@@ -61,10 +110,13 @@ std::string expected(const std::string& type) {
 }  // namespace
 
 std::vector<std::string> config_file_words(const std::string& path) {
-  TORCH_CHECK(std::ifstream(path).good(), "[arguments] --config ", path, ": cannot open the file");
+  std::ifstream file(path, std::ios::binary);
+  TORCH_CHECK(file.good(), "[arguments] --config ", path, ": cannot open the file");
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  refuse_what_tomlpp_misreads(text, path);
   toml::table table;
   try {
-    table = toml::parse_file(path);
+    table = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     TORCH_CHECK(false, "[arguments] --config ", path, ":", e.source().begin.line, ":", e.source().begin.column,
                 ": not valid TOML: ", e.description());

@@ -88,6 +88,14 @@ TEST(ArgumentValidation, ConfigFileIsReadStrictly) {
   EXPECT_NE(config_error("bf16 = 1\n").find("'bf16' must be true or false (got an integer)"), std::string::npos);
   EXPECT_NE(config_error("data-path = []\n").find("must be a list of strings (got a list)"), std::string::npos);
   EXPECT_NE(config_error("[training]\nlr = 1\n").find("unknown setting 'training'"), std::string::npos);
+  // Non-ASCII text outside strings and comments, where toml++ 3.3 would reach undefined behaviour.
+  EXPECT_EQ(config_error("seed = 1\xC3\xA9\n"),
+            "1:9: not valid TOML: a non-ASCII character outside a string or comment");
+  EXPECT_EQ(config_error("# \xC3\xA9\n\xC3\xA9 = 1\n").rfind("2:1: not valid TOML", 0), 0u);
+  EXPECT_NE(config_error("save = \"\"\"\\\n  \xC3\xA9\"\"\"\n")
+                .find("2:3: not valid TOML: a non-ASCII character after a "
+                      "backslash"),
+            std::string::npos);
   // A missing file is named too.
   auto args = base();
   args.insert(args.end(), {"--config", "/nonexistent/run.toml"});
@@ -99,7 +107,8 @@ TEST(ArgumentValidation, ConfigFileValuesKeepTheirTypesAndFlagsWin) {
   {
     std::ofstream f(path);
     f << "init_method_std = 0.0125\nlr = 1\nuse-distributed-optimizer = true\nsplit = \"98, 1, 1\"\n"
-         "hidden-dropout = 0\n";
+         "hidden-dropout = 0\nsave = '/tmp/caf\xC3\xA9 \"\"' # \xC3\xA9 \xE3\x80\x81\n"
+         "load = \"\"\"/tmp/\\\"\xC3\xA9\"\"\"\"\n";
   }
   auto args = base();
   args.insert(args.begin(), {"--config", path});
@@ -110,7 +119,9 @@ TEST(ArgumentValidation, ConfigFileValuesKeepTheirTypesAndFlagsWin) {
   EXPECT_DOUBLE_EQ(*a.lr, 2e-3);                // the flag wins over the file
   EXPECT_TRUE(a.use_distributed_optimizer);
   EXPECT_EQ(a.split, "98, 1, 1");
-  EXPECT_EQ(a.hidden_dropout, 0.0);  // an integer where a float is expected
+  EXPECT_EQ(a.hidden_dropout, 0.0);            // an integer where a float is expected
+  EXPECT_EQ(a.save, "/tmp/caf\xC3\xA9 \"\"");  // non-ASCII in strings and comments is read as written
+  EXPECT_EQ(a.load, "/tmp/\"\xC3\xA9\"");
 }
 
 TEST(ArgumentValidation, SplitBlendAndSampleCountsAtParseTime) {
