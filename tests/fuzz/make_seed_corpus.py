@@ -62,6 +62,9 @@ def config_toml():
     put("config_toml", "tiny", open(os.path.join(HERE, "..", "..", "configs", "gpt2-tiny.toml")).read())
     put("config_toml", "types", 'bf16 = true\nsplit = "98,1,1"\ndata-path = ["0.3", "a"]\nlr = 1\n')
     put("config_toml", "bad", "hidden-size = [128\n")
+    # Non-ASCII where toml++ 3.3 reached undefined behaviour, and where it is fine.
+    put("config_toml", "non_ascii", 'seed = 1\u00e9\nsave = """\\\n  \u00e9"""\n')
+    put("config_toml", "non_ascii_strings", "# caf\u00e9\nsave = '/tmp/caf\u00e9' # \u3001\n")
 
 
 def deepspeed_json():
@@ -84,5 +87,25 @@ def checkpoint():
     put("checkpoint", "cut", buffer.getvalue()[:300])
 
 
-for make in [indexed_dataset, gpt2_tokenizer, npy, safetensors, config_toml, deepspeed_json, tracker, checkpoint]:
+def checkpoint_pickle():
+    # data.pkl as Python's torch.save writes it, with storages that fit the target's data/0 (64
+    # bytes) and data/1 (32 bytes).
+    import zipfile
+    buffer = io.BytesIO()
+    value = {"iteration": 2, "args": {"lr": 1e-3, "split": "98,1,1", "tied": True, "seq": [1, 2, 3]},
+             "model": {"w": torch.arange(16.0), "b": torch.zeros(2, 2, dtype=torch.int64)},
+             "shared": None, "pair": (1.5, -7)}
+    value["same"] = value["model"]["w"]
+    torch.save(value, buffer)
+    with zipfile.ZipFile(buffer) as archive:
+        put("checkpoint_pickle", "torch_save", archive.read(next(n for n in archive.namelist() if n.endswith("data.pkl"))))
+    put("checkpoint_pickle", "nested", b"\x80\x02" + b")" + b"\x85" * 2000 + b".")
+    put("checkpoint_pickle", "huge_string", b"\x80\x02X\xff\xff\xff\xf0.")
+    put("checkpoint_pickle", "memo_gap", b"\x80\x02Nr\xff\xff\xff\x00.")
+    put("checkpoint_pickle", "setitem_short", b"\x80\x02}s.")
+    put("checkpoint_pickle", "global", b"\x80\x02cos\nsystem\n.")
+
+
+for make in [indexed_dataset, gpt2_tokenizer, npy, safetensors, config_toml, deepspeed_json, tracker, checkpoint,
+             checkpoint_pickle]:
     make()
