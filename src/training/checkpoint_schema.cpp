@@ -298,6 +298,8 @@ RankCheckpoint RankCheckpoint::read(const std::string& rank_dir, bool read_optim
   if (saved_args.contains("padded_vocab_size")) c.padded_vocab_size = get_int(saved_args, "padded_vocab_size", file);
   if (saved_args.contains("true_vocab_size")) c.true_vocab_size = get_int(saved_args, "true_vocab_size", file);
   c.iteration = get_int(d, "iteration", file);
+  if (auto it = d.find("checkpoint_version"); it != d.end() && (it->value().isDouble() || it->value().isInt()))
+    c.checkpoint_version = it->value().isDouble() ? it->value().toDouble() : static_cast<double>(it->value().toInt());
   if (d.contains("model")) {
     c.model.push_back(to_tensor_map(d.at("model"), file + " 'model'"));
   } else {

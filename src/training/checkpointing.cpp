@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -81,22 +82,24 @@ void check_arguments(const Arguments& args, const TrainingState& state, const Ra
 }
 
 // Every rank resumes at one place: rank folders mixed from two saves would train out of step.
-void check_ranks_agree(comm::ProcessGroup& world, const TrainingState& state, const std::string& file) {
+void check_ranks_agree(comm::ProcessGroup& world, const TrainingState& state, double version, const std::string& file) {
   const std::vector<double> mine = {static_cast<double>(state.iteration),
                                     static_cast<double>(state.consumed_train_samples),
-                                    static_cast<double>(state.consumed_valid_samples)};
-  at::Tensor all = at::empty({world.size() * 3}, at::kDouble);
+                                    static_cast<double>(state.consumed_valid_samples), version};
+  const int64_t n = static_cast<int64_t>(mine.size());
+  at::Tensor all = at::empty({world.size() * n}, at::kDouble);
   world.all_gather(all, at::tensor(mine, at::kDouble));
   const double* v = all.data_ptr<double>();
   auto where = [&](int r) {
-    return "iteration " + std::to_string(static_cast<int64_t>(v[3 * r])) + ", consumed samples " +
-           std::to_string(static_cast<int64_t>(v[3 * r + 1])) + " train / " +
-           std::to_string(static_cast<int64_t>(v[3 * r + 2])) + " valid";
+    const double* x = v + n * r;
+    return "iteration " + std::to_string(static_cast<int64_t>(x[0])) + ", consumed samples " +
+           std::to_string(static_cast<int64_t>(x[1])) + " train / " + std::to_string(static_cast<int64_t>(x[2])) +
+           " valid, checkpoint version " + c10::str(x[3]);
   };
   for (int r = 1; r < world.size(); ++r) {
-    TORCH_CHECK(v[3 * r] == v[0] && v[3 * r + 1] == v[1] && v[3 * r + 2] == v[2],
-                "[checkpointing] the ranks disagree on where to resume: rank 0 read ", where(0), ", rank ", r, " read ",
-                where(r), " (this rank's file: ", file, "); its rank folders come from different saves");
+    TORCH_CHECK(std::equal(v, v + n, v + n * r), "[checkpointing] the ranks disagree on where to resume: rank 0 read ",
+                where(0), ", rank ", r, " read ", where(r), " (this rank's file: ", file,
+                "); its rank folders come from different saves");
   }
 }
 
@@ -250,6 +253,12 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
     agree(world, error, "loading " + iter_dir);
   }
   check_arguments(args, state, ck, file);
+  // Before version 2.0 Megatron-LM stored the fused QKV weight in another order, which this
+  // reader does not convert.
+  TORCH_CHECK(ck.checkpoint_version == 0 || ck.checkpoint_version >= 2.0, "[checkpointing] ", file,
+              " has checkpoint_version ", ck.checkpoint_version,
+              ": its query/key/value weights are in the order of Megatron-LM before 2.0, which this reader does not "
+              "convert; load and save it once with Megatron-LM first");
   const bool release = !iteration;
   // A resume on other data would draw samples the run never planned (and skip others).
   if (!release && !args.finetune && !args.override_data_check && !ck.data_fingerprint.empty()) {
@@ -277,7 +286,7 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
     state.consumed_train_samples = ck.consumed_train_samples;
     state.consumed_valid_samples = ck.consumed_valid_samples;
   }
-  check_ranks_agree(world, state, file);
+  check_ranks_agree(world, state, ck.checkpoint_version, file);
   if (want_optimizer && !release) {
     TORCH_CHECK(ck.optimizer, "[checkpointing] ", file,
                 " has no optimizer state (saved with --no-save-optim?); pass --no-load-optim or --finetune");

@@ -5,7 +5,9 @@ import os
 import resource
 import shutil
 import signal
+import struct
 import subprocess
+import zipfile
 
 from data_helpers import program
 
@@ -58,7 +60,37 @@ def test_rank_folders_from_two_saves_are_refused_naming_the_ranks(tmp_path):
     proc = pretrain("--train-iters", "6", "--load", ckpt, "--tensor-model-parallel-size", "2", ranks=2)
     assert proc.returncode != 0
     assert ("the ranks disagree on where to resume: rank 0 read iteration 2, consumed samples 8 train / 0 valid, "
-            "rank 1 read iteration 4, consumed samples 16 train / 0 valid") in proc.stderr, proc.stderr[-3000:]
+            "checkpoint version 3, rank 1 read iteration 4, consumed samples 16 train / 0 valid, checkpoint version 3"
+            ) in proc.stderr, proc.stderr[-3000:]
+    # One rank's file from another version of the format.
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("4")
+    set_checkpoint_version(ckpt / "iter_0000004" / "mp_rank_01", 2.5)
+    proc = pretrain("--train-iters", "6", "--load", ckpt, "--tensor-model-parallel-size", "2", ranks=2)
+    assert proc.returncode != 0
+    assert ("rank 0 read iteration 4, consumed samples 16 train / 0 valid, checkpoint version 3, rank 1 read "
+            "iteration 4, consumed samples 16 train / 0 valid, checkpoint version 2.5") in proc.stderr, proc.stderr[-3000:]
+    # Megatron-LM's versions before 2.0 ordered the fused QKV weight otherwise.
+    set_checkpoint_version(ckpt / "iter_0000004" / "mp_rank_00", 1.0)
+    set_checkpoint_version(ckpt / "iter_0000004" / "mp_rank_01", 1.0)
+    proc = pretrain("--train-iters", "6", "--load", ckpt, "--tensor-model-parallel-size", "2", ranks=2)
+    assert proc.returncode != 0
+    assert "model_optim_rng.pt has checkpoint_version 1: its query/key/value weights are in the order" in proc.stderr
+
+
+def set_checkpoint_version(rank_dir, version):
+    """Rewrites checkpoint_version (BINUNICODE key, BINPUT, BINFLOAT) in data.pkl, with the zip's
+    CRCs recomputed and checksums.txt dropped, as another writer would have left the file."""
+    path = rank_dir / "model_optim_rng.pt"
+    with zipfile.ZipFile(path) as archive:
+        records = [(info.filename, archive.read(info)) for info in archive.infolist()]
+    key = b"X" + struct.pack("<I", 18) + b"checkpoint_version"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        for name, data in records:
+            if name.endswith("/data.pkl"):
+                at = data.index(b"G", data.index(key) + len(key))
+                data = data[:at + 1] + struct.pack(">d", version) + data[at + 9:]
+            archive.writestr(name, data)
+    (rank_dir / "checksums.txt").unlink(missing_ok=True)
 
 
 def test_a_second_run_saving_into_the_same_folder_is_refused(tmp_path):

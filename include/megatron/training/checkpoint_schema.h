@@ -60,6 +60,7 @@ struct MEGATRON_API RankCheckpoint {
   Arguments args;
   int64_t padded_vocab_size = 0, true_vocab_size = 0;  // 0: not recorded
   int64_t iteration = 0;
+  double checkpoint_version = 0;                   // Megatron-LM's; 0: not recorded
   std::vector<TensorMap> model;                    // one state dict per model chunk
   std::optional<OptimizerState> optimizer;         // absent: --no-save-optim, or an import
   std::optional<std::vector<RngState>> rng_state;  // one per data-parallel rank, or one
