@@ -216,6 +216,17 @@ GPTDataset::GPTDataset(std::shared_ptr<const LowLevelDataset> dataset, std::pair
   TORCH_CHECK(config_.build_cache || cache_prefix_.empty(), "[gpt_dataset] ", cache_prefix_,
               "*.npy: index cache missing and this rank does not build it (build_cache=false); "
               "build it on rank 0 first");
+  // A uint16 file outgrows a vocabulary under 65,536 only by a tokenizer mix-up; its documents are
+  // checked once, as the index cache is built, before any step (samples are also checked as read).
+  if (indexed && config_.vocab_size > 0 && config_.vocab_size < 65536 && indexed->dataset().dtype() == DType::kUInt16) {
+    const int32_t* sizes = dataset_->sequence_lengths();
+    std::vector<int64_t> tokens;
+    for (int64_t doc = range_.first; doc < range_.second; ++doc) {
+      tokens.resize(static_cast<size_t>(sizes[doc]));
+      dataset_->read(doc, 0, sizes[doc], tokens.data());
+      check_token_ids(tokens.data(), sizes[doc], doc, 0);
+    }
+  }
   build_indices();
   if (!cache_prefix_.empty()) save_cache();
 }

@@ -20,9 +20,9 @@ using ::testing::HasSubstr;
 using testing::make_temp_dir;
 
 // Documents of varied lengths whose tokens encode (document, position), ending in EOD = 0.
-std::string write_corpus(const std::string& dir, int num_docs = 50) {
+std::string write_corpus(const std::string& dir, int num_docs = 50, DType dtype = DType::kInt32) {
   const std::string prefix = dir + "/corpus";
-  IndexedDatasetBuilder builder(bin_path(prefix), DType::kInt32);
+  IndexedDatasetBuilder builder(bin_path(prefix), dtype);
   std::mt19937 gen(7);
   for (int d = 0; d < num_docs; ++d) {
     const int len = 1 + static_cast<int>(gen() % 40);
@@ -197,6 +197,23 @@ TEST(GPTDataset, TokenIdOutsideTheVocabularyNamesFileDocumentAndId) {
   EXPECT_THAT(error, HasSubstr("[gpt_dataset] " + dir + "/corpus.bin: document "));
   EXPECT_THAT(error, ::testing::MatchesRegex(".*document ([4-9]|[1-4][0-9]) holds token id [0-9]+ at position [0-9]+, "
                                              "outside the vocabulary \\[0, 5000\\).*"));
+}
+
+TEST(GPTDataset, AUInt16FileBeyondTheVocabularyIsRefusedBeforeAnySample) {
+  const std::string dir = make_temp_dir();
+  auto low = open(write_corpus(dir, 50, DType::kUInt16));
+  GPTDatasetConfig config;
+  config.sequence_length = 16;
+  config.path_to_cache = dir + "/cache";
+  config.vocab_size = 5000;  // documents 4 and up hold ids >= 5000
+  EXPECT_THAT(error_of([&] {
+                GPTDataset ds(low, {0, 50}, 40, Split::kTrain, config);
+              }),
+              ::testing::MatchesRegex(".*corpus.bin: document ([4-9]|[1-4][0-9]) holds token id [0-9]+ at position 0, "
+                                      "outside the vocabulary \\[0, 5000\\).*"));
+  config.vocab_size = 50257;  // GPT-2's: every id fits
+  GPTDataset fits(low, {0, 50}, 40, Split::kTrain, config);
+  EXPECT_GE(fits.size(), 40);
 }
 
 TEST(GPTDataset, ValidationKeepsThePaddedLastSample) {
