@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes every target of tests/fuzz with libFuzzer under ASan + UBSan (clang; Debian's clang and
 # libclang-rt-dev), starting from the checked-in corpora, for SECONDS each (default 30; CI runs
-# that, a long run is `bash scripts/fuzz.sh 600`). New inputs and crash reproducers go to
+# that; a long run is `bash scripts/fuzz.sh 600`). New inputs and crash reproducers go to
 # build-fuzz/findings/<target>/; the summary gives each target's executions and crashes. The seed
 # is fixed (FUZZ_SEED, default 1) so that a run can be repeated; FUZZ_SEED=0 draws one.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]      BUILD_DIR default build-fuzz
@@ -31,8 +31,7 @@ for target in "${targets[@]}"; do
   findings="$BUILD_DIR/findings/$target"
   mkdir -p "$findings/corpus"
   log="$findings/fuzz.log"
-  # -timeout: an input that takes 30 s is a hang; -rss_limit_mb: one that needs 8 GB is a finding
-  # (LibTorch's unpickler allocates a string's declared length, up to 4 GB, before it fails).
+  # -timeout: an input that takes 30 s is a hang; -rss_limit_mb: one that needs 8 GB is a finding.
   if "$BUILD_DIR/bin/fuzz_$target" -max_total_time="$SECONDS_PER_TARGET" -seed="${FUZZ_SEED:-1}" -timeout=30 \
     -rss_limit_mb=8192 -malloc_limit_mb=8192 -print_final_stats=1 -artifact_prefix="$findings/" \
     "$findings/corpus" "$ROOT/tests/fuzz/corpus/$target" >"$log" 2>&1; then
