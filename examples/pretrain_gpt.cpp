@@ -76,8 +76,9 @@ int main(int argc, char** argv) {
     training::pretrain(*args, model_builder, dataset_builder, forward_step);
   } catch (...) {
     std::fprintf(stderr, "pretrain_gpt: error: [rank %d] %s\n", env.rank, program::current_error_message().c_str());
-    comm::abort_job(program::kRuntimeError);
-    return program::kRuntimeError;
+    const int code = program::exit_code_of_current_error();
+    comm::abort_job(code);
+    return code;
   }
   return 0;
 }

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <exception>
 
+#include "megatron/comm/collective_error.h"
+
 namespace megatron::program {
 namespace {
 const char* g_program = "megatron";
@@ -27,6 +29,16 @@ std::string current_error_message() {
   }
 }
 
+int exit_code_of_current_error(int code) {
+  try {
+    throw;
+  } catch (const comm::CollectiveError&) {
+    return kCollectiveFailed;
+  } catch (...) {
+    return code;
+  }
+}
+
 void install_terminate_handler(const char* program) {
   g_program = program;
   std::set_terminate([] {
@@ -44,7 +56,7 @@ int run(const char* program, const std::function<int()>& body, int code) {
     return body();
   } catch (...) {
     std::fprintf(stderr, "%s: error: %s\n", program, current_error_message().c_str());
-    return code;
+    return exit_code_of_current_error(code);
   }
 }
 

@@ -11,9 +11,10 @@ namespace megatron::program {
 
 constexpr int kRuntimeError = 1;  // a failure while running (a rank, a file, a collective)
 constexpr int kUsageError = 2;    // bad flags, config or input named on the command line
-// A blocking collective outlived --distributed-timeout-minutes (a peer died or hangs): the
-// watchdog ends every rank of the job with it, for a restart loop to tell from other failures.
-constexpr int kCollectiveTimeout = 3;
+// A collective could not complete (comm::CollectiveError): it outlived
+// --distributed-timeout-minutes (a peer died or hangs), or a peer's connection closed. Under
+// mpirun the watchdog ends every rank with it; for a restart loop to tell from other failures.
+constexpr int kCollectiveFailed = 3;
 
 // The program's name as install_terminate_handler (or run) set it ("megatron" before).
 MEGATRON_API const char* name();
@@ -25,7 +26,12 @@ MEGATRON_API std::string current_error_message();
 // thread) prints "program: error: ..." and exits kRuntimeError instead of aborting.
 MEGATRON_API void install_terminate_handler(const char* program);
 
-// Runs body with the terminate handler installed; an exception escaping it is one line and `code`.
+// The exit code for the exception in flight: kCollectiveFailed for a comm::CollectiveError,
+// otherwise `code`.
+MEGATRON_API int exit_code_of_current_error(int code = kRuntimeError);
+
+// Runs body with the terminate handler installed; an exception escaping it is one line and its
+// exit code (exit_code_of_current_error(code)).
 MEGATRON_API int run(const char* program, const std::function<int()>& body, int code = kRuntimeError);
 
 }  // namespace megatron::program

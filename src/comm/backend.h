@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "build_config.h"
+#include "megatron/comm/collective_error.h"
 #include "megatron/comm/process_group.h"
 
 namespace c10d {
@@ -32,6 +33,8 @@ struct OpInfo {
 };
 
 std::string describe_timeout(const OpInfo& info, std::chrono::milliseconds timeout);
+// "[comm] all_reduce(sum) on group 'world' failed at group rank 0 (world rank 0) ...: <why>".
+std::string describe_failure(const OpInfo& info, const std::string& why);
 
 // A Work whose wait() polls `test` until it returns true or the timeout passes; `finish` runs
 // once after completion (copy-back, averaging).

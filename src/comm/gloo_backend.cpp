@@ -84,12 +84,13 @@ class GlooWork : public Work {
       try {
         ok = w->wait(std::max(left, std::chrono::milliseconds(1)));
       } catch (const std::exception& e) {
-        // c10d and Gloo say "timed out"; anything else (a peer gone) is passed on.
-        std::string what = e.what();
-        TORCH_CHECK(what.find("imed out") == std::string::npos, describe_timeout(info_, timeout));
-        throw;
+        // c10d and Gloo say "timed out"; anything else is a peer's connection gone.
+        const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+        const std::string what = c10_error ? c10_error->what_without_backtrace() : e.what();
+        if (what.find("imed out") != std::string::npos) throw CollectiveError(describe_timeout(info_, timeout));
+        throw CollectiveError(describe_failure(info_, what));
       }
-      TORCH_CHECK(ok, describe_timeout(info_, timeout));
+      if (!ok) throw CollectiveError(describe_timeout(info_, timeout));
     }
     done_ = true;
     if (finish_) finish_();

@@ -140,7 +140,7 @@ class Watchdog {
         if (info == nullptr || now < slot->deadline) continue;
         std::fprintf(stderr, "%s\n", describe_timeout(*info, slot->timeout).c_str());
         std::fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, program::kCollectiveTimeout);
+        MPI_Abort(MPI_COMM_WORLD, program::kCollectiveFailed);
       }
     }
   }

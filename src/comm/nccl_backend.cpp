@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "backend.h"
+#include "megatron/program.h"
 
 namespace megatron::comm::detail {
 
@@ -104,7 +105,7 @@ class NcclWatchdog {
     std::fprintf(stderr, "%s\n", message.c_str());
     std::fflush(stderr);
     ncclCommAbort(e.comm);
-    std::_Exit(1);
+    std::_Exit(program::kCollectiveFailed);
   }
 
   void run() {

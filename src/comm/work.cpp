@@ -24,6 +24,14 @@ std::string describe_timeout(const OpInfo& info, std::chrono::milliseconds timeo
   return out.str();
 }
 
+std::string describe_failure(const OpInfo& info, const std::string& why) {
+  std::ostringstream out;
+  out << "[comm] " << info.op << " on group '" << info.group << "' failed at group rank " << info.rank
+      << " (world rank " << info.group_ranks->at(info.rank) << "): " << why
+      << "; a peer's connection closed (its process died?)";
+  return out.str();
+}
+
 PollingWork::PollingWork(OpInfo info, std::chrono::milliseconds timeout, std::function<bool()> test,
                          std::function<void()> finish)
     : Work(timeout), info_(std::move(info)), test_(std::move(test)), finish_(std::move(finish)) {}
@@ -48,7 +56,7 @@ void PollingWork::wait(std::chrono::milliseconds timeout) {
   const auto spin_until = clock::now() + std::chrono::milliseconds(5);
   while (!is_completed()) {
     auto now = clock::now();
-    TORCH_CHECK(now < deadline, describe_timeout(info_, timeout));
+    if (now >= deadline) throw CollectiveError(describe_timeout(info_, timeout));
     if (now < spin_until) {
       std::this_thread::yield();
     } else {

@@ -18,7 +18,7 @@ if(MODE STREQUAL "hangs" AND NOT out MATCHES
    "all_reduce\\(sum\\) on group 'world' timed out after 3 s at group rank 0 \\(world rank 0\\), waiting on world ranks \\[1\\]")
   message(FATAL_ERROR "the timeout message does not name the operation, group, rank and peers")
 endif()
-# The watchdog's MPI_Abort code (megatron/program.h's kCollectiveTimeout) is what mpirun returns.
+# The watchdog's MPI_Abort code (megatron/program.h's kCollectiveFailed) is what mpirun returns.
 if(MODE STREQUAL "hangs" AND NOT rc EQUAL 3)
   message(FATAL_ERROR "a collective timeout should end the job with exit 3, got ${rc}")
 endif()

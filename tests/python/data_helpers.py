@@ -1,6 +1,7 @@
 """Shared helpers for the data tests: the build's programs and a numpy reader/writer of
 Megatron's MMIDIDX format written from the format description, independent of the C++ code."""
 import os
+import socket
 import struct
 import subprocess
 
@@ -10,6 +11,12 @@ import pytest
 BUILD_DIR = os.environ.get("MEGATRON_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 DTYPES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 6: np.float64, 7: np.float32, 8: np.uint16}
 CODES = {np.dtype(v): k for k, v in DTYPES.items()}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def program(name):

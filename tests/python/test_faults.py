@@ -7,9 +7,12 @@ import shutil
 import signal
 import struct
 import subprocess
+import time
 import zipfile
 
-from data_helpers import program
+import pytest
+
+from data_helpers import free_port, program
 
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 TINY = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
@@ -140,3 +143,39 @@ def test_a_resume_on_other_data_is_refused_unless_overridden(tmp_path):
     proc = pretrain("--train-iters", "4", *flags, "--load", ckpt, "--override-data-check")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
+
+
+def torchrun_style_pair(tmp_path, timeout_seconds):
+    """Two pretrain_gpt ranks started with torchrun's variables (Gloo), at TP 2 so that every
+    step waits on the peer; returns them once the last rank has logged a step."""
+    port, ranks = free_port(), []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   MEGATRON_DISTRIBUTED_TIMEOUT_SECONDS=str(timeout_seconds))
+        cmd = [program("pretrain_gpt"), *TINY, *MOCK, "--train-iters", "100000", "--tensor-model-parallel-size", "2"]
+        out = open(tmp_path / f"rank{rank}.out", "w+")
+        ranks.append((subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True), out))
+    for _ in range(600):
+        if "iteration        2/" in (tmp_path / "rank1.out").read_text():
+            return ranks
+        time.sleep(0.1)
+    raise AssertionError((tmp_path / "rank1.out").read_text()[-3000:])
+
+
+@pytest.mark.parametrize("fault", ["dies", "stops"])
+def test_a_peer_that_dies_or_stops_ends_its_peers_with_exit_3(tmp_path, fault):
+    (rank0, out0), (rank1, _) = torchrun_style_pair(tmp_path, timeout_seconds=5)
+    try:
+        os.kill(rank1.pid, signal.SIGKILL if fault == "dies" else signal.SIGSTOP)
+        assert rank0.wait(timeout=60) == 3
+    finally:
+        rank1.kill()
+        rank1.wait()
+    out0.seek(0)
+    text = out0.read()
+    out0.close()
+    lines = [l for l in text.splitlines() if l.startswith("pretrain_gpt: error: ")]
+    assert len(lines) == 1, lines
+    why = "failed at group rank 0 (world rank 0)" if fault == "dies" else "timed out after 5 s at group rank 0"
+    assert "[comm] " in lines[0] and why in lines[0], lines[0]

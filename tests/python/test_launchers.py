@@ -4,7 +4,6 @@ the same flags; `--deepspeed --deepspeed_config ds.json` means what the same fla
 conflicting, malformed or unsupported ds_config is one line and no traceback."""
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -13,6 +12,7 @@ import pytest
 import megatron_cpp
 from test_bindings_pretrain import (ENV, EXAMPLE, MPIRUN, PRETRAIN, command_line, corpus, metrics,  # noqa: F401
                                     run_program, same_runs, tiny)
+from data_helpers import free_port
 
 VENV_BIN = os.path.dirname(sys.executable)
 DEEPSPEED = os.path.join(VENV_BIN, "deepspeed")
@@ -58,12 +58,6 @@ def forward_step(data_iterator, model):
 
 pretrain(train_valid_test_datasets_provider, model_provider, ModelType.encoder_or_decoder, forward_step)
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launched(cmd, tmp_path, name, timeout=300):
