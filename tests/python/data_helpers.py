@@ -9,6 +9,11 @@ import numpy as np
 import pytest
 
 BUILD_DIR = os.environ.get("MEGATRON_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+# A model trained in seconds, dropout off (layouts compare losses).
+TINY = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
+        "--micro-batch-size", "2", "--global-batch-size", "4", "--lr", "1e-3", "--log-interval", "1",
+        "--eval-iters", "0", "--attention-dropout", "0", "--hidden-dropout", "0"]
 DTYPES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 6: np.float64, 7: np.float32, 8: np.uint16}
 CODES = {np.dtype(v): k for k, v in DTYPES.items()}
 

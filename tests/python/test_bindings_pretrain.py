@@ -13,11 +13,11 @@ import torch
 
 import megatron_cpp
 from conftest import BUILD_DIR
+from data_helpers import MPIRUN
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLE = os.path.join(ROOT, "examples", "pretrain_gpt.py")
 PRETRAIN = os.path.join(BUILD_DIR, "bin", "pretrain_gpt")
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 ENV = dict(os.environ, PYTHONPATH=os.path.join(BUILD_DIR, "python"), MEGATRON_LOG_LEVEL="warn")
 
 sys.path.insert(0, os.path.dirname(EXAMPLE))

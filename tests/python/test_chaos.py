@@ -15,9 +15,8 @@ from pathlib import Path
 
 import torch
 
-from data_helpers import program
+from data_helpers import MPIRUN, program
 
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 ITERS = 500
 
 

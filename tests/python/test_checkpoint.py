@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from data_helpers import MPIRUN
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("MEGATRON_BUILD_DIR", ROOT / "build"))
 PRETRAIN = str(BUILD / "bin" / "pretrain_gpt")
 CONVERT = str(BUILD / "bin" / "convert_checkpoint")
 DUMP = str(BUILD / "bin" / "gpt_parity_dump")
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 
 
 def tiny(iters: int, *extra: str) -> list[str]:

@@ -12,12 +12,9 @@ import zipfile
 
 import pytest
 
-from data_helpers import free_port, program
+from data_helpers import free_port, MPIRUN, program, TINY as TINY_BASE
 
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
-TINY = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
-        "--micro-batch-size", "2", "--global-batch-size", "4", "--lr", "1e-3", "--log-interval", "1",
-        "--eval-iters", "0", "--attention-dropout", "0", "--hidden-dropout", "0", "--vocab-size", "256"]
+TINY = TINY_BASE + ["--vocab-size", "256"]
 MOCK = ["--mock-data"]
 
 

@@ -11,12 +11,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import megatron_cpp
-from data_helpers import program, write_mmidx
+from data_helpers import MPIRUN, program, TINY, write_mmidx
 
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
-TINY = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
-        "--micro-batch-size", "2", "--global-batch-size", "4", "--lr", "1e-3", "--log-interval", "1",
-        "--eval-iters", "0", "--attention-dropout", "0", "--hidden-dropout", "0"]
+
 MOCK = ["--mock-data", "--vocab-size", "256"]
 
 

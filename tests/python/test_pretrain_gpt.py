@@ -6,11 +6,11 @@ import os
 import subprocess
 
 import pytest
+from data_helpers import MPIRUN
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD_DIR = os.environ.get("MEGATRON_BUILD_DIR", os.path.join(ROOT, "build"))
 PRETRAIN = os.path.join(BUILD_DIR, "bin", "pretrain_gpt")
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 
 
 @pytest.fixture(scope="module")
