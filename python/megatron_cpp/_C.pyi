@@ -2496,9 +2496,9 @@ def checkpoint_arguments(path: str) -> Arguments:
     """
     The Arguments a checkpoint file was saved with.
     """
-def convert_checkpoint(*, load: str = '', save: str = '', ckpt_step: typing.SupportsInt | None = None, target_tensor_model_parallel_size: typing.SupportsInt = 1, target_pipeline_model_parallel_size: typing.SupportsInt = 1, target_num_layers_per_virtual_pipeline_stage: typing.SupportsInt | None = None, export_hf: str = '', import_hf: str = '', make_vocab_size_divisible_by: typing.SupportsInt = 128, overwrite: bool = False) -> typing.Any:
+def convert_checkpoint(*, load: str = '', save: str = '', ckpt_step: typing.SupportsInt | None = None, target_tensor_model_parallel_size: typing.SupportsInt = 1, target_pipeline_model_parallel_size: typing.SupportsInt = 1, target_num_layers_per_virtual_pipeline_stage: typing.SupportsInt | None = None, export_hf: str = '', import_hf: str = '', make_vocab_size_divisible_by: typing.SupportsInt = 128, overwrite: bool = False, vocab_file: str = '', merge_file: str = '') -> typing.Any:
     """
-    tools/convert_checkpoint in-process: reads the checkpoint in load (or the Hugging Face model in import_hf), writes it to save at the target TP/PP/virtual-PP layout and/or exports it to export_hf (config.json + model.safetensors). Returns the iteration converted ('release' for an import). A save folder that already holds checkpoints is refused unless overwrite.
+    tools/convert_checkpoint in-process: reads the checkpoint in load (or the Hugging Face model in import_hf), writes it to save at the target TP/PP/virtual-PP layout and/or exports it to export_hf (config.json + model.safetensors + the tokenizer's files; vocab_file and merge_file replace the paths it was trained with). Returns the iteration converted ('release' for an import). A save folder that already holds checkpoints is refused unless overwrite.
     """
 def copy_to_tensor_model_parallel_region(input: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
     """

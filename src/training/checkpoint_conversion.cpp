@@ -247,20 +247,19 @@ void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp
 
 // --- Hugging Face
 
-void export_hf(const FullCheckpoint& f, const std::string& out_dir) {
+void export_hf(const FullCheckpoint& f, const ConvertOptions& o) {
+  const std::string& out_dir = o.export_hf;
+  Arguments a = f.a;  // the tokenizer files may have moved since training
+  if (!o.vocab_file.empty()) a.vocab_file = o.vocab_file;
+  if (!o.merge_file.empty()) a.merge_file = o.merge_file;
   const auto& arch = hf::architecture_of(f.a);
   const auto tensors = hf::export_tensors(arch, f.a, f.model, f.true_vocab);
   const auto dtype = f.model.at("embedding.word_embeddings.weight").scalar_type();
   const std::string torch_dtype = dtype == at::kBFloat16 ? "bfloat16" : (dtype == at::kHalf ? "float16" : "float32");
   fs::create_directories(out_dir);
-  {
-    const std::string path = (fs::path(out_dir) / "config.json").string();
-    std::ofstream cfg(path + ".tmp");
-    cfg << hf::export_config(arch, f.a, f.true_vocab, torch_dtype);
-    cfg.close();
-    TORCH_CHECK(cfg, "[convert_checkpoint] writing ", path, " failed");
-    fs::rename(path + ".tmp", path);
-  }
+  const int64_t eod = hf::export_tokenizer(a, out_dir);
+  write_text_file((fs::path(out_dir) / "config.json").string(),
+                  hf::export_config(arch, f.a, f.true_vocab, torch_dtype, eod));
   models::common::save_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors);
 }
 
@@ -345,7 +344,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
   at::NoGradGuard no_grad;
   FullCheckpoint f =
       o.load.empty() ? import_hf(o.import_hf, o.make_vocab_size_divisible_by) : read_full(o.load, o.ckpt_step);
-  if (!o.export_hf.empty()) export_hf(f, o.export_hf);
+  if (!o.export_hf.empty()) export_hf(f, o);
   if (!o.save.empty())
     write_full(f, o.save, o.target_tensor_model_parallel_size, o.target_pipeline_model_parallel_size,
                o.target_num_layers_per_virtual_pipeline_stage);

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from data_helpers import MPIRUN
+from data_helpers import run as helper_run
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("MEGATRON_BUILD_DIR", ROOT / "build"))
@@ -288,3 +289,44 @@ def test_use_checkpoint_args_takes_the_shape_and_layout_from_the_checkpoint(tmp_
     # No checkpoint yet (a first start): the given arguments stand, as in Megatron-LM.
     proc = run([PRETRAIN, *shape, *train(1), "--load", str(tmp_path / "empty"), "--use-checkpoint-args"], np=2)
     assert "--use-checkpoint-args: no checkpoint in --load" in proc.stdout + proc.stderr
+
+
+def test_hugging_face_export_opens_from_its_folder_alone(tmp_path):
+    """A GPT2BPETokenizer run: the export holds the tokenizer too, so AutoTokenizer, the model and
+    pipeline("text-generation") open the folder with nothing else."""
+    transformers = pytest.importorskip("transformers")
+    texts = ["the cat sat on the mat", "the theme of these theses", "naïve café 日本語", "don't stop 123"] * 20
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join(json.dumps({"text": t}) for t in texts) + "\n")
+    tok_dir = tmp_path / "tok"
+    helper_run("train_tokenizer", "--input", corpus, "--output-dir", tok_dir, "--vocab-size", 300)
+    ck, hf = tmp_path / "ck", tmp_path / "hf"
+    run([PRETRAIN, "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
+         "--micro-batch-size", "2", "--global-batch-size", "4", "--train-iters", "2", "--lr", "1e-3", "--mock-data",
+         "--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", str(tok_dir / "vocab.json"), "--merge-file",
+         str(tok_dir / "merges.txt"), "--eval-iters", "0", "--save", str(ck)])
+    # The files moved since training: the export names the flag that finds them.
+    tok_dir.rename(tmp_path / "moved")
+    proc = run([CONVERT, "--load", str(ck), "--export-hf", str(hf)], check=False)
+    assert proc.returncode == 1 and "pass --vocab-file to export its tokenizer" in proc.stderr, proc.stderr
+    run([CONVERT, "--load", str(ck), "--export-hf", str(hf), "--vocab-file", str(tmp_path / "moved" / "vocab.json"),
+         "--merge-file", str(tmp_path / "moved" / "merges.txt")])
+
+    end = json.loads((hf / "vocab.json").read_text(encoding="utf-8"))["<|endoftext|>"]
+    config = json.loads((hf / "config.json").read_text())
+    assert config["bos_token_id"] == config["eos_token_id"] == end
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(hf))
+    probe = tmp_path / "p.jsonl"
+    probe.write_text("\n".join(json.dumps(t) for t in texts[:4]) + "\n")
+    ours = helper_run("dataset_tool", "tokenize", "--vocab-file", hf / "vocab.json", "--merge-file",
+                      hf / "merges.txt", "--input", probe).stdout.split("\n")[:-1]
+    for text, line in zip(texts, ours):
+        assert tokenizer(text)["input_ids"] == [int(x) for x in line.split()]
+    assert tokenizer.eos_token_id == end
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(hf)).eval()
+    prompt = tokenizer("the cat", return_tensors="pt")
+    greedy = model.generate(**prompt, max_new_tokens=4, do_sample=False, pad_token_id=end)
+    generated = transformers.pipeline("text-generation", model=str(hf))("the cat", max_new_tokens=4, do_sample=False,
+                                                                        pad_token_id=end)[0]["generated_text"]
+    assert generated == tokenizer.decode(greedy[0])
