@@ -206,6 +206,22 @@ class Arguments:
     def data_path(self, arg0: collections.abc.Sequence[str]) -> None:
         ...
     @property
+    def decoupled_lr(self) -> float | None:
+        """
+        learning rate of the input and output layer
+        """
+    @decoupled_lr.setter
+    def decoupled_lr(self, arg0: typing.SupportsFloat | None) -> None:
+        ...
+    @property
+    def decoupled_min_lr(self) -> float | None:
+        """
+        floor of --decoupled-lr (default --min-lr)
+        """
+    @decoupled_min_lr.setter
+    def decoupled_min_lr(self, arg0: typing.SupportsFloat | None) -> None:
+        ...
+    @property
     def deepspeed(self) -> bool:
         """
         Megatron-DeepSpeed's switch: read --deepspeed_config

@@ -28,7 +28,8 @@ MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, Optimiz
       config_(std::move(config)),
       dp_(std::move(data_parallel_group)),
       mp_(std::move(model_parallel_group)),
-      lr_(config_.lr) {
+      lr_(config_.lr),
+      decoupled_lr_(config_.lr) {
   TORCH_CHECK(!params_.empty(), "[optimizer] no parameters to optimise");
   TORCH_CHECK(config_.optimizer == "adam" || config_.optimizer == "sgd", "[optimizer] unknown optimizer '",
               config_.optimizer, "'; expected adam or sgd");
@@ -40,27 +41,31 @@ MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, Optimiz
                 ", the first on ", device, "; the fused update needs one device");
   }
   distributed_ = config_.use_distributed_optimizer && dp_ && dp_->size() > 1;
-  // One buffer per parameter dtype, each with a weight-decay region and a no-decay one.
+  // One buffer per parameter dtype, each with a weight-decay region and a no-decay one, and the
+  // same two for the embedding and output layer under --decoupled-lr.
   std::map<at::ScalarType, std::vector<size_t>> by_dtype;
   for (size_t i = 0; i < params_.size(); ++i) by_dtype[params_[i].param.scalar_type()].push_back(i);
   for (const auto& [dtype, indices] : by_dtype) {
     std::vector<at::Tensor> tensors;
     std::vector<bool> counted;
-    std::vector<std::vector<size_t>> regions(2);
+    std::vector<std::vector<size_t>> regions(4);
     std::vector<double> decay;
     for (size_t k = 0; k < indices.size(); ++k) {
       const auto& p = params_[indices[k]];
       tensors.push_back(p.param);
       counted.push_back(!p.counted_elsewhere_in_grad_norm);
-      regions[no_weight_decay(p) ? 1 : 0].push_back(k);
+      const bool decoupled = config_.decoupled_lr && p.is_embedding_or_output_parameter;
+      regions[(no_weight_decay(p) ? 1 : 0) + (decoupled ? 2 : 0)].push_back(k);
     }
     const size_t b = buffers_.size();
     buffer_params_.push_back(indices);
     std::vector<std::vector<size_t>> used;
-    for (size_t r = 0; r < 2; ++r) {
+    std::vector<bool> decoupled;
+    for (size_t r = 0; r < regions.size(); ++r) {
       if (regions[r].empty()) continue;
       used.push_back(regions[r]);
-      decay.push_back(r == 0 ? config_.weight_decay : 0.0);
+      decay.push_back(r % 2 == 0 ? config_.weight_decay : 0.0);
+      decoupled.push_back(r >= 2);
     }
     buffers_.push_back(
         std::make_unique<distributed::ParamAndGradBuffer>(tensors, used, counted, distributed_ ? dp_->size() : 1));
@@ -70,6 +75,7 @@ MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, Optimiz
       g.buffer = b;
       g.region = r;
       g.weight_decay = decay[r];
+      g.decoupled = decoupled[r];
       const auto& region = buffer.regions()[r];
       if (distributed_) {
         g.shards.emplace(buffer, r, dp_);
@@ -121,8 +127,15 @@ void MegatronOptimizer::zero_grad() {
   for (auto& b : buffers_) b->zero_grad();
 }
 
-void MegatronOptimizer::set_lr(double lr) {
+std::vector<double> MegatronOptimizer::param_group_lrs() const {
+  std::vector<double> lrs;
+  for (const auto& g : groups_) lrs.push_back(g.decoupled ? decoupled_lr_ : lr_);
+  return lrs;
+}
+
+void MegatronOptimizer::set_lr(double lr, std::optional<double> decoupled) {
   lr_ = lr;
+  decoupled_lr_ = decoupled.value_or(lr);
 }
 
 // The fp32 gradients of each group's main: the region's, averaged over data-parallel ranks, or
@@ -170,15 +183,16 @@ void MegatronOptimizer::update(const std::vector<at::Tensor>& grads, const at::T
   at::NoGradGuard no_grad;
   for (size_t k = 0; k < groups_.size(); ++k) {
     auto& g = groups_[k];
+    const double lr = g.decoupled ? decoupled_lr_ : lr_;
     if (config_.optimizer == "adam") {
       g.step.add_(1 - found_inf);
-      at::_fused_adamw_({g.main}, {grads[k]}, {g.exp_avg}, {g.exp_avg_sq}, {}, {g.step}, lr_, config_.adam_beta1,
+      at::_fused_adamw_({g.main}, {grads[k]}, {g.exp_avg}, {g.exp_avg_sq}, {}, {g.step}, lr, config_.adam_beta1,
                         config_.adam_beta2, g.weight_decay, config_.adam_eps, /*amsgrad=*/false, /*maximize=*/false,
                         /*grad_scale=*/{}, found_inf);
     } else {
       // torch.optim.SGD's rule (coupled weight decay, momentum without dampening).
       const auto momentum = g.momentum.defined() ? std::vector<at::Tensor>{g.momentum} : std::vector<at::Tensor>{};
-      at::_fused_sgd_({g.main}, {grads[k]}, momentum, g.weight_decay, config_.sgd_momentum, lr_, /*dampening=*/0,
+      at::_fused_sgd_({g.main}, {grads[k]}, momentum, g.weight_decay, config_.sgd_momentum, lr, /*dampening=*/0,
                       /*nesterov=*/false, /*maximize=*/false, /*is_first_step=*/false, /*grad_scale=*/{}, found_inf);
     }
   }

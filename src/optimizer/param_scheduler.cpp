@@ -30,17 +30,22 @@ OptimizerParamScheduler::OptimizerParamScheduler(ParamSchedulerConfig config) : 
   }
 }
 
-double OptimizerParamScheduler::get_lr(int64_t num_steps) const {
+std::optional<double> OptimizerParamScheduler::decoupled_lr() const {
+  if (!config_.decoupled_max_lr) return std::nullopt;
+  return get_lr(num_steps_, *config_.decoupled_max_lr, config_.decoupled_min_lr.value_or(config_.min_lr));
+}
+
+double OptimizerParamScheduler::get_lr(int64_t num_steps, double max_lr, double min_lr) const {
   const auto& c = config_;
   if (c.lr_warmup_steps > 0 && num_steps <= c.lr_warmup_steps) {
-    return c.init_lr + (c.max_lr - c.init_lr) * static_cast<double>(num_steps) / c.lr_warmup_steps;
+    return c.init_lr + (max_lr - c.init_lr) * static_cast<double>(num_steps) / c.lr_warmup_steps;
   }
-  if (c.lr_decay_style == "constant") return c.max_lr;
-  if (num_steps > c.lr_decay_steps) return c.min_lr;
+  if (c.lr_decay_style == "constant") return max_lr;
+  if (num_steps > c.lr_decay_steps) return min_lr;
   if (c.lr_decay_style == "inverse-square-root") {
     double warmup = std::max<int64_t>(c.lr_warmup_steps, 1);
     double steps = std::max<int64_t>(num_steps, 1);
-    return std::max(c.min_lr, c.max_lr * std::sqrt(warmup) / std::sqrt(steps));
+    return std::max(min_lr, max_lr * std::sqrt(warmup) / std::sqrt(steps));
   }
   const double decay_ratio =
       static_cast<double>(num_steps - c.lr_warmup_steps) / static_cast<double>(c.lr_decay_steps - c.lr_warmup_steps);
@@ -62,7 +67,7 @@ double OptimizerParamScheduler::get_lr(int64_t num_steps) const {
       }
     }
   }
-  return c.min_lr + coeff * (c.max_lr - c.min_lr);
+  return min_lr + coeff * (max_lr - min_lr);
 }
 
 double OptimizerParamScheduler::step(int64_t increment) {

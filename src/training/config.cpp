@@ -49,6 +49,7 @@ optimizer::OptimizerConfig optimizer_config_from_args(const Arguments& args) {
   oc.sgd_momentum = args.sgd_momentum;
   oc.clip_grad = args.clip_grad;
   oc.use_distributed_optimizer = args.use_distributed_optimizer;
+  oc.decoupled_lr = args.decoupled_lr.has_value();
   if (args.fp16) {
     optimizer::GradScalerConfig sc;
     sc.initial_scale = args.loss_scale.value_or(args.initial_loss_scale);
@@ -67,6 +68,8 @@ optimizer::ParamSchedulerConfig scheduler_config_from_args(const Arguments& args
   c.init_lr = args.lr_warmup_init;
   c.max_lr = *args.lr;
   c.min_lr = args.min_lr;
+  c.decoupled_max_lr = args.decoupled_lr;
+  c.decoupled_min_lr = args.decoupled_min_lr;
   c.lr_decay_style = args.lr_decay_style;
   c.lr_wsd_decay_style = args.lr_wsd_decay_style;
   c.lr_decay_steps = args.lr_decay_samples ? *args.lr_decay_samples

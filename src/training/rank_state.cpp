@@ -101,7 +101,9 @@ RankCheckpoint rank_checkpoint(const Arguments& args, const TrainingState& state
     auto& o = *c.optimizer;
     o.distributed = state.optimizer->is_distributed();
     o.param_state = std::move(param_state);
-    for (int64_t size : state.optimizer->param_group_sizes()) o.param_groups.push_back({state.optimizer->lr(), size});
+    const auto sizes = state.optimizer->param_group_sizes();
+    const auto lrs = state.optimizer->param_group_lrs();
+    for (size_t g = 0; g < sizes.size(); ++g) o.param_groups.push_back({lrs[g], sizes[g]});
     if (auto* scaler = state.optimizer->grad_scaler()) {
       const auto s = scaler->state();
       o.grad_scaler = RankCheckpoint::GradScalerState{s.scale, s.growth_tracker, s.hysteresis_tracker};

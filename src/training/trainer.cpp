@@ -163,7 +163,10 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   timers_.stop("optimizer");
   progress_.consumed_train_samples += *args_.global_batch_size;
   // As in Megatron-LM, a skipped update does not advance the learning-rate schedule.
-  if (!record.skipped) optim.set_lr(parts_.scheduler->step(*args_.global_batch_size));
+  if (!record.skipped) {
+    parts_.scheduler->step(*args_.global_batch_size);
+    optim.set_lr(parts_.scheduler->lr(), parts_.scheduler->decoupled_lr());
+  }
   return record;
 }
 

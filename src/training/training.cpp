@@ -54,7 +54,8 @@ std::vector<optimizer::OptimizerParam> optimizer_params(const Model& model, int 
         if (!p.param.requires_grad()) continue;
         const bool elsewhere =
             (tp_rank > 0 && !p.init.layout.is_sharded()) || (tied_copy && p.name == "output_layer.weight");
-        params.push_back({prefix + p.name, p.param, elsewhere});
+        const bool input_or_output = p.name == "embedding.word_embeddings.weight" || p.name == "output_layer.weight";
+        params.push_back({prefix + p.name, p.param, elsewhere, input_or_output});
       }
       continue;
     }
@@ -98,7 +99,7 @@ detail::TrainingProgress load(const TrainingContext& ctx, detail::TrainerParts& 
   TrainingState state = detail::checkpoint_state(ctx, parts, progress);
   if (load_checkpoint(ctx.args, ctx.parallel_state, state)) {
     progress = {state.iteration, state.consumed_train_samples, state.consumed_valid_samples, state.iteration};
-    parts.optimizer->set_lr(parts.scheduler->lr());
+    parts.optimizer->set_lr(parts.scheduler->lr(), parts.scheduler->decoupled_lr());
   }
   empty_cpu_allocator_cache();
   return progress;
@@ -161,7 +162,7 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   std::tie(parts.vocab_size, parts.padded_vocab_size) = vocab_sizes(args, parts.model);
   parts.optimizer = get_megatron_optimizer(ctx, parts.model);
   parts.scheduler = std::make_unique<optimizer::OptimizerParamScheduler>(scheduler_config_from_args(args));
-  parts.optimizer->set_lr(parts.scheduler->lr());
+  parts.optimizer->set_lr(parts.scheduler->lr(), parts.scheduler->decoupled_lr());
   parts.forward_step = forward_step;
 
   log_rank_0(LogLevel::kInfo, "> building train, validation, and test datasets ...");

@@ -103,8 +103,10 @@ void Trainer::training_log(int64_t iteration, const std::vector<IterationRecord>
   line << head << " consumed samples: " << format("%12.0f", static_cast<double>(progress_.consumed_train_samples))
        << " | elapsed time per iteration (ms): " << format("%.1f", ms)
        << " | throughput per GPU (TFLOP/s/GPU): " << format("%.3f", tflops)
-       << " | tokens per second: " << format("%.1f", tokens_per_s) << " | learning rate: " << format("%.6E", optim.lr())
-       << " | global batch size: " << format("%5.0f", static_cast<double>(gbs)) << " |";
+       << " | tokens per second: " << format("%.1f", tokens_per_s)
+       << " | learning rate: " << format("%.6E", optim.lr());
+  if (args_.decoupled_lr) line << " | decoupled learning rate: " << format("%.6E", optim.decoupled_lr());
+  line << " | global batch size: " << format("%5.0f", static_cast<double>(gbs)) << " |";
   for (const auto& [k, v] : sums)
     line << " " << k << ": " << format("%.6E", v / std::max<int64_t>(1, advanced)) << " |";
   line << " loss scale: " << format("%.1f", optim.loss_scale()) << " |";

@@ -196,6 +196,9 @@ void validate_training(Arguments& a) {
 void validate_learning_rate(const Arguments& a) {
   ARG_CHECK(a.lr.has_value(), "--lr is required");
   ARG_CHECK(a.min_lr <= *a.lr, "--min-lr (", a.min_lr, ") must be between 0 and --lr (", *a.lr, ")");
+  ARG_CHECK(!a.decoupled_lr || a.decoupled_min_lr.value_or(a.min_lr) <= *a.decoupled_lr,
+            a.decoupled_min_lr ? "--decoupled-min-lr (" : "--min-lr (", a.decoupled_min_lr.value_or(a.min_lr),
+            ") must not exceed --decoupled-lr (", *a.decoupled_lr, ")");
   ARG_CHECK(!(a.lr_warmup_fraction && a.lr_warmup_iters > 0),
             "give only one of --lr-warmup-fraction and --lr-warmup-iters");
   const int64_t decay_iters = a.lr_decay_iters.value_or(*a.train_iters);

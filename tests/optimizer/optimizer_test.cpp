@@ -69,6 +69,28 @@ TEST(MegatronOptimizer, AdamWStepMatchesTheUpdateRule) {
   EXPECT_TRUE(at::allclose(b.detach(), adam(b0, gb, 0.0), 1e-6, 1e-6)) << b;  // no decay on bias
 }
 
+TEST(MegatronOptimizer, DecoupledLrUpdatesTheEmbeddingAndOutputLayerAtTheirOwnRate) {
+  auto c = unit_sgd(0);
+  auto embedding = leaf(at::zeros({4, 2})), hidden = leaf(at::zeros({2, 2})), output = leaf(at::zeros({2, 2}));
+  std::vector<OptimizerParam> params = {{"embedding.word_embeddings.weight", embedding, false, true},
+                                        {"decoder.layers.0.mlp.weight", hidden},
+                                        {"output_layer.weight", output, false, true}};
+  // Without --decoupled-lr the flag changes nothing: one rate, the usual two groups.
+  MegatronOptimizer together(params, c, nullptr, nullptr);
+  EXPECT_EQ(together.param_group_sizes(), std::vector<int64_t>({3}));
+  c.decoupled_lr = true;
+  MegatronOptimizer opt(params, c, nullptr, nullptr);
+  EXPECT_EQ(opt.param_group_sizes(), std::vector<int64_t>({1, 2}));  // the hidden weight, then the decoupled two
+  opt.set_lr(0.1, 0.5);
+  EXPECT_EQ(opt.param_group_lrs(), std::vector<double>({0.1, 0.5}));
+  for (auto& p : {embedding, hidden, output}) p.mutable_grad() = at::ones_like(p);
+  step_and_read(opt);
+  // SGD without momentum or decay: p -= lr * g.
+  EXPECT_TRUE(at::allclose(embedding.detach(), at::full({4, 2}, -0.5f))) << embedding;
+  EXPECT_TRUE(at::allclose(output.detach(), at::full({2, 2}, -0.5f))) << output;
+  EXPECT_TRUE(at::allclose(hidden.detach(), at::full({2, 2}, -0.1f))) << hidden;
+}
+
 TEST(MegatronOptimizer, ClipsToTheGlobalNorm) {
   auto w = leaf(at::zeros({3}));
   MegatronOptimizer opt({{"w", w}}, unit_sgd(1.0), nullptr, nullptr);

@@ -46,6 +46,25 @@ TEST(ParamScheduler, DecayStyles) {
   EXPECT_DOUBLE_EQ(OptimizerParamScheduler(config("constant")).get_lr(5000), max);
 }
 
+TEST(ParamScheduler, DecoupledRateFollowsTheScheduleBetweenItsOwnBounds) {
+  auto c = config("cosine");
+  OptimizerParamScheduler plain(c);
+  EXPECT_FALSE(plain.decoupled_lr());
+  c.decoupled_max_lr = 5e-3;
+  OptimizerParamScheduler s(c);
+  // Warm-up from init_lr to 5e-3, then cosine down to min_lr (no --decoupled-min-lr).
+  s.set_num_steps(50);
+  EXPECT_DOUBLE_EQ(*s.decoupled_lr(), 5e-3 * 0.5);
+  EXPECT_DOUBLE_EQ(s.lr(), 1e-3 * 0.5);  // the other groups keep their schedule
+  s.set_num_steps(550);
+  EXPECT_NEAR(*s.decoupled_lr(), 1e-5 + (5e-3 - 1e-5) * 0.5 * (1 + std::cos(M_PI * 0.5)), 1e-15);
+  c.decoupled_min_lr = 1e-4;
+  OptimizerParamScheduler floor(c);
+  floor.set_num_steps(2000);
+  EXPECT_DOUBLE_EQ(*floor.decoupled_lr(), 1e-4);
+  EXPECT_DOUBLE_EQ(floor.lr(), 1e-5);
+}
+
 TEST(ParamScheduler, WarmupStableDecay) {
   const double max = 1e-3, min = 1e-5;
   for (const char* style : {"exponential", "linear", "cosine"}) {

@@ -35,6 +35,9 @@ struct MEGATRON_API OptimizerConfig {
   // ZeRO-1: fp32 main parameters and optimizer state sharded over the data-parallel ranks
   // (optimizer/distrib_optimizer.h); no effect with one data-parallel rank.
   bool use_distributed_optimizer = false;
+  // --decoupled-lr: the embedding and output-layer parameters form groups of their own, updated
+  // with set_lr's `decoupled` rate.
+  bool decoupled_lr = false;
 };
 
 struct MEGATRON_API OptimizerParam {
@@ -43,6 +46,9 @@ struct MEGATRON_API OptimizerParam {
   // A copy of a parameter that another rank counts in the gradient norm: replicated on TP
   // ranks > 0, or the last pipeline stage's copy of the tied word embedding.
   bool counted_elsewhere_in_grad_norm = false;
+  // The word embedding or the output layer: updated with the decoupled learning rate when
+  // OptimizerConfig::decoupled_lr is set (Megatron-LM's is_embedding_or_output_parameter).
+  bool is_embedding_or_output_parameter = false;
 };
 
 // What step() launched, as fp32 scalars on the parameters' device, for the caller to read back
@@ -73,17 +79,22 @@ class MEGATRON_API MegatronOptimizer {
   StepResult step(const at::Tensor& skip = {});
   // After reading step()'s found_inf: moves the fp16 loss scale (no-op without loss scaling).
   void update_loss_scale(bool found_inf);
-  void set_lr(double lr);
+  // The learning rate of the next steps; `decoupled` (default: lr) for the embedding and
+  // output-layer groups when OptimizerConfig::decoupled_lr is set.
+  void set_lr(double lr, std::optional<double> decoupled = std::nullopt);
   double lr() const { return lr_; }
+  double decoupled_lr() const { return decoupled_lr_; }
 
   const std::vector<OptimizerParam>& params() const { return params_; }
   // fp32 main parameters, in params() order (the model parameters themselves for fp32 models);
   // empty with the distributed optimizer, whose main parameters are shards.
   const std::vector<at::Tensor>& main_params() const { return main_params_; }
   bool is_distributed() const { return distributed_; }
-  // Number of updated tensors in each parameter group (weight decay first, then none): the
-  // main parameters, or one shard per group with the distributed optimizer.
+  // Number of updated tensors in each parameter group (weight decay first, then none; then the
+  // same two for the decoupled embedding and output layer): the main parameters, or one shard per
+  // group with the distributed optimizer. Its learning rate, in the same order.
   std::vector<int64_t> param_group_sizes() const;
+  std::vector<double> param_group_lrs() const;
   GradScaler* grad_scaler() { return scaler_ ? &*scaler_ : nullptr; }
 
   // Optimizer state by parameter name (params() names), for checkpoints. Per parameter: the
@@ -103,6 +114,7 @@ class MEGATRON_API MegatronOptimizer {
   struct UpdateGroup {
     size_t buffer = 0, region = 0;
     double weight_decay = 0;
+    bool decoupled = false;  // the embedding and output layer under --decoupled-lr
     std::optional<ParamShards> shards;
     at::Tensor main;  // the fp32 elements the update writes
     at::Tensor exp_avg, exp_avg_sq, momentum;
@@ -132,7 +144,7 @@ class MEGATRON_API MegatronOptimizer {
   std::vector<UpdateGroup> groups_;
   std::vector<at::Tensor> main_params_;  // by params_ index, without ZeRO-1: views of the groups' main
   std::optional<GradScaler> scaler_;
-  double lr_;
+  double lr_, decoupled_lr_;
 };
 
 }  // namespace megatron::optimizer

@@ -6,6 +6,7 @@
 #include "megatron/export.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace megatron::optimizer {
@@ -19,6 +20,9 @@ struct MEGATRON_API ParamSchedulerConfig {
   std::string lr_decay_style = "linear";
   int64_t wsd_decay_steps = 0;
   std::string lr_wsd_decay_style = "exponential";
+  // --decoupled-lr / --decoupled-min-lr: the same schedule between these, for the embedding and
+  // output layer (Megatron-LM's param groups with their own max_lr and min_lr).
+  std::optional<double> decoupled_max_lr, decoupled_min_lr;
 };
 
 class MEGATRON_API OptimizerParamScheduler {
@@ -26,8 +30,11 @@ class MEGATRON_API OptimizerParamScheduler {
   // Checks the configuration (clear errors for unknown styles or inconsistent step counts).
   explicit OptimizerParamScheduler(ParamSchedulerConfig config);
 
-  // The learning rate after `num_steps` samples.
-  double get_lr(int64_t num_steps) const;
+  // The learning rate after `num_steps` samples, between max_lr and min_lr (default: the config's).
+  double get_lr(int64_t num_steps) const { return get_lr(num_steps, config_.max_lr, config_.min_lr); }
+  double get_lr(int64_t num_steps, double max_lr, double min_lr) const;
+  // The embedding and output layer's rate now; nullopt without --decoupled-lr.
+  std::optional<double> decoupled_lr() const;
   // Advances by `increment` samples and returns the new learning rate.
   double step(int64_t increment);
   double lr() const { return get_lr(num_steps_); }

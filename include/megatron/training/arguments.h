@@ -85,7 +85,9 @@ struct MEGATRON_API Arguments {
   std::string optimizer = "adam";  // adam (AdamW) | sgd
   std::optional<double> lr;
   double min_lr = 0.0;
-  std::string lr_decay_style = "linear";  // constant | linear | cosine | inverse-square-root | WSD
+  std::optional<double> decoupled_lr;      // the word embedding's and output layer's own peak
+  std::optional<double> decoupled_min_lr;  // and floor (default --min-lr)
+  std::string lr_decay_style = "linear";   // constant | linear | cosine | inverse-square-root | WSD
   std::optional<int64_t> lr_decay_iters;
   std::optional<int64_t> lr_decay_samples;
   int64_t lr_warmup_iters = 0;

@@ -148,6 +148,8 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(training, optimizer, kSaved, one_of("adam|sgd"), "adam | sgd")                                                  \
   X(learning_rate, lr, kSaved, non_negative(), "peak learning rate")                                                \
   X(learning_rate, min_lr, kSaved, non_negative(), "floor of the decayed learning rate")                            \
+  X(learning_rate, decoupled_lr, kSaved, non_negative(), "learning rate of the input and output layer")             \
+  X(learning_rate, decoupled_min_lr, kSaved, non_negative(), "floor of --decoupled-lr (default --min-lr)")          \
   X(learning_rate, lr_decay_style, kSaved, one_of("constant|linear|cosine|inverse-square-root|WSD"),                \
     "constant | linear | cosine | inverse-square-root | WSD")                                                       \
   X(learning_rate, lr_decay_iters, kSaved, non_negative(), "iterations to decay over (default --train-iters)")      \
