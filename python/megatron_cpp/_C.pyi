@@ -958,6 +958,14 @@ class Arguments:
     def profile_step_start(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
+    def rampup_batch_size(self) -> list[int]:
+        """
+        START INCREMENT SAMPLES: the global batch grows from START by INCREMENT over SAMPLES
+        """
+    @rampup_batch_size.setter
+    def rampup_batch_size(self, arg0: collections.abc.Sequence[typing.SupportsInt]) -> None:
+        ...
+    @property
     def recompute_activations(self) -> bool:
         """
         = --recompute-granularity selective
@@ -1721,6 +1729,9 @@ class IterationRecord:
         ...
     @property
     def elapsed_ms(self) -> float:
+        ...
+    @property
+    def global_batch_size(self) -> int:
         ...
     @property
     def grad_norm(self) -> float:

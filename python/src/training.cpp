@@ -161,6 +161,7 @@ void init_training(py::module_& m) {
       .def_readonly("metrics", &tr::IterationRecord::metrics,
                     "loss_func's metrics averaged over micro-batches and DP ranks.")
       .def_readonly("learning_rate", &tr::IterationRecord::learning_rate)
+      .def_readonly("global_batch_size", &tr::IterationRecord::global_batch_size)
       .def_readonly("grad_norm", &tr::IterationRecord::grad_norm)
       .def_readonly("loss_scale", &tr::IterationRecord::loss_scale)
       .def_readonly("skipped", &tr::IterationRecord::skipped)

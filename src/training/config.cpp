@@ -62,6 +62,18 @@ optimizer::OptimizerConfig optimizer_config_from_args(const Arguments& args) {
   return oc;
 }
 
+int64_t global_batch_size_at(const Arguments& args, int64_t consumed_samples) {
+  const int64_t gbs = *args.global_batch_size;
+  if (args.rampup_batch_size.empty()) return gbs;
+  const int64_t start = args.rampup_batch_size[0], increment = args.rampup_batch_size[1];
+  const int64_t samples = args.rampup_batch_size[2];
+  if (consumed_samples > samples) return gbs;
+  // In doubles, as Megatron-LM's int(consumed / (samples / increments)).
+  const double per_increment = static_cast<double>(samples) / static_cast<double>((gbs - start) / increment);
+  const auto steps = static_cast<int64_t>(static_cast<double>(consumed_samples) / per_increment);
+  return std::min(gbs, start + steps * increment);
+}
+
 optimizer::ParamSchedulerConfig scheduler_config_from_args(const Arguments& args) {
   const int64_t gbs = *args.global_batch_size;
   optimizer::ParamSchedulerConfig c;

@@ -125,10 +125,12 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   record.iteration = iteration;
   record.learning_rate = optim.lr();
   record.loss_scale = optim.loss_scale();
+  record.global_batch_size = global_batch_size_at(args_, progress_.consumed_train_samples);
   set_train(true);
   optim.zero_grad();
   timers_.start("forward-backward");
   auto options = schedule_options(false);
+  options.num_microbatches = record.global_batch_size / (args_.micro_batch_size * args_.data_parallel_size);
   const double loss_scale = optim.loss_scale();
   if (loss_scale != 1.0) options.grad_scale_func = [loss_scale](const at::Tensor& loss) { return loss * loss_scale; };
   auto fb = forward_backward_func_(parts_.forward_step, raw(parts_.train), chunks(), options);
@@ -161,10 +163,10 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   record.skipped = found_inf;
   record.grad_norm = found_inf ? std::nan("") : v[n - 1];
   timers_.stop("optimizer");
-  progress_.consumed_train_samples += *args_.global_batch_size;
+  progress_.consumed_train_samples += record.global_batch_size;
   // As in Megatron-LM, a skipped update does not advance the learning-rate schedule.
   if (!record.skipped) {
-    parts_.scheduler->step(*args_.global_batch_size);
+    parts_.scheduler->step(record.global_batch_size);
     optim.set_lr(parts_.scheduler->lr(), parts_.scheduler->decoupled_lr());
   }
   return record;

@@ -58,7 +58,7 @@ void Trainer::tensorboard_log(int64_t iteration, const IterationRecord& record) 
     tensorboard_.add_scalar(tag + " vs samples", value, samples);
   };
   both("learning-rate", record.learning_rate);
-  both("batch-size", static_cast<double>(*args_.global_batch_size));
+  both("batch-size", static_cast<double>(record.global_batch_size));
   for (const auto& [key, value] : record.metrics) both(key, value);
   if (!args_.no_log_loss_scale_to_tensorboard) both("loss-scale", record.loss_scale);
   if (args_.log_world_size_to_tensorboard) both("world-size", static_cast<double>(args_.world_size));
@@ -90,7 +90,7 @@ void Trainer::training_log(int64_t iteration, const std::vector<IterationRecord>
     for (const auto& [k, v] : r.metrics) sums[k] += v;
   }
   const auto& optim = *parts_.optimizer;
-  const int64_t gbs = *args_.global_batch_size;
+  const int64_t gbs = window.back().global_batch_size;
   const double ms = elapsed / window.size();
   const double flops = num_floating_point_operations(args_, gbs, parts_.padded_vocab_size);
   const double tflops = flops / (ms / 1000.0) / 1e12 / args_.world_size;

@@ -162,6 +162,34 @@ void validate_distributed(Arguments& a, int64_t world) {
   if (tp == 1) a.sequence_parallel = false;  // as Megatron-LM does
 }
 
+// --rampup-batch-size START INCREMENT SAMPLES, as Megatron-LM checks it: sample-based training,
+// START below --global-batch-size, the difference a whole number of INCREMENTs, and every batch a
+// whole number of micro-batches on every data-parallel rank (Megatron-LM asserts that as it goes).
+void validate_rampup(Arguments& a, int64_t per_step) {
+  const auto& r = a.rampup_batch_size;
+  ARG_CHECK(r.size() == 3, "--rampup-batch-size takes 3 numbers, START INCREMENT SAMPLES (got ", r.size(), ")");
+  ARG_CHECK(a.train_samples.has_value(),
+            "--rampup-batch-size needs sample-based training: give --train-samples instead of --train-iters");
+  const int64_t gbs = *a.global_batch_size, start = r[0], increment = r[1];
+  ARG_CHECK(start > 0 && start < gbs, "--rampup-batch-size START (", start,
+            ") must be between 1 and --global-batch-size (", gbs, ") - 1");
+  ARG_CHECK(increment > 0 && (gbs - start) % increment == 0, "--rampup-batch-size INCREMENT (", increment,
+            ") must divide --global-batch-size - START (", gbs - start, ")");
+  ARG_CHECK(start % per_step == 0 && increment % per_step == 0, "--rampup-batch-size START (", start,
+            ") and INCREMENT (", increment, ") must be multiples of --micro-batch-size x data-parallel size (",
+            per_step, ")");
+  const int64_t pp = a.pipeline_model_parallel_size;
+  ARG_CHECK(
+      !a.virtual_pipeline_model_parallel_size || ((start / per_step) % pp == 0 && (increment / per_step) % pp == 0),
+      "the interleaved schedule needs every ramp-up batch to hold a multiple of --pipeline-model-parallel-size (", pp,
+      ") micro-batches");
+  // Iterations until --train-samples, the last partial batch dropped as Megatron-LM drops it.
+  int64_t iterations = 0;
+  for (int64_t consumed = 0; consumed + global_batch_size_at(a, consumed) <= *a.train_samples; ++iterations)
+    consumed += global_batch_size_at(a, consumed);
+  a.train_iters = iterations;
+}
+
 void validate_training(Arguments& a) {
   const int64_t per_step = a.micro_batch_size * a.data_parallel_size;
   if (!a.global_batch_size) a.global_batch_size = per_step;
@@ -178,7 +206,8 @@ void validate_training(Arguments& a) {
             pp, ")");
   ARG_CHECK(a.train_iters.has_value() != a.train_samples.has_value(),
             "give exactly one of --train-iters and --train-samples");
-  if (a.train_samples) {
+  if (!a.rampup_batch_size.empty()) validate_rampup(a, per_step);
+  if (a.train_samples && a.rampup_batch_size.empty()) {
     ARG_CHECK(*a.train_samples % *a.global_batch_size == 0, "--train-samples (", *a.train_samples,
               ") is not a multiple of --global-batch-size (", *a.global_batch_size, ")");
     a.train_iters = *a.train_samples / *a.global_batch_size;

@@ -10,7 +10,8 @@ from data_helpers import MPIRUN, program, TINY
 def train(tmp_path, name, *flags, ranks=1):
     """Losses by iteration, and the last rank's log."""
     metrics = tmp_path / f"{name}.jsonl"
-    cmd = [program("pretrain_gpt"), *TINY, "--mock-data", "--vocab-size", "256", "--train-iters", "6",
+    length = [] if "--train-samples" in map(str, flags) else ["--train-iters", "6"]
+    cmd = [program("pretrain_gpt"), *TINY, "--mock-data", "--vocab-size", "256", *length,
            "--lr-warmup-iters", "1", "--lr-decay-style", "cosine", "--min-lr", "1e-4", "--seed", "5",
            "--metrics-file", str(metrics), *map(str, flags)]
     proc = subprocess.run((MPIRUN + ["-np", str(ranks)] if ranks > 1 else []) + cmd, capture_output=True, text=True,
@@ -44,3 +45,43 @@ def test_decoupled_min_lr_above_decoupled_lr_is_refused(tmp_path):
                            "--decoupled-lr", "1e-3", "--decoupled-min-lr", "1e-2"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "--decoupled-min-lr (0.01) must not exceed --decoupled-lr (0.001)" in proc.stderr, proc.stderr
+
+
+def batch_sizes(log):
+    return [int(line.split("global batch size:")[1].split("|")[0]) for line in log.splitlines()
+            if "global batch size:" in line]
+
+
+RAMPUP = ["--micro-batch-size", "1", "--global-batch-size", "8", "--rampup-batch-size", "2", "2", "12",
+          "--train-samples", "40"]
+
+
+def test_rampup_batch_size_grows_the_batch_by_samples_and_resumes_exactly(tmp_path):
+    # (8 - 2) / 2 = 3 increments, one per 12 / 3 = 4 samples: 2 at 0 and 2 consumed, 4 at 4, 6 at 8,
+    # then 8 from 14 on; 7 iterations fit in 40 samples (38), the partial last batch dropped.
+    flags = [*RAMPUP, "--save", tmp_path / "ck", "--save-interval", "3"]
+    whole, log = train(tmp_path, "whole", *flags)
+    assert batch_sizes(log) == [2, 2, 4, 6, 8, 8, 8]
+    assert "iteration        7/       7 | consumed samples:           38 |" in log
+    # Two data-parallel ranks draw the same batches.
+    dp2, log = train(tmp_path, "dp2", *RAMPUP, ranks=2)
+    assert batch_sizes(log) == [2, 2, 4, 6, 8, 8, 8] and close(dp2, whole)
+    # From the iteration-3 checkpoint (8 samples consumed) the batch and the losses carry on.
+    (tmp_path / "ck" / "latest_checkpointed_iteration.txt").write_text("3")
+    rest, log = train(tmp_path, "rest", *RAMPUP, "--load", tmp_path / "ck")
+    assert batch_sizes(log) == [6, 8, 8, 8] and rest == whole[3:]
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--rampup-batch-size", "2", "2"], "--rampup-batch-size takes 3 numbers, START INCREMENT SAMPLES (got 2)"),
+    (["--rampup-batch-size", "2", "4", "12"], "--rampup-batch-size INCREMENT (4) must divide --global-batch-size - START (6)"),
+    (["--rampup-batch-size", "8", "2", "12"], "--rampup-batch-size START (8) must be between 1 and --global-batch-size (8) - 1"),
+])
+def test_bad_rampup_is_one_line(tmp_path, flags, message):
+    proc = subprocess.run([program("pretrain_gpt"), *TINY, "--mock-data", "--vocab-size", "256", "--micro-batch-size",
+                           "1", "--global-batch-size", "8", "--train-samples", "40", *flags], capture_output=True,
+                          text=True)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    proc = subprocess.run([program("pretrain_gpt"), *TINY, "--mock-data", "--vocab-size", "256", "--train-iters", "4",
+                           "--rampup-batch-size", "2", "2", "12"], capture_output=True, text=True)
+    assert "--rampup-batch-size needs sample-based training: give --train-samples" in proc.stderr, proc.stderr

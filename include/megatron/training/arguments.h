@@ -77,6 +77,7 @@ struct MEGATRON_API Arguments {
   // --- training
   int64_t micro_batch_size = 0;
   std::optional<int64_t> global_batch_size;  // default micro_batch_size * data-parallel size
+  std::vector<int64_t> rampup_batch_size;    // start, increment, ramp-up samples; empty: none
   std::optional<int64_t> train_iters;
   std::optional<int64_t> train_samples;
   uint64_t seed = 1234;
@@ -228,5 +229,10 @@ MEGATRON_API std::optional<Arguments> parse_arguments(const std::vector<std::str
 
 // The flag list --help prints.
 MEGATRON_API std::string arguments_help(const std::string& program = "pretrain_gpt");
+
+// The global batch size once `consumed_samples` are trained: --global-batch-size, or under
+// --rampup-batch-size START INCREMENT SAMPLES, START plus one INCREMENT per SAMPLES / ((gbs -
+// START) / INCREMENT) samples until SAMPLES are consumed (Megatron-LM's RampupBatchsizeNumMicroBatches).
+MEGATRON_API int64_t global_batch_size_at(const Arguments& args, int64_t consumed_samples);
 
 }  // namespace megatron::training

@@ -142,6 +142,8 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(training, micro_batch_size, kSaved, required(), "samples per micro-batch per rank")                             \
   X(training, global_batch_size, kSaved, positive(),                                                                \
     "samples per iteration over all ranks (default micro x data-parallel)")                                         \
+  X(training, rampup_batch_size, kSaved, non_negative(),                                                            \
+    "START INCREMENT SAMPLES: the global batch grows from START by INCREMENT over SAMPLES")                         \
   X(training, train_iters, kSaved, non_negative(), "iterations to train")                                           \
   X(training, train_samples, kSaved, non_negative(), "samples to train (instead of --train-iters)")                 \
   X(initialization, seed, kSaved, any(), "random seed")                                                             \

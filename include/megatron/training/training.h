@@ -62,6 +62,7 @@ struct MEGATRON_API IterationRecord {
   int64_t iteration = 0;
   std::map<std::string, double> metrics;  // averaged over micro-batches and DP ranks
   double learning_rate = 0.0;             // the one this iteration's update used
+  int64_t global_batch_size = 0;          // samples this iteration (grows under --rampup-batch-size)
   double grad_norm = 0.0;
   double loss_scale = 1.0;
   bool skipped = false;  // fp16 overflow or a skipped NaN loss
