@@ -74,6 +74,8 @@ TEST(Serialization, HostilePicklesAreOneClearError) {
   // 2,000 nested tuples from 2 KB (LibTorch destroys and hashes them recursively).
   EXPECT_NE(error_reading(kProto + ")" + std::string(2000, '\x85') + ".").find("nested more than 1000 deep"),
             std::string::npos);
+  // A dict keyed by a tuple (LibTorch hashes keys recursively).
+  EXPECT_NE(error_reading(kProto + "}()\x85Nu.").find("a dict key that is a container"), std::string::npos);
   // A list placed in itself.
   EXPECT_NE(error_reading(kProto + std::string("]q\0(h\0e.", 8)).find("placed in itself"), std::string::npos);
   // A tensor of 200 floats over a 64-byte storage, and one starting at offset 20 of it.
@@ -84,6 +86,15 @@ TEST(Serialization, HostilePicklesAreOneClearError) {
   // Every message names the file.
   EXPECT_NE(error_reading(kProto + "}s.").find("model_optim_rng.pt is not a readable torch.save archive"),
             std::string::npos);
+}
+
+TEST(Serialization, SharedValuesAreWalkedOnce) {
+  // 60 levels of pairs each holding the one below twice (a memo GET): 2^60 paths, 61 values.
+  std::string pickle("\x80\x02]q\0", 5);
+  for (int k = 1; k <= 60; ++k) pickle += std::string("h") + char(k - 1) + "\x86q" + char(k);
+  pickle += ".";
+  const c10::IValue top = read_archive(archive(pickle));
+  EXPECT_EQ(top.toTupleRef().elements().size(), 2u);
 }
 
 TEST(Serialization, ATensorIsItsRecordWhateverCountThePickleDeclares) {

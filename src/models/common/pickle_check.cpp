@@ -80,6 +80,12 @@ void check_pickle(const uint8_t* data, size_t size, const std::string& where) {
     if (mark > stack.size()) fail("a MARK at stack depth ", mark, " with ", stack.size(), " values");
     return mark;
   };
+  // Dict keys must be scalars: LibTorch hashes a key recursively, and a tuple of memo-shared
+  // tuples costs time exponential in its depth.
+  auto scalar_keys = [&](size_t first) {
+    for (size_t i = first; i < stack.size(); i += 2)
+      if (values[stack[i]].nesting > 0) fail("a dict key that is a container");
+  };
   auto add_to = [&](size_t container, size_t elements) {  // APPENDS, SETITEMS, SETITEM
     Value& target = values[stack[container]];
     if (target.sealed) fail("a value changed after it was placed in another (a cycle?)");
@@ -144,6 +150,7 @@ void check_pickle(const uint8_t* data, size_t size, const std::string& where) {
       case 'd': {  // DICT
         const size_t mark = pop_mark();
         if ((stack.size() - mark) % 2) fail("DICT over an odd number of values");
+        scalar_keys(mark);
         push(pop(stack.size() - mark) + 1);
         break;
       }
@@ -152,11 +159,13 @@ void check_pickle(const uint8_t* data, size_t size, const std::string& where) {
         const size_t mark = pop_mark();
         if (mark == 0) fail("APPENDS or SETITEMS without a container below its MARK");
         if (op == 'u' && (stack.size() - mark) % 2) fail("SETITEMS over an odd number of values");
+        if (op == 'u') scalar_keys(mark);
         add_to(mark - 1, stack.size() - mark);
         break;
       }
       case 's':  // SETITEM
         if (stack.size() < 3) fail("SETITEM needs 3 values on the stack, which holds ", stack.size());
+        scalar_keys(stack.size() - 2);
         add_to(stack.size() - 3, 2);
         break;
       case 0x81: pop(1); break;  // NEWOBJ

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <unordered_set>
 
 #include "pickle_check.h"
 
@@ -38,9 +39,11 @@ namespace {
 // strides as the pickle says, without checking them against the bytes behind it.
 void check_tensor_bounds(const c10::IValue& root, const std::string& path) {
   std::vector<c10::IValue> pending{root};  // a worklist, not recursion (check_pickle bounds the depth)
+  std::unordered_set<const void*> seen;    // a container the memo shares is walked once, not once per path
   while (!pending.empty()) {
     const c10::IValue v = std::move(pending.back());
     pending.pop_back();
+    if ((v.isTuple() || v.isList() || v.isGenericDict()) && !seen.insert(v.internalToPointer()).second) continue;
     if (v.isTuple()) {
       for (const auto& e : v.toTupleRef().elements()) pending.push_back(e);
     } else if (v.isList()) {
