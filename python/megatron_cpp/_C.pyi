@@ -2619,7 +2619,7 @@ def rank_layout(world_size: typing.SupportsInt, tensor_model_parallel_size: typi
     """
 def read_checkpoint_file(path: str) -> typing.Any:
     """
-    One checkpoint file (e.g. .../iter_0000100/mp_rank_00/model_optim_rng.pt) as Python values (dicts, lists, numbers, CPU tensors), checked against its folder's checksums; a missing, truncated or corrupt file raises naming it.
+    One checkpoint file (e.g. .../iter_0000100/mp_rank_00/model_optim_rng.pt) as Python values (dicts, lists, numbers, CPU tensors; a pickled object such as the args' argparse.Namespace as a dict of its attributes with its '__class__'), checked against its folder's checksums; a missing, truncated or corrupt file raises naming it.
     """
 def read_tracker(dir: str) -> typing.Any:
     """

@@ -40,8 +40,9 @@ void init_checkpointing(py::module_& m) {
       "read_checkpoint_file", [](const std::string& path) { return torch::jit::toPyObject(read_file(path)); },
       py::arg("path"),
       "One checkpoint file (e.g. .../iter_0000100/mp_rank_00/model_optim_rng.pt) as Python values "
-      "(dicts, lists, numbers, CPU tensors), checked against its folder's checksums; a missing, "
-      "truncated or corrupt file raises naming it.");
+      "(dicts, lists, numbers, CPU tensors; a pickled object such as the args' argparse.Namespace "
+      "as a dict of its attributes with its '__class__'), checked against its folder's checksums; "
+      "a missing, truncated or corrupt file raises naming it.");
   m.def(
       "checkpoint_arguments",
       [](const std::string& path) {

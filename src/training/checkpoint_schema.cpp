@@ -4,10 +4,13 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstring>
 #include <filesystem>
 
+#include "host_rng_state.h"
 #include "megatron/training/checkpoint_files.h"
 #include "megatron/training/checkpoint_layout.h"
+#include "saved_args.h"
 
 namespace megatron::training {
 namespace {
@@ -21,70 +24,6 @@ GenericDict new_dict() {
 }
 GenericList new_list() {
   return GenericList(c10::AnyType::get());
-}
-
-// --- Arguments <-> dict, one entry per saved line of the table
-
-struct ToDict {
-  GenericDict& d;
-  void operator()(const char* k, const int64_t& v) const { d.insert(k, v); }
-  void operator()(const char* k, const uint64_t& v) const { d.insert(k, static_cast<int64_t>(v)); }
-  void operator()(const char* k, const double& v) const { d.insert(k, v); }
-  void operator()(const char* k, const bool& v) const { d.insert(k, v); }
-  void operator()(const char* k, const std::string& v) const { d.insert(k, v); }
-  template <typename T>
-  void operator()(const char* k, const std::vector<T>& v) const {
-    auto l = new_list();
-    for (const auto& x : v) l.push_back(x);
-    d.insert(k, l);
-  }
-  template <typename T>
-  void operator()(const char* k, const std::optional<T>& v) const {
-    if (v)
-      (*this)(k, *v);
-    else
-      d.insert(k, c10::IValue());
-  }
-};
-
-[[noreturn]] void bad(const char* k, const c10::IValue& v, const char* want) {
-  TORCH_CHECK(false, "[checkpointing] the saved argument '", k, "' is a ", v.tagKind(), ", expected ", want);
-}
-void set(const char* k, const c10::IValue& v, int64_t& out) {
-  if (!v.isInt()) bad(k, v, "int");
-  out = v.toInt();
-}
-void set(const char* k, const c10::IValue& v, uint64_t& out) {
-  if (!v.isInt()) bad(k, v, "int");
-  out = static_cast<uint64_t>(v.toInt());
-}
-void set(const char* k, const c10::IValue& v, double& out) {
-  if (!v.isDouble() && !v.isInt()) bad(k, v, "float");
-  out = v.isDouble() ? v.toDouble() : static_cast<double>(v.toInt());
-}
-void set(const char* k, const c10::IValue& v, bool& out) {
-  if (!v.isBool()) bad(k, v, "bool");
-  out = v.toBool();
-}
-void set(const char* k, const c10::IValue& v, std::string& out) {
-  if (!v.isString()) bad(k, v, "str");
-  out = v.toStringRef();
-}
-template <typename T>
-void set(const char* k, const c10::IValue& v, std::vector<T>& out) {
-  if (!v.isList()) bad(k, v, "list");
-  out.clear();
-  for (const auto& x : v.toListRef()) set(k, x, out.emplace_back());
-}
-template <typename T>
-void set(const char* k, const c10::IValue& v, std::optional<T>& out) {
-  if (v.isNone()) {
-    out.reset();
-    return;
-  }
-  T value{};
-  set(k, v, value);
-  out = value;
 }
 
 // --- dict access with one-line errors naming the file
@@ -185,6 +124,10 @@ GenericDict scheduler_dict(const RankCheckpoint::SchedulerState& s) {
 
 GenericDict rng_dict(const RankCheckpoint::RngState& r) {
   auto d = new_dict();
+  if (r.host_seed) {
+    d.insert("random_rng_state", detail::python_random_state(*r.host_seed));
+    d.insert("np_rng_state", detail::numpy_random_state(static_cast<uint32_t>(*r.host_seed)));
+  }
   d.insert("torch_rng_state", r.torch_rng_state);
   if (r.cuda_rng_state.defined()) d.insert("cuda_rng_state", r.cuda_rng_state);
   d.insert("rng_tracker_states", tensor_dict(r.rng_tracker_states));
@@ -234,30 +177,31 @@ RankCheckpoint::RngState read_rng(const c10::IValue& v, const std::string& file)
   return r;
 }
 
-}  // namespace
-
-c10::impl::GenericDict arguments_to_dict(const Arguments& a) {
-  auto d = new_dict();
-  ToDict to{d};
-#define MEGATRON_SAVED_TO_DICT(group, field, saved, check, help) \
-  if (ArgSaved::saved == ArgSaved::kSaved) to(#field, a.field);
-  MEGATRON_ARGUMENTS(MEGATRON_SAVED_TO_DICT)
-#undef MEGATRON_SAVED_TO_DICT
-  return d;
-}
-
-Arguments arguments_from_dict(const c10::IValue& value) {
-  TORCH_CHECK(value.isGenericDict(), "[checkpointing] the saved 'args' is a ", value.tagKind(), ", expected a dict");
-  Arguments a;
-  const auto d = value.toGenericDict();
-#define MEGATRON_SAVED_FROM_DICT(group, field, saved, check, help)                  \
-  if (ArgSaved::saved == ArgSaved::kSaved) {                                        \
-    if (auto it = d.find(#field); it != d.end()) set(#field, it->value(), a.field); \
+// Megatron-LM's Transformer Engine layers hold the norm before a linear layer inside it, and
+// per-module FP8 metadata in _extra_state; the local layers (our names) have neither.
+TensorMap local_layer_names(const c10::IValue& v, const std::string& what) {
+  TORCH_CHECK(v.isGenericDict(), "[checkpointing] ", what, " is not a dict of tensors");
+  static const std::pair<const char*, const char*> kFused[] = {
+      {"self_attention.linear_qkv.layer_norm_weight", "input_layernorm.weight"},
+      {"self_attention.linear_qkv.layer_norm_bias", "input_layernorm.bias"},
+      {"mlp.linear_fc1.layer_norm_weight", "pre_mlp_layernorm.weight"},
+      {"mlp.linear_fc1.layer_norm_bias", "pre_mlp_layernorm.bias"}};
+  auto kept = new_dict();
+  for (const auto& e : v.toGenericDict()) {
+    if (!e.key().isString()) continue;
+    std::string name = e.key().toStringRef();
+    if (name.size() >= 12 && name.compare(name.size() - 12, 12, "_extra_state") == 0) continue;
+    for (const auto& [fused, local] : kFused) {
+      const size_t n = std::strlen(fused);
+      if (name.size() > n && name.compare(name.size() - n, n, fused) == 0)
+        name = name.substr(0, name.size() - n) + local;
+    }
+    kept.insert(name, e.value());
   }
-  MEGATRON_ARGUMENTS(MEGATRON_SAVED_FROM_DICT)
-#undef MEGATRON_SAVED_FROM_DICT
-  return a;
+  return to_tensor_map(kept, what);
 }
+
+}  // namespace
 
 std::map<std::string, c10::IValue> RankCheckpoint::to_files() const {
   std::map<std::string, c10::IValue> files;
@@ -267,7 +211,7 @@ std::map<std::string, c10::IValue> RankCheckpoint::to_files() const {
   saved_args.insert("true_vocab_size", true_vocab_size);
   saved_args.insert("consumed_train_samples", consumed_train_samples);
   saved_args.insert("consumed_valid_samples", consumed_valid_samples);
-  d.insert("args", saved_args);
+  d.insert("args", detail::saved_args_namespace(std::move(saved_args), args));
   d.insert("checkpoint_version", kCheckpointVersion);
   d.insert("iteration", iteration);
   for (size_t v = 0; v < model.size(); ++v) d.insert(model_key(v, model.size()), tensor_dict(model[v]));
@@ -301,20 +245,26 @@ RankCheckpoint RankCheckpoint::read(const std::string& rank_dir, bool read_optim
   if (auto it = d.find("checkpoint_version"); it != d.end() && (it->value().isDouble() || it->value().isInt()))
     c.checkpoint_version = it->value().isDouble() ? it->value().toDouble() : static_cast<double>(it->value().toInt());
   if (d.contains("model")) {
-    c.model.push_back(to_tensor_map(d.at("model"), file + " 'model'"));
+    c.model.push_back(local_layer_names(d.at("model"), file + " 'model'"));
   } else {
     for (size_t v = 0; d.contains("model" + std::to_string(v)); ++v)
-      c.model.push_back(to_tensor_map(d.at("model" + std::to_string(v)), file + " 'model" + std::to_string(v) + "'"));
+      c.model.push_back(
+          local_layer_names(d.at("model" + std::to_string(v)), file + " 'model" + std::to_string(v) + "'"));
   }
   TORCH_CHECK(!c.model.empty(), "[checkpointing] ", file, " has no 'model' entry");
-  if (read_optimizer_state && d.contains("optimizer") && d.at("optimizer").isGenericDict())
-    c.optimizer = read_optimizer(d, rank_dir, file);
+  if (d.contains("optimizer") && d.at("optimizer").isGenericDict()) {
+    // Megatron-LM's own optimizer state (torch's by parameter index, no "distributed" key).
+    c.megatron_lm_optimizer = !d.at("optimizer").toGenericDict().contains("distributed");
+    if (read_optimizer_state && !c.megatron_lm_optimizer) c.optimizer = read_optimizer(d, rank_dir, file);
+  }
   if (auto it = d.find("rng_state"); it != d.end() && it->value().isList()) {
     c.rng_state.emplace();
     for (const auto& r : it->value().toListRef()) c.rng_state->push_back(read_rng(r, file));
   }
-  c.consumed_train_samples = get_int(d, "consumed_train_samples", file);
-  c.consumed_valid_samples = get_int(d, "consumed_valid_samples", file);
+  // Megatron-LM keeps the consumed samples in its args only.
+  const auto& counts = d.contains("consumed_train_samples") ? d : saved_args;
+  c.consumed_train_samples = get_int(counts, "consumed_train_samples", file);
+  c.consumed_valid_samples = get_int(counts, "consumed_valid_samples", file);
   if (auto it = d.find("data_fingerprint"); it != d.end() && it->value().isString())
     c.data_fingerprint = it->value().toStringRef();
   return c;

@@ -139,7 +139,7 @@ SaveResult save_checkpoint(const Arguments& args, const ParallelState& ps, const
   uint64_t bytes = 0;
   if (ps.get_data_parallel_rank() == 0) {
     error = capture([&] {
-      const auto files = rank_checkpoint(args, state, std::move(param_state)).to_files();
+      const auto files = rank_checkpoint(args, ps, state, std::move(param_state)).to_files();
       const auto name = rank_dir_name(ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank(),
                                       ps.get_pipeline_model_parallel_world_size());
       for (const auto& w : write_rank_dir(staging, name, files)) bytes += w.bytes;
@@ -288,6 +288,9 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
   }
   check_ranks_agree(world, state, ck.checkpoint_version, file);
   if (want_optimizer && !release) {
+    TORCH_CHECK(!ck.megatron_lm_optimizer, "[checkpointing] ", file,
+                " holds Megatron-LM's optimizer state, which this reader does not map onto its parameters; pass "
+                "--no-load-optim (the Adam moments restart) or --finetune");
     TORCH_CHECK(ck.optimizer, "[checkpointing] ", file,
                 " has no optimizer state (saved with --no-save-optim?); pass --no-load-optim or --finetune");
     try {

@@ -70,6 +70,10 @@ void log_layout(const Arguments& args, const ParallelState& ps) {
 
 }  // namespace
 
+uint64_t stage_seed(const Arguments& args, const ParallelState& ps) {
+  return args.seed + 100 * ps.get_pipeline_model_parallel_rank();
+}
+
 Initialized initialize_megatron(const Arguments& args, std::shared_ptr<comm::ProcessGroup> world) {
   const auto env = comm::LauncherEnv::from_environment();
   TORCH_CHECK(!args.local_rank || *args.local_rank == env.local_rank, "[training] --local-rank ",
@@ -95,7 +99,7 @@ Initialized initialize_megatron(const Arguments& args, std::shared_ptr<comm::Pro
                                                      vpp ? std::optional<int>(static_cast<int>(*vpp)) : std::nullopt);
   log_layout(args, ps);
   // Megatron-LM's _set_random_seed: one seed per pipeline stage, TP-region states per TP rank.
-  const uint64_t seed = args.seed + 100 * ps.get_pipeline_model_parallel_rank();
+  const uint64_t seed = stage_seed(args, ps);
   auto rng_tracker = tensor_parallel::model_parallel_manual_seed(seed, ps.get_tensor_model_parallel_rank(), device);
   return Initialized{device, std::move(ps), std::move(rng_tracker)};
 }

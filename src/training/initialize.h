@@ -20,6 +20,9 @@ struct Initialized {
   std::shared_ptr<tensor_parallel::RngTracker> rng_tracker;  // TP-region dropout states
 };
 
+// Megatron-LM's _set_random_seed: one seed per pipeline stage (torch's, Python's, numpy's).
+uint64_t stage_seed(const Arguments& args, const ParallelState& ps);
+
 // world: nullptr to init_distributed from the launcher environment.
 Initialized initialize_megatron(const Arguments& args, std::shared_ptr<comm::ProcessGroup> world);
 

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "initialize.h"
 #include "megatron/datasets/blended_dataset.h"
 #include "megatron/datasets/indexed_dataset.h"
 #include "megatron/models/common/language_module.h"
@@ -53,8 +54,9 @@ void load_module_state(torch::nn::Module& m, const TensorMap& state) {
   for (const auto& b : m.named_buffers()) copy(b.key(), b.value());
 }
 
-RankCheckpoint::RngState rng_state(const TrainingState& state) {
+RankCheckpoint::RngState rng_state(const TrainingState& state, uint64_t host_seed) {
   RankCheckpoint::RngState r;
+  r.host_seed = host_seed;
   {
     auto gen = default_generator(c10::Device(c10::kCPU));
     std::lock_guard<std::mutex> lock(gen.mutex());
@@ -88,7 +90,7 @@ void set_rng_state(const RankCheckpoint::RngState& r, TrainingState& state, cons
   }
 }
 
-RankCheckpoint rank_checkpoint(const Arguments& args, const TrainingState& state,
+RankCheckpoint rank_checkpoint(const Arguments& args, const ParallelState& ps, const TrainingState& state,
                                std::map<std::string, TensorMap> param_state) {
   RankCheckpoint c;
   c.args = args;
@@ -112,7 +114,7 @@ RankCheckpoint rank_checkpoint(const Arguments& args, const TrainingState& state
     o.scheduler = {sc.max_lr,         sc.min_lr,         sc.lr_warmup_steps,
                    sc.lr_decay_steps, sc.lr_decay_style, state.scheduler->num_steps()};
   }
-  if (!args.no_save_rng) c.rng_state = std::vector<RankCheckpoint::RngState>{rng_state(state)};
+  if (!args.no_save_rng) c.rng_state = std::vector<RankCheckpoint::RngState>{rng_state(state, stage_seed(args, ps))};
   c.consumed_train_samples = state.consumed_train_samples;
   c.consumed_valid_samples = state.consumed_valid_samples;
   c.data_fingerprint = data_fingerprint(args);

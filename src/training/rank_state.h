@@ -18,12 +18,12 @@ namespace megatron::training::detail {
 RankCheckpoint::TensorMap module_state(torch::nn::Module& m);
 void load_module_state(torch::nn::Module& m, const RankCheckpoint::TensorMap& state);
 
-RankCheckpoint::RngState rng_state(const TrainingState& state);
+RankCheckpoint::RngState rng_state(const TrainingState& state, uint64_t host_seed);
 // `file` names the checkpoint in errors.
 void set_rng_state(const RankCheckpoint::RngState& r, TrainingState& state, const std::string& file);
 
 // This rank's part of the checkpoint (param_state: the optimizer's, gathered beforehand).
-RankCheckpoint rank_checkpoint(const Arguments& args, const TrainingState& state,
+RankCheckpoint rank_checkpoint(const Arguments& args, const ParallelState& ps, const TrainingState& state,
                                std::map<std::string, RankCheckpoint::TensorMap> param_state);
 
 // What the run trains on, as far as a resume must agree: each --data-path prefix's file name,

@@ -64,7 +64,7 @@ TEST(Serialization, HostilePicklesAreOneClearError) {
   EXPECT_NE(error_reading(kProto + std::string("Nr\xff\xff\xff\x00.", 7)).find("memo index 16777215 skips ahead"),
             std::string::npos);
   // SETITEM with only a dict on the stack (LibTorch would index below its stack).
-  EXPECT_NE(error_reading(kProto + "}s.").find("SETITEM needs 3 values on the stack, which holds 1"),
+  EXPECT_NE(error_reading(kProto + "}s.").find("an opcode needs 3 values on the stack, which holds 1"),
             std::string::npos);
   // DICT over an odd number of values (LibTorch would read one past its stack).
   EXPECT_NE(error_reading(kProto + "(NNNd.").find("DICT over an odd number of values"), std::string::npos);
@@ -104,6 +104,34 @@ TEST(Serialization, ATensorIsItsRecordWhateverCountThePickleDeclares) {
   EXPECT_TRUE(t.equal(at::arange(16, at::kFloat)));
   // A view inside the storage: 4 floats from offset 12 with stride 1.
   EXPECT_TRUE(read_archive(archive(tensor_pickle(16, 4, 1, 12))).toTensor().equal(at::arange(12, 16, at::kFloat)));
+}
+
+TEST(Serialization, PythonValuesOfMegatronLmCheckpointsAreRead) {
+  // {"args": Namespace(num_layers=4, params_dtype=torch.float32), "big": 2**32 - 1, "negative": -1,
+  //  "huge": 2**64, "bytes": b"\xff", "model": OrderedDict(w=1) with _metadata, "backend": AttnBackend(5)},
+  // as Python's pickle (protocol 2) writes each.
+  const std::string pickle =
+      "\x80\x02}(" + text("args") + "cargparse\nNamespace\n)\x81}(" + text("num_layers") + small(4) +
+      text("params_dtype") + "ctorch\nfloat32\nub" + text("big") + std::string("\x8a\x05\xff\xff\xff\xff\x00", 7) +
+      text("negative") + "\x8a\x01\xff" + text("huge") + std::string("\x8a\x09\0\0\0\0\0\0\0\0\x01", 11) +
+      text("bytes") + "c_codecs\nencode\n(" + text("\xc3\xbf") + text("latin1") + "tR" + text("model") +
+      "ccollections\nOrderedDict\n)R(" + text("w") + small(1) + "u}(" + text("_metadata") + "Nub" + text("backend") +
+      "cmegatron.core.transformer.enums\nAttnBackend\n(" + small(5) + "tRu.";
+  const auto top = read_archive(archive(pickle)).toGenericDict();
+  const auto args = top.at("args").toGenericDict();
+  EXPECT_EQ(args.at("__class__").toStringRef(), "argparse.Namespace");
+  EXPECT_EQ(args.at("num_layers").toInt(), 4);
+  EXPECT_EQ(args.at("params_dtype").toStringRef(), "torch.float32");
+  EXPECT_EQ(top.at("big").toInt(), 4294967295);
+  EXPECT_EQ(top.at("negative").toInt(), -1);
+  EXPECT_EQ(top.at("huge").toDouble(), 18446744073709551616.0);
+  EXPECT_EQ(top.at("bytes").toStringRef(), "\xff");
+  const auto model = top.at("model").toGenericDict();
+  EXPECT_EQ(model.size(), 1u);
+  EXPECT_EQ(model.at("w").toInt(), 1);
+  const auto backend = top.at("backend").toGenericDict();
+  EXPECT_EQ(backend.at("__class__").toStringRef(), "megatron.core.transformer.enums.AttnBackend");
+  EXPECT_EQ(backend.at("__args__").toTupleRef().elements().at(0).toInt(), 5);
 }
 
 }  // namespace

@@ -11,3 +11,11 @@ sys.path.insert(0, os.path.join(BUILD_DIR, "python"))
 # Its import settles torch's CPU math kernels (warm_up_cpu_math) before any test or torch
 # reference here runs them on several threads.
 import megatron_cpp  # noqa: E402,F401
+
+# Our checkpoints keep their args as an argparse.Namespace, as Megatron-LM's do (its
+# megatron.core.safe_globals registers the same class for torch.load(weights_only=True)).
+import argparse  # noqa: E402
+
+import torch  # noqa: E402
+
+torch.serialization.add_safe_globals([argparse.Namespace])

@@ -59,7 +59,7 @@ def test_torch_load_opens_every_file(tmp_path):
     main = torch.load(rank_dir / "model_optim_rng.pt", weights_only=True)
     assert main["iteration"] == 2 and main["checkpoint_version"] == 3.0
     assert main["consumed_train_samples"] == 16 and main["consumed_valid_samples"] == 0
-    assert main["args"]["num_layers"] == 4 and main["args"]["padded_vocab_size"] == 256
+    assert main["args"].num_layers == 4 and main["args"].padded_vocab_size == 256
     assert main["model"]["embedding.word_embeddings.weight"].shape == (256, 32)
     assert main["opt_param_scheduler"]["num_steps"] == 16
     assert main["optimizer"]["distributed"] is True and main["optimizer"]["grad_scaler"] is None

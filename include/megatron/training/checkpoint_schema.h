@@ -55,6 +55,9 @@ struct MEGATRON_API RankCheckpoint {
     at::Tensor torch_rng_state;
     at::Tensor cuda_rng_state;  // undefined on CPU runs
     TensorMap rng_tracker_states;
+    // Megatron-LM's seed for Python's random and numpy (--seed + 100 x pipeline rank), saved as
+    // their seeded states (random_rng_state, np_rng_state), which training never draws from.
+    std::optional<uint64_t> host_seed;
   };
 
   Arguments args;
@@ -63,6 +66,7 @@ struct MEGATRON_API RankCheckpoint {
   double checkpoint_version = 0;                   // Megatron-LM's; 0: not recorded
   std::vector<TensorMap> model;                    // one state dict per model chunk
   std::optional<OptimizerState> optimizer;         // absent: --no-save-optim, or an import
+  bool megatron_lm_optimizer = false;              // Megatron-LM wrote its optimizer state, not read here
   std::optional<std::vector<RngState>> rng_state;  // one per data-parallel rank, or one
   int64_t consumed_train_samples = 0, consumed_valid_samples = 0;
   std::string data_fingerprint;  // data_fingerprint() of the run; "": not recorded (older, imported)
