@@ -150,6 +150,14 @@ class Arguments:
     def bf16(self, arg0: bool) -> None:
         ...
     @property
+    def calculate_per_token_loss(self) -> bool:
+        """
+        sum the loss over tokens and divide by the token count of the whole batch, not average micro-batch means
+        """
+    @calculate_per_token_loss.setter
+    def calculate_per_token_loss(self, arg0: bool) -> None:
+        ...
+    @property
     def checkpoint_activations(self) -> bool:
         """
         = --recompute-granularity full (each layer's activations recomputed in backward)
@@ -2559,9 +2567,9 @@ def get_ltor_masks_and_position_ids(data: torch.Tensor, eod_token: typing.Suppor
     """
     Megatron-LM's (attention_mask, loss_mask, position_ids) for tokens [b, s], as build_batch makes them: attention_mask bool [b or 1, 1, s, s] (true = masked out; per sample with reset_attention_mask).
     """
-def gpt_loss_func(loss_mask: torch.Tensor, output_tensor: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def gpt_loss_func(loss_mask: torch.Tensor, output_tensor: torch.Tensor) -> tuple:
     """
-    pretrain_gpt's loss_func in C++: (masked mean of the per-token losses, {'lm loss': it}).
+    pretrain_gpt's loss_func in C++, in Megatron-LM's form: (the per-token losses summed where loss_mask is 1, the number of those tokens, {'lm loss': [sum, count]}).
     """
 def host_readback_count() -> int:
     """

@@ -47,31 +47,38 @@ py::object model_object(torch::nn::Module& model, const Models& models) {
   return py::cast(&model, py::return_value_policy::reference);
 }
 
-// loss_func(output) -> (loss, {name: tensor or number}).
-std::pair<at::Tensor, std::map<std::string, at::Tensor>> loss_result(const py::object& result) {
-  if (!py::isinstance<py::tuple>(result) || py::len(result) != 2 ||
-      !py::isinstance<py::dict>(result.cast<py::tuple>()[1]))
-    throw py::type_error("[pretrain] loss_func must return (loss tensor, {metric name: value}), found " +
-                         py::repr(result).cast<std::string>().substr(0, 200));
-  const auto pair = result.cast<py::tuple>();
-  std::pair<at::Tensor, std::map<std::string, at::Tensor>> out;
-  try {
-    out.first = pair[0].cast<at::Tensor>();
-  } catch (const py::cast_error&) {
-    throw py::type_error("[pretrain] loss_func: the loss must be a torch.Tensor, found " + type_name(pair[0]));
+// loss_func(output) -> (loss, {name: tensor or number}), or Megatron-LM's (loss summed over
+// num_tokens, num_tokens, {name: tensor, number or [sum, count]}).
+tr::LossResult loss_result(const py::object& result) {
+  const bool megatron_form = py::isinstance<py::tuple>(result) && py::len(result) == 3;
+  if (!py::isinstance<py::tuple>(result) || (py::len(result) != 2 && !megatron_form) ||
+      !py::isinstance<py::dict>(result.cast<py::tuple>()[megatron_form ? 2 : 1]))
+    throw py::type_error(
+        "[pretrain] loss_func must return (loss tensor, {metric name: value}) or (loss summed over tokens, "
+        "number of tokens, {metric name: value}), found " +
+        py::repr(result).cast<std::string>().substr(0, 200));
+  const auto parts = result.cast<py::tuple>();
+  auto tensor = [&](const py::handle& v, const char* what) {
+    if (THPVariable_Check(v.ptr())) return v.cast<at::Tensor>();
+    if (py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v))
+      return at::scalar_tensor(v.cast<double>(), at::kDouble);
+    throw py::type_error(std::string("[pretrain] loss_func: ") + what + " must be a tensor or a number, found " +
+                         type_name(v));
+  };
+  if (!THPVariable_Check(parts[0].ptr()))
+    throw py::type_error("[pretrain] loss_func: the loss must be a torch.Tensor, found " + type_name(parts[0]));
+  at::Tensor loss = parts[0].cast<at::Tensor>(), num_tokens;
+  if (megatron_form) {
+    num_tokens = tensor(parts[1], "the number of tokens");
+    loss = loss / num_tokens.to(loss.device(), loss.scalar_type());
   }
-  for (const auto& [key, value] : pair[1].cast<py::dict>()) {
+  std::map<std::string, at::Tensor> metrics;
+  for (const auto& [key, value] : parts[megatron_form ? 2 : 1].cast<py::dict>()) {
     const auto name = py::str(key).cast<std::string>();
-    if (THPVariable_Check(value.ptr())) {
-      out.second[name] = value.cast<at::Tensor>();
-    } else if (py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value)) {
-      out.second[name] = at::scalar_tensor(value.cast<double>(), at::kDouble);
-    } else {
-      throw py::type_error("[pretrain] loss_func: metric '" + name + "' must be a tensor or a number, found " +
-                           type_name(value));
-    }
+    at::Tensor v = tensor(value, ("metric '" + name + "'").c_str());
+    metrics[name] = v.numel() == 2 ? v.reshape({2})[0] / v.reshape({2})[1] : v;  // Megatron-LM's [sum, count]
   }
-  return out;
+  return {loss, std::move(metrics), num_tokens};
 }
 
 tr::ModelBuilder python_model_builder(SharedObject fn) {
@@ -207,10 +214,13 @@ void init_training(py::module_& m) {
   m.def(
       "gpt_loss_func",
       [](const at::Tensor& loss_mask, const at::Tensor& output_tensor) {
-        return tr::gpt_loss_func(loss_mask, output_tensor);
+        const auto [sum, num_tokens] = tr::gpt_loss_sum(loss_mask, output_tensor);
+        const at::Tensor count = num_tokens.detach().to(at::kFloat);
+        return py::make_tuple(sum, count, py::dict(py::arg("lm loss") = at::stack({sum.detach(), count})));
       },
       py::arg("loss_mask"), py::arg("output_tensor"),
-      "pretrain_gpt's loss_func in C++: (masked mean of the per-token losses, {'lm loss': it}).");
+      "pretrain_gpt's loss_func in C++, in Megatron-LM's form: (the per-token losses summed where "
+      "loss_mask is 1, the number of those tokens, {'lm loss': [sum, count]}).");
 
   m.def(
       "_pretrain",

@@ -212,9 +212,10 @@ void MegatronOptimizer::copy_back() {
   }
 }
 
-StepResult MegatronOptimizer::step(const at::Tensor& skip) {
+StepResult MegatronOptimizer::step(const at::Tensor& skip, const at::Tensor& grad_scale) {
   std::vector<at::Tensor> grads = gather_grads();
   const auto scalar = grads.front().options().dtype(at::kFloat);
+  if (grad_scale.defined()) at::_foreach_mul_(grads, grad_scale.to(scalar).reshape({}));
   if (scaler_) {
     at::Tensor overflow = at::zeros({}, scalar);  // every overflow also makes the norm non-finite
     at::_amp_foreach_non_finite_check_and_unscale_(grads, overflow, at::full({}, 1.0 / scaler_->scale(), scalar));

@@ -40,7 +40,8 @@ class Steps {
   }
 
   // Megatron's forward_step: the chunk's input, the user's forward_step, then on the last stage
-  // the loss, divided by num_microbatches so that the gradients accumulate to the mean.
+  // the loss, divided by num_microbatches so that the gradients accumulate to the mean (with
+  // calculate_per_token_loss, times its token count, so that they accumulate to the sum).
   at::Tensor forward(int chunk, const at::Tensor& input, bool is_last_stage) {
     const auto start = Clock::now();
     torch::nn::Module& m = *model_[chunk];
@@ -58,14 +59,22 @@ class Steps {
     if (is_last_stage) {
       TORCH_CHECK(loss_func, "[schedules] forward_step returned no loss_func on the last pipeline stage");
       RECORD_USER_SCOPE("loss");
-      auto [loss, metrics] = loss_func(output);
+      auto [loss, metrics, num_tokens] = loss_func(output);
       TORCH_CHECK(loss.defined() && loss.numel() == 1, "[schedules] loss_func must return a scalar loss, got ",
                   loss.defined() ? loss.sizes() : at::IntArrayRef{});
       // Summed on the loss's device and checked once in finish() (a sum is finite only if every
       // term is): a read per micro-batch would make the host wait for each forward on a GPU.
       loss_sum_ = loss_sum_.defined() ? loss_sum_ + loss.detach() : loss.detach();
       result_.losses_reduced.push_back(std::move(metrics));
-      output = loss / static_cast<double>(o_.num_microbatches);
+      if (o_.calculate_per_token_loss) {
+        TORCH_CHECK(num_tokens.defined() && num_tokens.numel() == 1,
+                    "[schedules] --calculate-per-token-loss needs loss_func to return the number of tokens its "
+                    "loss averages: (loss, num_tokens, metrics)");
+        result_.num_tokens.push_back(num_tokens.detach().reshape({}));
+        output = loss * num_tokens.detach().reshape({}).to(loss.scalar_type());
+      } else {
+        output = loss / static_cast<double>(o_.num_microbatches);
+      }
     }
     result_.compute_ms += ms_since(start);
     return output;

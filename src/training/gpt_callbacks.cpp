@@ -69,13 +69,17 @@ datasets::Batch get_batch(datasets::BatchIterator& data_iterator, c10::Device de
   return std::move(*batch);
 }
 
-std::pair<at::Tensor, std::map<std::string, at::Tensor>> gpt_loss_func(const at::Tensor& loss_mask,
-                                                                       const at::Tensor& output_tensor) {
+std::pair<at::Tensor, at::Tensor> gpt_loss_sum(const at::Tensor& loss_mask, const at::Tensor& output_tensor) {
   auto losses =
       (output_tensor.scalar_type() == at::kFloat ? output_tensor : output_tensor.to(at::kFloat)).reshape({-1});
   auto mask = loss_mask.reshape({-1});
-  auto loss = (losses * mask).sum() / mask.sum();
-  return {loss, {{"lm loss", loss.detach()}}};
+  return {(losses * mask).sum(), mask.sum()};
+}
+
+LossResult gpt_loss_func(const at::Tensor& loss_mask, const at::Tensor& output_tensor) {
+  auto [sum, num_tokens] = gpt_loss_sum(loss_mask, output_tensor);
+  auto loss = sum / num_tokens;
+  return {loss, {{"lm loss", loss.detach()}}, num_tokens.detach()};
 }
 
 std::pair<at::Tensor, LossFunc> gpt_forward_step(datasets::BatchIterator& data_iterator, torch::nn::Module& model) {

@@ -1,4 +1,5 @@
-// Sums of reported metrics over micro-batches, averaged over them and over data-parallel ranks.
+// Sums of reported metrics over micro-batches, averaged over them and over data-parallel ranks
+// (or over their tokens, with --calculate-per-token-loss).
 // The sums stay on the metrics' device; the train loop reads them back with the optimizer's
 // results, once per iteration.
 #pragma once
@@ -16,10 +17,15 @@ namespace megatron::training::detail {
 
 class MetricsAccumulator {
  public:
-  void add(const std::map<std::string, at::Tensor>& metrics) {
+  // `weight` (--calculate-per-token-loss: the micro-batch's token count) makes the averages
+  // weighted ones, over the tokens of every micro-batch and data-parallel rank.
+  void add(const std::map<std::string, at::Tensor>& metrics, const at::Tensor& weight = {}) {
+    const at::Tensor w = weight.defined() ? weight.detach().to(at::kDouble).reshape({}) : at::Tensor();
+    if (w.defined()) weights_ = weights_.defined() ? weights_ + w : w;
     for (const auto& [key, value] : metrics) {
       at::Tensor v = value.dim() == 0 ? value : value.reshape({});
       v = (v.requires_grad() ? v.detach() : v).to(at::kDouble);
+      if (w.defined()) v = v * w.to(v.device());
       at::Tensor& sum = sums_[key];
       sum = sum.defined() ? sum + v : v;  // metrics of one key come from one device
     }
@@ -32,11 +38,21 @@ class MetricsAccumulator {
     const c10::Device device = sums_.begin()->second.device();
     std::vector<at::Tensor> values;
     for (const auto& [key, sum] : sums_)
-      values.push_back((sum.device() == device ? sum : sum.to(device)) / static_cast<double>(count_));
+      values.push_back((sum.device() == device ? sum : sum.to(device)) / (weights_.defined() ? 1.0 : count_));
     if (extra.defined()) values.push_back(extra.to(device, at::kDouble).reshape({}));  // a bool flag
+    if (!weights_.defined()) {
+      at::Tensor out = at::stack(values);
+      dp.all_reduce(out, comm::ReduceOp::kAvg);
+      return out;
+    }
+    // Weighted: the sums and the total weight summed over ranks, then divided.
+    const int64_t n = static_cast<int64_t>(sums_.size());
+    values.insert(values.begin() + n, weights_.to(device));
     at::Tensor out = at::stack(values);
-    dp.all_reduce(out, comm::ReduceOp::kAvg);
-    return out;
+    dp.all_reduce(out, comm::ReduceOp::kSum);
+    std::vector<at::Tensor> parts = {out.narrow(0, 0, n) / out[n]};
+    if (extra.defined()) parts.push_back(out.narrow(0, n + 1, 1) / static_cast<double>(dp.size()));
+    return at::cat(parts);
   }
   // reduce()'s values, read back, by key.
   std::map<std::string, double> unpack(const at::Tensor& host_values) const {
@@ -53,6 +69,7 @@ class MetricsAccumulator {
 
  private:
   std::map<std::string, at::Tensor> sums_;
+  at::Tensor weights_;  // the total weight, when weighted
   int64_t count_ = 0;
 };
 

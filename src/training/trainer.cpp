@@ -114,7 +114,28 @@ pipeline_parallel::ScheduleOptions Trainer::schedule_options(bool forward_only) 
   o.pipeline_dtype = args_.bf16 ? at::kBFloat16 : (args_.fp16 ? at::kHalf : at::kFloat);
   o.device = ctx_.device;
   o.forward_only = forward_only;
+  o.calculate_per_token_loss = args_.calculate_per_token_loss;
   return o;
+}
+
+void Trainer::add_metrics(MetricsAccumulator& metrics, const pipeline_parallel::ForwardBackwardResult& fb) const {
+  for (size_t i = 0; i < fb.losses_reduced.size(); ++i)
+    metrics.add(fb.losses_reduced[i], i < fb.num_tokens.size() ? fb.num_tokens[i] : at::Tensor());
+}
+
+// Megatron-LM's finalize_model_grads with --calculate-per-token-loss: the gradients of summed
+// losses, divided by the tokens of the whole batch (the last stage's count, summed over
+// data-parallel ranks and sent to every stage). They arrive averaged over data-parallel ranks,
+// hence the data-parallel size.
+at::Tensor Trainer::per_token_grad_scale(const pipeline_parallel::ForwardBackwardResult& fb) const {
+  if (!args_.calculate_per_token_loss) return {};
+  at::Tensor tokens = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(ctx_.device));
+  for (const auto& n : fb.num_tokens) tokens += n.to(tokens.device(), at::kDouble);
+  ps_.get_data_parallel_group().all_reduce(tokens, comm::ReduceOp::kSum);
+  if (ps_.get_pipeline_model_parallel_world_size() > 1)
+    ps_.get_pipeline_model_parallel_group().all_reduce(tokens,
+                                                       comm::ReduceOp::kSum);  // only the last stage's is non-zero
+  return static_cast<double>(args_.data_parallel_size) / tokens.clamp_min(1.0);
 }
 
 // One iteration: forward/backward over every micro-batch through the pipeline schedule, then
@@ -138,13 +159,13 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   timers_.start("optimizer");
   RECORD_USER_SCOPE("optimizer");  // a named range in --profile traces
   MetricsAccumulator metrics;
-  for (const auto& reported : fb.losses_reduced) metrics.add(reported);
+  add_metrics(metrics, fb);
   // Averaged over data-parallel ranks with a last entry, non-zero where a rank's loss was not
   // finite; the optimizer carries that flag to every rank sharing the model.
   at::Tensor loss_nonfinite = fb.loss_finite.defined() ? at::logical_not(fb.loss_finite) : at::Tensor();
   at::Tensor reduced = metrics.reduce(ps_.get_data_parallel_group(), loss_nonfinite);
   distributed::finalize_model_grads(parts_.model, ps_);
-  auto step = optim.step(reduced.defined() ? reduced[-1] : at::Tensor());
+  auto step = optim.step(reduced.defined() ? reduced[-1] : at::Tensor(), per_token_grad_scale(fb));
   // The iteration's one readback: metrics, then found_inf, skip_requested and the norm.
   at::Tensor outcome = at::stack({step.found_inf, step.skip_requested, step.grad_norm}).to(at::kDouble);
   if (reduced.defined() && reduced.device() != outcome.device()) outcome = outcome.to(reduced.device());
@@ -241,7 +262,7 @@ std::map<std::string, double> Trainer::evaluate(const Iterators& its) {
   MetricsAccumulator metrics;
   for (int64_t i = 0; i < args_.eval_iters; ++i) {
     auto fb = forward_backward_func_(parts_.forward_step, raw(its), chunks(), schedule_options(true));
-    for (const auto& reported : fb.losses_reduced) metrics.add(reported);
+    add_metrics(metrics, fb);
   }
   set_train(true);
   return metrics.average(ps_.get_data_parallel_group());

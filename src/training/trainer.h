@@ -16,6 +16,7 @@
 #include "megatron/training/tensorboard_writer.h"
 #include "megatron/training/timers.h"
 #include "megatron/training/training.h"
+#include "metrics_accumulator.h"
 #include "profiler.h"
 
 namespace megatron::training::detail {
@@ -70,6 +71,8 @@ class Trainer {
   // --exit-interval. Collective, so every rank stops after the same iteration.
   std::string exit_reason(int64_t iteration);
   pipeline_parallel::ScheduleOptions schedule_options(bool forward_only) const;
+  void add_metrics(MetricsAccumulator& metrics, const pipeline_parallel::ForwardBackwardResult& fb) const;
+  at::Tensor per_token_grad_scale(const pipeline_parallel::ForwardBackwardResult& fb) const;
   std::vector<torch::nn::Module*> chunks() const;
   void set_train(bool on);
 

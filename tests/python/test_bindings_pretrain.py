@@ -146,6 +146,13 @@ def test_library_callbacks_fill_in_and_a_python_model_trains_in_place(tmp_path):
     again = megatron_cpp.pretrain(flags, forward_step=forward_step)
     assert [r.metrics for r in again.iterations] == [r.metrics for r in result.iterations]
     assert isinstance(seen[-1], megatron_cpp.GPTModel) and seen[-1] is not model
+    # The Python gpt_loss_func returns Megatron-LM's form, (sum, count, {'lm loss': [sum, count]}):
+    # the same run as the library's own forward_step, with and without --calculate-per-token-loss.
+    for per_token in (False, True):
+        ours = megatron_cpp.pretrain(dict(flags, calculate_per_token_loss=per_token))
+        python = megatron_cpp.pretrain(dict(flags, calculate_per_token_loss=per_token), forward_step=forward_step)
+        assert [r.metrics for r in python.iterations] == [r.metrics for r in ours.iterations]
+        assert [r.grad_norm for r in python.iterations] == [r.grad_norm for r in ours.iterations]
 
 
 def test_checkpoints_from_python_resume_and_read_back(tmp_path):

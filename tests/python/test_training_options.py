@@ -4,14 +4,16 @@ import json
 import subprocess
 
 import pytest
-from data_helpers import MPIRUN, program, TINY
+import numpy as np
+from data_helpers import MPIRUN, program, TINY, write_mmidx
 
 
 def train(tmp_path, name, *flags, ranks=1):
     """Losses by iteration, and the last rank's log."""
     metrics = tmp_path / f"{name}.jsonl"
-    length = [] if "--train-samples" in map(str, flags) else ["--train-iters", "6"]
-    cmd = [program("pretrain_gpt"), *TINY, "--mock-data", "--vocab-size", "256", *length,
+    length = [] if {"--train-samples", "--train-iters"} & set(map(str, flags)) else ["--train-iters", "6"]
+    data = [] if "--data-path" in map(str, flags) else ["--mock-data", "--vocab-size", "256"]
+    cmd = [program("pretrain_gpt"), *TINY, *data, *length,
            "--lr-warmup-iters", "1", "--lr-decay-style", "cosine", "--min-lr", "1e-4", "--seed", "5",
            "--metrics-file", str(metrics), *map(str, flags)]
     proc = subprocess.run((MPIRUN + ["-np", str(ranks)] if ranks > 1 else []) + cmd, capture_output=True, text=True,
@@ -85,3 +87,31 @@ def test_bad_rampup_is_one_line(tmp_path, flags, message):
     proc = subprocess.run([program("pretrain_gpt"), *TINY, "--mock-data", "--vocab-size", "256", "--train-iters", "4",
                            "--rampup-batch-size", "2", "2", "12"], capture_output=True, text=True)
     assert "--rampup-batch-size needs sample-based training: give --train-samples" in proc.stderr, proc.stderr
+
+
+def short_documents(tmp_path):
+    """Documents of 1 or 40 tokens, each ending in the NullTokenizer's EOD (255): with
+    --eod-mask-loss the micro-batches hold very different numbers of tokens with a loss."""
+    rng = np.random.default_rng(3)
+    docs = [[list(rng.integers(0, 255, rng.choice([1, 40]))) + [255]] for _ in range(400)]
+    write_mmidx(str(tmp_path / "short"), docs, np.int32)
+    return ["--data-path", str(tmp_path / "short"), "--tokenizer-type", "NullTokenizer", "--vocab-size", "256",
+            "--split", "100,0,0", "--num-workers", "0", "--lr", "1e-2", "--train-iters", "8"]
+
+
+def test_per_token_loss_divides_by_the_tokens_of_the_whole_batch_at_every_layout(tmp_path):
+    data = short_documents(tmp_path)
+    # Every micro-batch has the same number of tokens: the sum over all of them divided by their
+    # count is the mean of the micro-batch means, in the loss and in the gradients.
+    base, _ = train(tmp_path, "base", *data)
+    for ranks, layout in ((1, []), (2, [])):
+        same, _ = train(tmp_path, f"same{ranks}", *data, "--calculate-per-token-loss", *layout, ranks=ranks)
+        assert close(same, base, rel=1e-6), (ranks, same, base)
+    # Without the EOD tokens' losses the counts differ, and the two runs with them.
+    masked, _ = train(tmp_path, "masked", *data, "--eod-mask-loss")
+    per_token, _ = train(tmp_path, "per_token", *data, "--eod-mask-loss", "--calculate-per-token-loss")
+    assert sum(abs(x - y) > 1e-4 * abs(y) for x, y in zip(per_token, masked)) >= 4, (per_token, masked)
+    for layout in (["--tensor-model-parallel-size", "2"], ["--pipeline-model-parallel-size", "2"], []):
+        got, _ = train(tmp_path, "layout" + "".join(layout), *data, "--eod-mask-loss", "--calculate-per-token-loss",
+                       *layout, ranks=2)
+        assert close(got, per_token, rel=2e-6), (layout, got, per_token)

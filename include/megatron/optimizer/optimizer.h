@@ -75,8 +75,10 @@ class MEGATRON_API MegatronOptimizer {
   void zero_grad();
   // Averages, unscales, clips and updates. `skip` (optional, a scalar on the device, non-zero to
   // skip) travels with the norm's reduction over the model-parallel ranks, so that the last
-  // stage's non-finite loss skips the update on every rank sharing the model.
-  StepResult step(const at::Tensor& skip = {});
+  // stage's non-finite loss skips the update on every rank sharing the model. `grad_scale`
+  // (optional, a scalar on the device) multiplies the averaged gradients first
+  // (--calculate-per-token-loss: data-parallel size / global token count).
+  StepResult step(const at::Tensor& skip = {}, const at::Tensor& grad_scale = {});
   // After reading step()'s found_inf: moves the fp16 loss scale (no-op without loss scaling).
   void update_loss_scale(bool found_inf);
   // The learning rate of the next steps; `decoupled` (default: lr) for the embedding and

@@ -24,9 +24,19 @@ class Module;
 
 namespace megatron::pipeline_parallel {
 
-// loss_func(output) -> (loss to back-propagate: mean over this micro-batch's tokens, metrics to
-// report, e.g. {"lm loss": loss}).
-using LossFunc = std::function<std::pair<at::Tensor, std::map<std::string, at::Tensor>>(const at::Tensor& output)>;
+// What loss_func(output) returns: the loss to back-propagate (the mean over this micro-batch's
+// tokens), the metrics to report (e.g. {"lm loss": loss}), and how many tokens the mean is over
+// (needed with calculate_per_token_loss). A (loss, metrics) pair converts to it.
+struct MEGATRON_API LossResult {
+  at::Tensor loss;
+  std::map<std::string, at::Tensor> metrics;
+  at::Tensor num_tokens;  // undefined: not given
+  LossResult(at::Tensor loss, std::map<std::string, at::Tensor> metrics, at::Tensor num_tokens = {})
+      : loss(std::move(loss)), metrics(std::move(metrics)), num_tokens(std::move(num_tokens)) {}
+  LossResult(std::pair<at::Tensor, std::map<std::string, at::Tensor>> pair)  // NOLINT: implicit by design
+      : loss(std::move(pair.first)), metrics(std::move(pair.second)) {}
+};
+using LossFunc = std::function<LossResult(const at::Tensor& output)>;
 // forward_step(data_iterator, model) -> (output, loss_func): one micro-batch through one model
 // chunk. On stages after the first the chunk's input comes from set_input_tensor; loss_func is
 // called on the last stage only.
@@ -49,11 +59,17 @@ struct MEGATRON_API ScheduleOptions {
   std::function<at::Tensor(const at::Tensor&)> grad_scale_func;
   // Frees an activation's storage once it has been sent on (its graph stays for backward).
   bool deallocate_pipeline_outputs = true;
+  // Megatron-LM's --calculate-per-token-loss: back-propagate each micro-batch's loss summed over
+  // its tokens (loss x num_tokens), not its mean over num_microbatches; the caller divides the
+  // gradients by the global token count.
+  bool calculate_per_token_loss = false;
 };
 
 struct MEGATRON_API ForwardBackwardResult {
   // One entry per micro-batch, from loss_func; on the last stage only.
   std::vector<std::map<std::string, at::Tensor>> losses_reduced;
+  // With calculate_per_token_loss, each micro-batch's num_tokens (beside losses_reduced).
+  std::vector<at::Tensor> num_tokens;
   // A bool scalar on the loss's device: every loss computed here was finite. Undefined where no
   // loss was computed (stages before the last); left on the device, for one readback later.
   at::Tensor loss_finite;

@@ -133,7 +133,8 @@ struct MEGATRON_API Arguments {
   int64_t profile_step_start = 10;
   int64_t profile_step_end = 12;
   std::vector<int64_t> profile_ranks = {0};
-  bool skip_nan_iterations = false;  // default: a NaN/Inf loss stops training
+  bool skip_nan_iterations = false;       // default: a NaN/Inf loss stops training
+  bool calculate_per_token_loss = false;  // the loss summed over tokens, divided by the global count
 
   // --- checkpointing (docs/checkpoints.md)
   std::string save;                      // directory to save checkpoints to

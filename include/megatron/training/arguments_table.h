@@ -201,6 +201,8 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(logging, profile_ranks, kNotSaved, non_negative(), "global ranks to profile")                                   \
   X(training, skip_nan_iterations, kNotSaved, any(),                                                                \
     "skip the update of an iteration whose loss is NaN/Inf instead of stopping")                                    \
+  X(training, calculate_per_token_loss, kNotSaved, any(),                                                           \
+    "sum the loss over tokens and divide by the token count of the whole batch, not average micro-batch means")     \
   X(checkpointing, save, kSaved, any(), "directory to save checkpoints to")                                         \
   X(checkpointing, save_interval, kSaved, positive(), "iterations between checkpoints (one is also saved when training ends)") \
   X(checkpointing, no_save_optim, kNotSaved, any(), "leave the optimizer state out of saved checkpoints")           \

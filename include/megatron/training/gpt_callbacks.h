@@ -38,9 +38,11 @@ MEGATRON_API Datasets gpt_datasets_provider(const TrainingContext& ctx, const st
 // The next micro-batch with its tensors on `device`; running out of samples is an error.
 MEGATRON_API datasets::Batch get_batch(datasets::BatchIterator& data_iterator, c10::Device device);
 
-// Mean of the per-token losses where loss_mask is 1, reported as "lm loss".
-MEGATRON_API std::pair<at::Tensor, std::map<std::string, at::Tensor>> gpt_loss_func(const at::Tensor& loss_mask,
-                                                                                    const at::Tensor& output_tensor);
+// (the per-token losses summed where loss_mask is 1, the number of those tokens).
+MEGATRON_API std::pair<at::Tensor, at::Tensor> gpt_loss_sum(const at::Tensor& loss_mask,
+                                                            const at::Tensor& output_tensor);
+// Their mean, reported as "lm loss", with the number of tokens.
+MEGATRON_API LossResult gpt_loss_func(const at::Tensor& loss_mask, const at::Tensor& output_tensor);
 
 // One micro-batch through a GPTModel: (per-token loss [b, s], loss_func bound to its loss mask).
 // The batch needs "tokens", "labels" and "loss_mask"; "position_ids" and "attention_mask" are

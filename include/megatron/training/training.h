@@ -43,10 +43,12 @@ struct MEGATRON_API TrainingContext {
   std::optional<int> virtual_pipeline_model_parallel_rank;
 };
 
-// loss_func(output) -> (loss to back-propagate: mean over this micro-batch's tokens,
-//                       metrics to report, e.g. {"lm loss": loss}); pretrain averages the
-// metrics over micro-batches and data-parallel ranks. forward_step(data_iterator, model) runs
-// one micro-batch through one model chunk; loss_func is called on the last pipeline stage only.
+// loss_func(output) -> LossResult (loss to back-propagate: mean over this micro-batch's tokens,
+//                       metrics to report, e.g. {"lm loss": loss}, optionally the token count);
+// pretrain averages the metrics over micro-batches and data-parallel ranks (weighted by the token
+// counts with --calculate-per-token-loss). forward_step(data_iterator, model) runs one
+// micro-batch through one model chunk; loss_func is called on the last pipeline stage only.
+using LossResult = pipeline_parallel::LossResult;
 using LossFunc = pipeline_parallel::LossFunc;
 using ForwardStepFunc = pipeline_parallel::ForwardStepFunc;
 using ModelBuilder =
