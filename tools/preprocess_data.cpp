@@ -1,6 +1,7 @@
 // JSONL -> Megatron .bin/.idx, one document per line, as Megatron-LM's tools/preprocess_data.py:
 // {output_prefix}_{key}_document.bin/.idx per --json-keys key. Worker threads tokenize batches
-// of lines; documents are written in input order.
+// of lines; documents are written in input order, or with --partitions N in the order
+// Megatron-LM's merge of its N partitions gives (partition p holds lines p, p + N, ...).
 #include "cli.h"
 #include "json_lines.h"
 #include "megatron/datasets/indexed_dataset.h"
@@ -40,6 +41,9 @@ struct Args {
   int workers = 1;
   int64_t log_interval = 1000;
   int64_t batch_lines = 4096;
+  int64_t partitions = 1;
+  bool keep_sequential_samples = false;
+  bool split_sentences = false;
 };
 
 struct Encoded {
@@ -190,6 +194,12 @@ class Pool {
 };
 
 int run(const Args& args) {
+  // Megatron-LM splits with NLTK's trained punkt model, which has no C++ reader: a splitter of our
+  // own would give other sentences, and so other datasets, from the same corpus.
+  TORCH_CHECK(!args.split_sentences,
+              "[preprocess_data] --split-sentences: Megatron-LM splits sentences with NLTK's punkt model, "
+              "which this tool does not have; split them with Megatron-LM's preprocess_data.py, or give each "
+              "document as a list of sentences ({\"text\": [\"...\", \"...\"]}), which is read as such");
   auto tok = megatron::tokenizer::build_tokenizer(args.tokenizer);
   const DType dtype = megatron::datasets::optimal_dtype(tok->vocab_size());
   TORCH_CHECK(!args.append_eod || tok->eod() >= 0,
@@ -202,6 +212,11 @@ int run(const Args& args) {
               ": is a directory; expected a JSONL file, one document per line");
   std::ifstream in(args.input, std::ios::binary);
   TORCH_CHECK(in, "[preprocess_data] --input ", args.input, ": cannot open for reading");
+  // Megatron-LM deals the lines out to its partitions in turn and merges the partitions' outputs
+  // in order: one pass over the file per partition gives that order without partition files.
+  // With --keep-sequential-samples its partitions are consecutive runs of lines: input order.
+  const int64_t passes = args.keep_sequential_samples ? 1 : args.partitions;
+  int64_t pass = 0, file_line = 0;  // file_line: lines read in this pass
 
   std::vector<std::unique_ptr<IndexedDatasetBuilder>> builders;
   std::vector<std::string> idx_paths;
@@ -217,20 +232,33 @@ int run(const Args& args) {
   // Two batches in flight: workers encode one while this thread reads the next and writes the
   // previous one, in input order.
   std::vector<std::string> lines[2];
+  std::vector<int64_t> numbers[2];  // each line's number in the file, for messages
   std::vector<Encoded> encoded[2];
-  auto read_batch = [&](std::vector<std::string>& batch) {
+  auto read_batch = [&](std::vector<std::string>& batch, std::vector<int64_t>& batch_numbers) {
     batch.clear();
+    batch_numbers.clear();
     std::string line;
-    while (static_cast<int64_t>(batch.size()) < args.batch_lines && std::getline(in, line)) {
+    while (static_cast<int64_t>(batch.size()) < args.batch_lines) {
+      if (!std::getline(in, line)) {
+        TORCH_CHECK(!in.bad(), "[preprocess_data] --input ", args.input, ": read failed after ", file_line, " lines");
+        if (++pass >= passes) break;
+        in.clear();
+        in.seekg(0);
+        file_line = 0;
+        continue;
+      }
+      if (file_line++ % passes != pass) continue;
       bytes += static_cast<int64_t>(line.size()) + 1;
       batch.push_back(std::move(line));
+      batch_numbers.push_back(file_line);
     }
     return !batch.empty();
   };
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  auto write_batch = [&](const std::vector<Encoded>& batch) {
-    for (const Encoded& e : batch) {
-      ++line_no;
+  auto write_batch = [&](const std::vector<Encoded>& batch, const std::vector<int64_t>& batch_numbers) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const Encoded& e = batch[i];
+      line_no = batch_numbers[i];
       if (e.blank) {
         ++blank;
         continue;
@@ -257,15 +285,14 @@ int run(const Args& args) {
     }
   };
   int cur = 0;
-  bool more = read_batch(lines[cur]);
+  bool more = read_batch(lines[cur], numbers[cur]);
   while (more) {
     pool.submit(lines[cur], encoded[cur]);
-    more = read_batch(lines[1 - cur]);
+    more = read_batch(lines[1 - cur], numbers[1 - cur]);
     pool.wait();
-    write_batch(encoded[cur]);
+    write_batch(encoded[cur], numbers[cur]);
     cur = 1 - cur;
   }
-  TORCH_CHECK(!in.bad(), "[preprocess_data] --input ", args.input, ": read failed after ", line_no, " lines");
   for (size_t k = 0; k < builders.size(); ++k) builders[k]->finalize(idx_paths[k]);
   if (docs == 0)
     std::fprintf(stderr, "[preprocess_data] warning: --input %s holds no documents; the dataset written is empty\n",
@@ -297,5 +324,11 @@ int main(int argc, char** argv) {
   app.add_option("--batch-lines", args.batch_lines, "lines read per batch")->check(CLI::PositiveNumber);
   app.add_flag("--skip-malformed", args.skip_malformed,
                "skip and count malformed lines instead of stopping at the first");
+  app.add_option("--partitions", args.partitions,
+                 "write documents in the order Megatron-LM's N merged partitions give (line p, p + N, ... first)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_flag("--keep-sequential-samples", args.keep_sequential_samples,
+               "with --partitions: partitions of consecutive lines, so documents stay in input order");
+  app.add_flag("--split-sentences", args.split_sentences, "refused: needs NLTK's punkt model (see the message)");
   return run_tool(app, "preprocess_data", argc, argv, [&] { return run(args); });
 }

@@ -44,6 +44,31 @@ def test_preprocess_null_tokenizer_writes_spec_files(tmp_path):
     assert doc_idx.tolist() == [0, 1, 2, 4]
 
 
+def test_preprocess_partitions_give_megatron_lms_merged_order(tmp_path):
+    # Megatron-LM deals line i to partition i % N, then merges partitions 0..N-1 in order; with
+    # --keep-sequential-samples a partition is a run of consecutive lines.
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": str(i)}) + "\n" for i in range(10)))
+    for flags, order in ((["--partitions", 3], [0, 3, 6, 9, 1, 4, 7, 2, 5, 8]),
+                         (["--partitions", 3, "--keep-sequential-samples"], list(range(10))),
+                         (["--partitions", 1], list(range(10)))):
+        prefix = str(tmp_path / "out")
+        run("preprocess_data", "--input", src, "--output-prefix", prefix, "--tokenizer-type", "NullTokenizer",
+            "--vocab-size", 100, "--batch-lines", 2, "--workers", 2, *flags)
+        _, _, _, doc_idx, tokens = read_mmidx(prefix + "_text_document")
+        assert tokens.tolist() == order and doc_idx.tolist() == list(range(11)), flags
+    # A malformed line is named by its line in the file, whichever partition reads it.
+    src.write_text("".join(json.dumps({"text": str(i)}) + "\n" for i in range(5)) + '{"text": \n')
+    proc = run("preprocess_data", "--input", src, "--output-prefix", str(tmp_path / "bad"), "--tokenizer-type",
+               "NullTokenizer", "--vocab-size", 100, "--partitions", 4, check=False)
+    assert proc.returncode != 0 and f"{src}:6:" in proc.stderr, proc.stderr
+    # Sentence splitting needs NLTK's punkt model: one line saying so, nothing written.
+    proc = run("preprocess_data", "--input", src, "--output-prefix", str(tmp_path / "ss"), "--tokenizer-type",
+               "NullTokenizer", "--vocab-size", 100, "--split-sentences", check=False)
+    assert proc.returncode != 0 and "--split-sentences" in proc.stderr and "punkt" in proc.stderr, proc.stderr
+    assert not list(tmp_path.glob("ss*"))
+
+
 def test_preprocess_reports_malformed_lines(tmp_path):
     src = tmp_path / "bad.jsonl"
     src.write_text('{"text": "1 2"}\n{"text": "3"\n{"text": "4"}\n')
