@@ -2,7 +2,8 @@
 test_megatron_lm_checkpoints.py: it parses the flags, builds its GPT model with the local layer spec
 and loads or saves a --ckpt-format torch checkpoint with megatron.training.checkpointing.
 
-    megatron_lm_driver.py load CKPT_DIR IDS OUT -- FLAGS...   load, then its logits of IDS into OUT
+    [torchrun --nproc-per-node TP] megatron_lm_driver.py load CKPT_DIR IDS OUT -- FLAGS...
+                                                               load, then its logits of IDS into OUT
     megatron_lm_driver.py save CKPT_DIR IDS OUT -- FLAGS...   save at --train-iters with 8 samples
                                                                per iteration consumed, logits into OUT
 """
@@ -16,7 +17,8 @@ import typing
 if not hasattr(typing, "override"):  # Python < 3.12; Megatron-LM's hybrid model imports it
     typing.override = lambda f: f
 sys.path.insert(0, os.environ["MEGATRON_LM_DIR"])
-os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")):
+    os.environ.setdefault(name, value)
 
 import torch  # noqa: E402
 from megatron.core import parallel_state as mpu  # noqa: E402
@@ -47,10 +49,11 @@ def main() -> None:
                 "--distributed-backend", "gloo", "--tokenizer-type", "NullTokenizer", "--mock-data",
                 *(["--load", ckpt] if mode == "load" else ["--save", ckpt])]
     checkpointing.read_metadata = one_rank_read_metadata(checkpointing.read_metadata)
+    arguments.get_device_arch_version = lambda: 10  # asks the GPU, before its TP advice on CUDA connections
     args = arguments.parse_and_validate_args()  # with --use-checkpoint-args, load_args_from_checkpoint
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    torch.distributed.init_process_group("gloo", world_size=1, rank=0)
-    mpu.initialize_model_parallel(1, 1)
+    torch.distributed.init_process_group("gloo")
+    mpu.initialize_model_parallel(args.tensor_model_parallel_size, args.pipeline_model_parallel_size)
     torch.manual_seed(args.seed)
     config = arguments.core_transformer_config_from_args(args)
     # As Megatron-LM's gpt_builder builds it with --transformer-impl local.
@@ -79,9 +82,13 @@ def main() -> None:
     positions = torch.arange(ids.shape[1]).unsqueeze(0).expand_as(ids)
     mask = torch.ones(1, 1, ids.shape[1], ids.shape[1], dtype=torch.bool).triu(1)
     with torch.no_grad():
-        result["logits"] = model(ids, positions, mask)
+        logits = model(ids, positions, mask)  # this TP rank's vocabulary shard
+        shards = [torch.empty_like(logits) for _ in range(mpu.get_tensor_model_parallel_world_size())]
+        torch.distributed.all_gather(shards, logits, group=mpu.get_tensor_model_parallel_group())
+    result["logits"] = torch.cat(shards, dim=-1)
     result["input_ids"] = ids
-    torch.save(result, out)
+    if torch.distributed.get_rank() == 0:
+        torch.save(result, out)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@ Engine's fused-norm names and _extra_state, an OrderedDict with _metadata, the c
 args only, Megatron-LM's optimizer state) resumes here with --no-load-optim and converts back to
 the same weights, and a resume that needs its optimizer state is one error naming the way through.
 
-With Megatron-LM's own code (a snapshot of its repository in MEGATRON_LM_DIR; skipped without):
-its load_checkpoint loads ours strictly and its GPT model gives our logits, and what its
-save_checkpoint writes resumes here and gives its logits."""
+With Megatron-LM's own code (a snapshot of its repository in MEGATRON_LM_DIR; skipped without),
+at TP 1 and TP 2: its load_checkpoint loads ours strictly and its GPT model gives our logits, and
+what its save_checkpoint writes resumes here and gives its logits."""
 from __future__ import annotations
 
 import argparse
@@ -148,19 +148,25 @@ megatron_lm = pytest.mark.skipif(not Path(MEGATRON_LM, "megatron", "training", "
                                         "github.com/NVIDIA/Megatron-LM")
 
 
-def megatron_lm_driver(mode: str, ck: Path, ids: Path, out: Path, *flags: str) -> dict:
-    proc = subprocess.run([sys.executable, DRIVER, mode, str(ck), str(ids), str(out), "--", *MEGATRON_FLAGS, *flags],
+def megatron_lm_driver(mode: str, ck: Path, ids: Path, out: Path, *flags: str, tp: int = 1) -> dict:
+    port = str(free_port())
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(tp), "--master-port", port]
+    proc = subprocess.run([*launch, DRIVER, mode, str(ck), str(ids), str(out), "--", *MEGATRON_FLAGS, *flags,
+                           "--tensor-model-parallel-size", str(tp)],
                           capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "MEGATRON_LM_DIR": MEGATRON_LM, "MASTER_ADDR": "127.0.0.1",
-                               "MASTER_PORT": str(free_port())})
+                          env={**os.environ, "MEGATRON_LM_DIR": MEGATRON_LM, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return torch.load(out)
 
 
 @megatron_lm
-def test_megatron_lm_loads_our_checkpoint_with_our_logits(tmp_path):
-    run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "ck"), *NO_DROPOUT)])
-    state = torch.load(rank_file(tmp_path / "ck", 2), weights_only=True)["model"]
+@pytest.mark.parametrize("tp", [1, 2])
+def test_megatron_lm_loads_our_checkpoint_with_our_logits(tmp_path, tp):
+    run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "ck"), "--tensor-model-parallel-size", str(tp), *NO_DROPOUT)],
+        np=tp)
+    # Our model at TP 1 from the same weights (resharded by convert_checkpoint).
+    run([CONVERT, "--load", str(tmp_path / "ck"), "--save", str(tmp_path / "tp1"), "--target-tensor-parallel-size", "1"])
+    state = torch.load(rank_file(tmp_path / "tp1", 2), weights_only=True)["model"]
     dump = our_logits(state, tmp_path, **DUMP_MODEL)
     torch.save(dump["input_ids"], tmp_path / "ids.pt")
     # Its loader checks the shape against its flags (check_checkpoint_args), or takes it from ours
@@ -168,25 +174,27 @@ def test_megatron_lm_loads_our_checkpoint_with_our_logits(tmp_path):
     # the Adam moments and the CPU generators of a CPU run are not what it restores.
     for shape in (MEGATRON_SHAPE, ["--use-checkpoint-args"]):  # its load_args_from_checkpoint reads ours
         theirs = megatron_lm_driver("load", tmp_path / "ck", tmp_path / "ids.pt", tmp_path / "theirs.pt", *shape,
-                                    "--train-iters", "4", "--no-load-optim", "--no-load-rng")
+                                    "--train-iters", "4", "--no-load-optim", "--no-load-rng", tp=tp)
         assert theirs["iteration"] == 2 and theirs["consumed_train_samples"] == 16
         assert theirs["logits"].shape == dump["logits"].shape
         assert (theirs["logits"] - dump["logits"]).abs().max().item() <= 1e-5
 
 
 @megatron_lm
-def test_a_checkpoint_megatron_lm_saves_resumes_here_with_its_logits(tmp_path):
+@pytest.mark.parametrize("tp", [1, 2])
+def test_a_checkpoint_megatron_lm_saves_resumes_here_with_its_logits(tmp_path, tp):
     # The parity dump's inputs (its weights here are its own).
     run([DUMP, "--out", str(tmp_path / "ids_dump.pt"),
          *[a for k, v in DUMP_MODEL.items() for a in ("--" + k.replace("_", "-"), str(v))]])
     ids = torch.load(tmp_path / "ids_dump.pt")["input_ids"]
     torch.save(ids, tmp_path / "ids.pt")
     theirs = megatron_lm_driver("save", tmp_path / "mlm", tmp_path / "ids.pt", tmp_path / "theirs.pt",
-                                *MEGATRON_SHAPE, "--train-iters", "5", "--save-interval", "5", "--no-save-optim")
-    resumed = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "mlm"), "--no-load-optim", *NO_DROPOUT)])
+                                *MEGATRON_SHAPE, "--train-iters", "5", "--save-interval", "5", "--no-save-optim", tp=tp)
+    resumed = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "mlm"), "--no-load-optim",
+                                   "--tensor-model-parallel-size", str(tp), *NO_DROPOUT)], np=tp)
     assert "[ iter_0000005 ] at iteration 5" in resumed.stdout
     assert "iteration        6/       6 | consumed samples:           48" in resumed.stdout
-    run([CONVERT, "--load", str(tmp_path / "mlm"), "--save", str(tmp_path / "back")])
+    run([CONVERT, "--load", str(tmp_path / "mlm"), "--save", str(tmp_path / "back"), "--target-tensor-parallel-size", "1"])
     state = torch.load(rank_file(tmp_path / "back", 5), weights_only=True)["model"]
     dump = our_logits(state, tmp_path, **DUMP_MODEL)
     assert torch.equal(dump["input_ids"], ids)
