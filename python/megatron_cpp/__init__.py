@@ -44,6 +44,7 @@ from ._C import (  # noqa: F401
     RecomputeMethod,
     ReduceOp,
     RngTracker,
+    SentencePieceTokenizer,
     ShardedParameter,
     ShardLayout,
     Split,

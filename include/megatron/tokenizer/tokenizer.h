@@ -23,10 +23,13 @@ class MEGATRON_API Tokenizer {
 };
 
 struct MEGATRON_API TokenizerOptions {
-  std::string tokenizer_type;  // "GPT2BPETokenizer" | "NullTokenizer"
+  // "GPT2BPETokenizer" | "NullTokenizer" | "SentencePieceTokenizer" | "GPTSentencePieceTokenizer" |
+  // "Llama2Tokenizer"
+  std::string tokenizer_type;
   std::string vocab_file;
   std::string merge_file;
-  int64_t vocab_size = 0;  // NullTokenizer
+  std::string tokenizer_model;  // SentencePiece .model
+  int64_t vocab_size = 0;       // NullTokenizer
 };
 
 MEGATRON_API std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options);
