@@ -2,8 +2,9 @@
 test_megatron_lm_checkpoints.py: it parses the flags, builds its GPT model with the local layer spec
 and loads or saves a --ckpt-format torch checkpoint with megatron.training.checkpointing.
 
-    [torchrun --nproc-per-node TP] megatron_lm_driver.py load CKPT_DIR IDS OUT -- FLAGS...
+    [torchrun --nproc-per-node TP x PP] megatron_lm_driver.py load CKPT_DIR IDS OUT -- FLAGS...
                                                                load, then its logits of IDS into OUT
+                                                               (with PP > 1 each rank's weights into OUT.rankR)
     megatron_lm_driver.py save CKPT_DIR IDS OUT -- FLAGS...   save at --train-iters with 8 samples
                                                                per iteration consumed, logits into OUT
 """
@@ -56,10 +57,12 @@ def main() -> None:
     mpu.initialize_model_parallel(args.tensor_model_parallel_size, args.pipeline_model_parallel_size)
     torch.manual_seed(args.seed)
     config = arguments.core_transformer_config_from_args(args)
+    # With pipeline stages its tied embedding is all-reduced between them through .cuda().
+    torch.Tensor.cuda = lambda self, *a, **k: self
     # As Megatron-LM's gpt_builder builds it with --transformer-impl local.
     model = GPTModel(config=config, transformer_layer_spec=get_gpt_layer_local_spec(normalization=args.normalization),
                      vocab_size=args.padded_vocab_size, max_sequence_length=args.max_position_embeddings,
-                     pre_process=True, post_process=True,
+                     pre_process=mpu.is_pipeline_first_stage(), post_process=mpu.is_pipeline_last_stage(),
                      share_embeddings_and_output_weights=not args.untie_embeddings_and_output_weights,
                      position_embedding_type=args.position_embedding_type)
     result = {}
@@ -73,6 +76,13 @@ def main() -> None:
         torch.cuda.get_rng_state = lambda device="cuda": seed_and_offset.clone()
         args.consumed_train_samples = 8 * args.train_iters
         checkpointing.save_checkpoint(args.train_iters, [model], None, None, 0)
+    if args.pipeline_model_parallel_size > 1:
+        # A stage's forward needs the pipeline schedule: each rank writes its weights instead.
+        torch.save({k: v for k, v in model.state_dict().items() if isinstance(v, torch.Tensor)},
+                   f"{out}.rank{torch.distributed.get_rank()}")
+        if torch.distributed.get_rank() == 0:
+            torch.save(result, out)
+        return
     model.eval()
     # Megatron-LM's local attention takes its scratch buffer on the current CUDA device, and forks
     # the CUDA generator for its dropout (off here).

@@ -148,11 +148,11 @@ megatron_lm = pytest.mark.skipif(not Path(MEGATRON_LM, "megatron", "training", "
                                         "github.com/NVIDIA/Megatron-LM")
 
 
-def megatron_lm_driver(mode: str, ck: Path, ids: Path, out: Path, *flags: str, tp: int = 1) -> dict:
+def megatron_lm_driver(mode: str, ck: Path, ids: Path, out: Path, *flags: str, tp: int = 1, pp: int = 1) -> dict:
     port = str(free_port())
-    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(tp), "--master-port", port]
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(tp * pp), "--master-port", port]
     proc = subprocess.run([*launch, DRIVER, mode, str(ck), str(ids), str(out), "--", *MEGATRON_FLAGS, *flags,
-                           "--tensor-model-parallel-size", str(tp)],
+                           "--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp)],
                           capture_output=True, text=True, timeout=600,
                           env={**os.environ, "MEGATRON_LM_DIR": MEGATRON_LM, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -199,3 +199,39 @@ def test_a_checkpoint_megatron_lm_saves_resumes_here_with_its_logits(tmp_path, t
     dump = our_logits(state, tmp_path, **DUMP_MODEL)
     assert torch.equal(dump["input_ids"], ids)
     assert (theirs["logits"] - dump["logits"]).abs().max().item() <= 1e-5
+
+
+@megatron_lm
+def test_pipeline_stages_go_both_ways(tmp_path):
+    """PP 2: Megatron-LM's stages load ours strictly, and its stages' weights are what ours read from
+    its checkpoint, layer numbers and all (a stage's forward needs its schedule, so no logits)."""
+    run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "ck"), "--pipeline-model-parallel-size", "2", *NO_DROPOUT)],
+        np=2)
+    torch.save(torch.zeros(2, 16, dtype=torch.long), tmp_path / "ids.pt")
+    theirs = megatron_lm_driver("load", tmp_path / "ck", tmp_path / "ids.pt", tmp_path / "theirs.pt",
+                                *MEGATRON_SHAPE, "--train-iters", "4", "--no-load-optim", "--no-load-rng", pp=2)
+    assert theirs["iteration"] == 2 and theirs["consumed_train_samples"] == 16
+    ours = {}
+    for stage in (0, 1):
+        ours.update({(stage, k): v for k, v in torch.load(rank_file(tmp_path / "ck", 2, f"mp_rank_00_{stage:03d}"),
+                                                          weights_only=True)["model"].items()})
+    for stage in (0, 1):
+        for name, tensor in torch.load(tmp_path / f"theirs.pt.rank{stage}").items():
+            assert torch.equal(tensor, ours[stage, name]), (stage, name)
+
+    megatron_lm_driver("save", tmp_path / "mlm", tmp_path / "ids.pt", tmp_path / "saved.pt", *MEGATRON_SHAPE,
+                       "--train-iters", "5", "--save-interval", "5", "--no-save-optim", pp=2)
+    resumed = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "mlm"), "--no-load-optim",
+                                   "--pipeline-model-parallel-size", "2", *NO_DROPOUT)], np=2)
+    assert "[ iter_0000005 ] at iteration 5" in resumed.stdout
+    run([CONVERT, "--load", str(tmp_path / "mlm"), "--save", str(tmp_path / "pp1"),
+         "--target-pipeline-model-parallel-size", "1"])
+    merged = torch.load(rank_file(tmp_path / "pp1", 5), weights_only=True)["model"]
+    for stage in (0, 1):
+        for name, tensor in torch.load(tmp_path / f"saved.pt.rank{stage}").items():
+            if stage == 1 and name.startswith("decoder.layers."):  # its stage 1 numbers its layers from 0
+                index, rest = name[len("decoder.layers."):].split(".", 1)
+                name = f"decoder.layers.{int(index) + 2}.{rest}"
+            if stage == 1 and name == "output_layer.weight":  # tied: the embedding, kept once
+                name = "embedding.word_embeddings.weight"
+            assert torch.equal(merged[name], tensor), (stage, name)
