@@ -5,9 +5,6 @@
        preprocess_data --workers T   vs  HF tokenizers ByteLevelBPETokenizer.encode_batch with
        T Rayon threads (texts already in memory)  vs  a plain-Python Megatron-style loop
        (json.loads, GPT-2 regex + BPE with a word cache, numpy writes), one process.
-  1b. The same with a SentencePiece BPE model (byte fallback, whitespace kept, as Llama 2's):
-       preprocess_data --tokenizer-type Llama2Tokenizer --workers T  vs  the sentencepiece package's
-       encode(texts, num_threads=T) (texts already in memory), with the ids checked equal.
   2. GPTDataset index building on 1 M documents / 100 M tokens (bench_data) vs numpy's
      RandomState.shuffle of the same document and sample indices (what Megatron-LM spends in numpy).
   3. Sample fetch: samples/s of build_batch vs a numpy re-statement of Megatron's __getitem__.
@@ -137,44 +134,6 @@ tok.encode_batch(texts)
 print(size / (time.perf_counter() - t0) / 1e6)
 """
 
-SP_SCRIPT = r"""
-import hashlib, json, sys, time, numpy as np, sentencepiece as spm
-texts = [json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")]
-size = sum(len(l) for l in open(sys.argv[1], encoding="utf-8"))
-sp = spm.SentencePieceProcessor(model_file=sys.argv[2])
-sp.encode(texts[:200])
-t0 = time.perf_counter()
-ids = sp.encode(texts, num_threads=int(sys.argv[3]))
-rate = size / (time.perf_counter() - t0) / 1e6
-flat = np.array([i for doc in ids if doc for i in doc + [sp.eos_id()]], dtype=np.int64)
-print(rate, hashlib.sha256(flat.tobytes()).hexdigest())
-"""
-
-
-def sentencepiece_benchmark(args, binary, work, corpus, texts, mb):
-    import hashlib
-    import sentencepiece as spm
-    sample = os.path.join(work, "sp_train.txt")
-    with open(sample, "w", encoding="utf-8") as f:
-        f.write("\n".join(texts)[:4_000_000])
-    spm.SentencePieceTrainer.train(input=sample, model_prefix=os.path.join(work, "sp"), vocab_size=16000,
-                                   model_type="bpe", byte_fallback=True, remove_extra_whitespaces=False,
-                                   minloglevel=2, num_threads=max(args.threads))
-    model = os.path.join(work, "sp.model")
-    print("\n== SentencePiece tokenization (MB/s of JSONL; BPE, 16 k pieces, byte fallback) ==")
-    for t in args.threads:
-        proc = subprocess.run([binary("preprocess_data"), "--input", corpus, "--output-prefix",
-                               os.path.join(work, "sp_ours"), "--tokenizer-type", "Llama2Tokenizer",
-                               "--tokenizer-model", model, "--append-eod", "--workers", str(t),
-                               "--log-interval", "100000000"], check=True, capture_output=True, text=True)
-        ours = float(re.search(r"([0-9.]+) MB/s\)\.\s*$", proc.stderr).group(1)) * 1.048576
-        ref, digest = subprocess.run([sys.executable, "-c", SP_SCRIPT, corpus, model, str(t)], check=True,
-                                     capture_output=True, text=True).stdout.split()
-        written = np.fromfile(os.path.join(work, "sp_ours_text_document.bin"), dtype=np.uint16).astype(np.int64)
-        same = hashlib.sha256(written.tobytes()).hexdigest() == digest
-        print(f"threads {t}: preprocess_data {ours:.2f} MB/s | sentencepiece encode {float(ref):.2f} MB/s | "
-              f"ratio {ours / float(ref):.2f}x | ids {'identical' if same else 'DIFFER'}")
-
 
 def main():
     parser = argparse.ArgumentParser(description="data pipeline benchmarks")
@@ -220,7 +179,6 @@ def main():
               f"ratio vs HF {ours / hf:.2f}x | vs plain Python (1 process, {py:.2f} MB/s) "
               f"{ours / t / py:.1f}x per thread")
 
-    sentencepiece_benchmark(args, binary, work, corpus, texts, mb)
     if args.skip_index:
         return
     print("\n== GPTDataset indices: 1 M documents, 100 M tokens, seq 2048 ==")
