@@ -19,7 +19,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build ccache git pkg-config
   python3 python3-venv python3-dev
   openmpi-bin libopenmpi-dev
-  libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libsentencepiece-dev
+  libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   libgloo-dev
   libgtest-dev libgmock-dev
 )
@@ -44,12 +44,12 @@ fi
 
 # --- Python venv with LibTorch ---------------------------------------------
 # Python packages besides torch: the tests' independent references (numpy, HF tokenizers,
-# sentencepiece, transformers and safetensors for the Hugging Face export), scikit-build-core for
+# transformers and safetensors for the Hugging Face export), scikit-build-core for
 # `pip install --no-build-isolation .` of the Python package, and pybind11-stubgen for its type
 # stubs (scripts/generate_python_stubs.sh; pinned, since its output is checked in); deepspeed only
 # for its launcher, which the launch tests run (nothing of it is linked); tensorboard for its
 # event-file reader, which reads what --tensorboard-dir writes.
-PY_PACKAGES=(numpy pytest tokenizers sentencepiece matplotlib transformers safetensors scikit-build-core pybind11-stubgen==2.5.5 deepspeed
+PY_PACKAGES=(numpy pytest tokenizers matplotlib transformers safetensors scikit-build-core pybind11-stubgen==2.5.5 deepspeed
   tensorboard)
 
 venv_ready() {

@@ -314,15 +314,10 @@ int main(int argc, char** argv) {
   app.add_option("--input", args.input, "JSONL file, one document per line")->required();
   app.add_option("--json-keys", args.json_keys, "keys to extract (default: text)");
   app.add_option("--output-prefix", args.output_prefix, "writes {prefix}_{key}_document.bin/.idx")->required();
-  app.add_option("--tokenizer-type", args.tokenizer.tokenizer_type,
-                 "GPT2BPETokenizer | NullTokenizer | SentencePieceTokenizer | GPTSentencePieceTokenizer | "
-                 "Llama2Tokenizer")
-      ->required();
+  app.add_option("--tokenizer-type", args.tokenizer.tokenizer_type, "GPT2BPETokenizer | NullTokenizer")->required();
   app.add_option("--vocab-file", args.tokenizer.vocab_file, "vocab.json (GPT2BPETokenizer)");
   app.add_option("--merge-file", args.tokenizer.merge_file, "merges.txt (GPT2BPETokenizer)");
   app.add_option("--vocab-size", args.tokenizer.vocab_size, "vocabulary size (NullTokenizer)");
-  app.add_option("--tokenizer-model", args.tokenizer.tokenizer_model,
-                 "SentencePiece .model (SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer)");
   app.add_flag("--append-eod", args.append_eod, "append the EOD token to every document");
   app.add_option("--workers", args.workers, "tokenizer threads")->check(CLI::Range(1, 1024));
   app.add_option("--log-interval", args.log_interval, "documents between progress lines")->check(CLI::PositiveNumber);

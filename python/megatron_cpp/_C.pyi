@@ -8,7 +8,7 @@ import numpy.typing
 import torch
 import torch._C.cpp.nn
 import typing
-__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'SentencePieceTokenizer', 'ShardLayout', 'ShardedParameter', 'Split', 'Tokenizer', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
+__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'ShardLayout', 'ShardedParameter', 'Split', 'Tokenizer', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
 class Activation:
     """
     Members:
@@ -1158,17 +1158,9 @@ class Arguments:
     def timing_log_level(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
-    def tokenizer_model(self) -> str:
-        """
-        SentencePiece .model (the SentencePiece tokenizer types)
-        """
-    @tokenizer_model.setter
-    def tokenizer_model(self, arg0: str) -> None:
-        ...
-    @property
     def tokenizer_type(self) -> str:
         """
-        GPT2BPETokenizer | NullTokenizer | SentencePieceTokenizer | GPTSentencePieceTokenizer | Llama2Tokenizer
+        GPT2BPETokenizer | NullTokenizer
         """
     @tokenizer_type.setter
     def tokenizer_type(self, arg0: str) -> None:
@@ -2269,12 +2261,6 @@ class RowParallelLinear(torch._C.cpp.nn.Module):
     @property
     def input_size_per_partition(self) -> int:
         ...
-class SentencePieceTokenizer(Tokenizer):
-    """
-    Megatron-LM's SentencePiece tokenizer types over a .model file: ids as sentencepiece encodes them, EOD its </s>.
-    """
-    def __init__(self, model_file: str) -> None:
-        ...
 class ShardLayout:
     """
     How a parameter's full (TP = 1) tensor maps onto this rank's shard: partition_dim < 0 means replicated.
@@ -2532,9 +2518,9 @@ def build_mock_gpt_datasets(vocab_size: typing.SupportsInt, eod_token: typing.Su
     --mock-data: Megatron's mock documents, split 1,1,1, no cache.
     """
 @typing.overload
-def build_tokenizer(tokenizer_type: str, *, vocab_file: str = '', merge_file: str = '', vocab_size: typing.SupportsInt = 0, tokenizer_model: str = '') -> Tokenizer:
+def build_tokenizer(tokenizer_type: str, *, vocab_file: str = '', merge_file: str = '', vocab_size: typing.SupportsInt = 0) -> Tokenizer:
     """
-    A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer, NullTokenizer, or a SentencePiece type with tokenizer_model).
+    A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer or NullTokenizer).
     """
 @typing.overload
 def build_tokenizer(args: Arguments) -> Tokenizer:

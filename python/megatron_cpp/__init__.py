@@ -44,7 +44,6 @@ from ._C import (  # noqa: F401
     RecomputeMethod,
     ReduceOp,
     RngTracker,
-    SentencePieceTokenizer,
     ShardedParameter,
     ShardLayout,
     Split,

@@ -5,7 +5,6 @@
 #include "megatron/tokenizer/bpe_trainer.h"
 #include "megatron/tokenizer/gpt2_bpe.h"
 #include "megatron/tokenizer/null_tokenizer.h"
-#include "megatron/tokenizer/sentencepiece_tokenizer.h"
 
 namespace {
 
@@ -56,29 +55,20 @@ void init_tokenizer(py::module_& m) {
       m, "NullTokenizer", "Megatron's NullTokenizer: text is space-separated ids; EOD is vocab_size - 1.")
       .def(py::init<int64_t>(), py::arg("vocab_size"));
 
-  py::class_<tok::SentencePieceTokenizer, tok::Tokenizer, std::shared_ptr<tok::SentencePieceTokenizer>>(
-      m, "SentencePieceTokenizer",
-      "Megatron-LM's SentencePiece tokenizer types over a .model file: ids as sentencepiece encodes them, EOD its "
-      "</s>.")
-      .def(py::init<const std::string&>(), py::arg("model_file"), Release());
-
   m.def(
       "build_tokenizer",
       [](const std::string& tokenizer_type, const std::string& vocab_file, const std::string& merge_file,
-         int64_t vocab_size, const std::string& tokenizer_model) {
+         int64_t vocab_size) {
         tok::TokenizerOptions o;
         o.tokenizer_type = tokenizer_type;
         o.vocab_file = vocab_file;
         o.merge_file = merge_file;
         o.vocab_size = vocab_size;
-        o.tokenizer_model = tokenizer_model;
         py::gil_scoped_release release;
         return std::shared_ptr<tok::Tokenizer>(tok::build_tokenizer(o));
       },
       py::arg("tokenizer_type"), py::kw_only(), py::arg("vocab_file") = "", py::arg("merge_file") = "",
-      py::arg("vocab_size") = 0, py::arg("tokenizer_model") = "",
-      "A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer, NullTokenizer, or a SentencePiece type with "
-      "tokenizer_model).");
+      py::arg("vocab_size") = 0, "A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer or NullTokenizer).");
 
   py::class_<tok::BpeTrainer>(m, "BpeTrainer",
                               "Trains a GPT-2 style byte-level BPE vocabulary (vocab.json + merges.txt).")

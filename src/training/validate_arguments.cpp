@@ -260,9 +260,6 @@ void validate_data(const Arguments& a) {
   if (a.tokenizer_type == "GPT2BPETokenizer") {
     ARG_CHECK(!a.vocab_file.empty() && !a.merge_file.empty(),
               "--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");
-  } else if (a.tokenizer_type.find("SentencePiece") != std::string::npos || a.tokenizer_type == "Llama2Tokenizer") {
-    ARG_CHECK(!a.tokenizer_model.empty(), "--tokenizer-type ", a.tokenizer_type,
-              " needs --tokenizer-model (a SentencePiece .model file)");
   } else {
     ARG_CHECK(a.vocab_size.has_value(), a.tokenizer_type.empty() ? "--mock-data" : "--tokenizer-type NullTokenizer",
               " needs --vocab-size (> 1)");

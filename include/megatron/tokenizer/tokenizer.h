@@ -23,13 +23,10 @@ class MEGATRON_API Tokenizer {
 };
 
 struct MEGATRON_API TokenizerOptions {
-  // "GPT2BPETokenizer" | "NullTokenizer" | "SentencePieceTokenizer" | "GPTSentencePieceTokenizer" |
-  // "Llama2Tokenizer"
-  std::string tokenizer_type;
+  std::string tokenizer_type;  // "GPT2BPETokenizer" | "NullTokenizer"
   std::string vocab_file;
   std::string merge_file;
-  std::string tokenizer_model;  // SentencePiece .model
-  int64_t vocab_size = 0;       // NullTokenizer
+  int64_t vocab_size = 0;  // NullTokenizer
 };
 
 MEGATRON_API std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options);
