@@ -1,6 +1,7 @@
 // read_archive against hostile torch.save archives: each pickle below is written by hand from the
 // pickle protocol's opcode table, and each must be one clear error, never an allocation of what
 // it declares, a read past a buffer or a crash.
+#include <c10/util/Logging.h>
 #include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
 
@@ -104,6 +105,13 @@ TEST(Serialization, ATensorIsItsRecordWhateverCountThePickleDeclares) {
   EXPECT_TRUE(t.equal(at::arange(16, at::kFloat)));
   // A view inside the storage: 4 floats from offset 12 with stride 1.
   EXPECT_TRUE(read_archive(archive(tensor_pickle(16, 4, 1, 12))).toTensor().equal(at::arange(12, 16, at::kFloat)));
+}
+
+TEST(Serialization, LibTorchsEnforceStillThrows) {
+  // A library that clobbers c10's flags (Debian's libsentencepiece defines FLAGS_minloglevel too)
+  // turns every CAFFE_ENFORCE in LibTorch's zip reader into an abort instead of an error.
+  // (tests/fuzz/corpus/checkpoint/version_not_a_number is such an input: a version record "P".)
+  EXPECT_FALSE(FLAGS_caffe2_use_fatal_for_enforce);
 }
 
 TEST(Serialization, PythonValuesOfMegatronLmCheckpointsAreRead) {
