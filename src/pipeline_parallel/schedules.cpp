@@ -71,7 +71,7 @@ class Steps {
                     "[schedules] --calculate-per-token-loss needs loss_func to return the number of tokens its "
                     "loss averages: (loss, num_tokens, metrics)");
         result_.num_tokens.push_back(num_tokens.detach().reshape({}));
-        output = loss * num_tokens.detach().reshape({}).to(loss.scalar_type());
+        output = loss * result_.num_tokens.back().to(loss.scalar_type());
       } else {
         output = loss / static_cast<double>(o_.num_microbatches);
       }

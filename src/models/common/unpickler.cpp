@@ -360,26 +360,22 @@ c10::IValue unpickle(const uint8_t* data, size_t size, const StorageLookup& stor
         into_dict(target, add_to(at, stack.size() - at - 1));
         break;
       }
-      case 0x81: {  // NEWOBJ: cls.__new__(cls, *args), an object dict
-        need(2);
-        const Slot cls = values[stack[stack.size() - 2]];
-        if (cls.kind != Kind::kGlobal) fail("NEWOBJ of a ", cls.value.tagKind(), ", not a class");
-        uint32_t deepest = 0;
-        auto args = pop(1, &deepest);
-        if (!args[0].isTuple()) fail("NEWOBJ arguments are a ", args[0].tagKind(), ", not a tuple");
-        stack.pop_back();
-        push(object(cls.global, args[0].toTupleRef().elements().vec()), deepest, Kind::kObject);
-        break;
-      }
+      case 0x81:   // NEWOBJ: cls.__new__(cls, *args), an object dict
       case 'R': {  // REDUCE: fn(*args)
+        const char* what = op == 'R' ? "REDUCE" : "NEWOBJ";
         need(2);
-        const Slot fn = values[stack[stack.size() - 2]];
-        if (fn.kind != Kind::kGlobal) fail("REDUCE of a ", fn.value.tagKind(), ", not a global");
+        const std::string global = values[stack[stack.size() - 2]].global;
+        if (values[stack[stack.size() - 2]].kind != Kind::kGlobal)
+          fail(what, " of a ", values[stack[stack.size() - 2]].value.tagKind(), ", not a global");
         uint32_t deepest = 0;
         auto args = pop(1, &deepest);
-        if (!args[0].isTuple()) fail("REDUCE arguments are a ", args[0].tagKind(), ", not a tuple");
+        if (!args[0].isTuple()) fail(what, " arguments are a ", args[0].tagKind(), ", not a tuple");
         stack.pop_back();
-        reduce(fn.global, args[0].toTupleRef().elements().vec(), deepest);
+        auto elements = args[0].toTupleRef().elements().vec();
+        if (op == 'R')
+          reduce(global, elements, deepest);
+        else
+          push(object(global, elements), deepest, Kind::kObject);
         break;
       }
       case 'b': {  // BUILD: an object's state (an OrderedDict's attributes, such as _metadata, are dropped)
