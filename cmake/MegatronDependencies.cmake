@@ -35,6 +35,21 @@ else()
     message(FATAL_ERROR "[megatron] toml++ is missing (Debian: libtomlplusplus-dev; scripts/setup.sh installs it)")
   endif()
 endif()
+# Oniguruma and utf8proc (compiled libraries, for HuggingFaceTokenizer): Debian's libonig-dev and
+# libutf8proc-dev, or their headers and shared libraries copied under MEGATRON_DEPS_DIR.
+foreach(_lib onig utf8proc)
+  string(TOUPPER "${_lib}" _LIB)
+  set(_header "${_lib}.h")
+  if(_lib STREQUAL "onig")
+    set(_header oniguruma.h)
+  endif()
+  find_path(MEGATRON_${_LIB}_INCLUDE_DIR ${_header} HINTS "${MEGATRON_DEPS_DIR}/${_lib}/include")
+  find_library(MEGATRON_${_LIB}_LIBRARY ${_lib} HINTS "${MEGATRON_DEPS_DIR}/${_lib}/lib")
+  if(NOT MEGATRON_${_LIB}_INCLUDE_DIR OR NOT MEGATRON_${_LIB}_LIBRARY)
+    message(FATAL_ERROR "[megatron] ${_lib} is missing (Debian: lib${_lib}-dev; scripts/setup.sh installs it)")
+  endif()
+endforeach()
+
 # toml++ is used header-only (TOML_HEADER_ONLY in the one file that reads --config), so that the
 # bundled copy and Debian's package build the same way.
 add_library(megatron_tomlplusplus INTERFACE)

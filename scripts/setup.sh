@@ -19,7 +19,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build ccache git pkg-config
   python3 python3-venv python3-dev
   openmpi-bin libopenmpi-dev
-  libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
+  libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libonig-dev libutf8proc-dev
   libgloo-dev
   libgtest-dev libgmock-dev
 )

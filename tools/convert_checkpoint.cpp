@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   app.add_option("--export-hf", o.export_hf, "write config.json + model.safetensors + the tokenizer's files here");
   app.add_option("--vocab-file", o.vocab_file, "GPT-2 vocab.json to export (default: the one trained with)");
   app.add_option("--merge-file", o.merge_file, "GPT-2 merges.txt to export (default: the one trained with)");
+  app.add_option("--tokenizer-model", o.tokenizer_model,
+                 "HuggingFaceTokenizer's tokenizer.json or folder to export (default: the one trained with)");
   app.add_option("--import-hf", o.import_hf, "read a Hugging Face GPT-2 or Llama model from here");
   app.add_option("--make-vocab-size-divisible-by", o.make_vocab_size_divisible_by,
                  "vocabulary padding of an imported model")

@@ -7,6 +7,7 @@
 //                --num-samples 100,10,10 --out DIR      .npy indices and samples per split
 //                (several --data-path words: a blend, samples only)
 //   dataset_tool tokenize --vocab-file V --merge-file M --input F   (F: one JSON string per line)
+//   dataset_tool tokenize --tokenizer-type HuggingFaceTokenizer --tokenizer-model T --input F
 //   dataset_tool sampler --type single|cyclic --total N --consumed C --micro-batch-size B
 //                --dp-rank R --dp-size D --batches K [--data-sharding]
 #include "cli.h"
@@ -17,7 +18,7 @@
 #include "megatron/datasets/npy.h"
 #include "megatron/datasets/numpy_random.h"
 #include "megatron/datasets/samplers.h"
-#include "megatron/tokenizer/gpt2_bpe.h"
+#include "megatron/tokenizer/tokenizer.h"
 
 #include <c10/util/Exception.h>
 
@@ -133,8 +134,9 @@ int gpt_indices(const std::vector<std::string>& data_path, int64_t seq_length, u
   return 0;
 }
 
-int tokenize(const std::string& vocab, const std::string& merges, const std::string& input) {
-  megatron::tokenizer::GPT2BPETokenizer tok(vocab, merges);
+int tokenize(const megatron::tokenizer::TokenizerOptions& options, const std::string& input) {
+  const auto built = megatron::tokenizer::build_tokenizer(options);
+  const megatron::tokenizer::Tokenizer& tok = *built;
   std::ifstream in(input, std::ios::binary);
   TORCH_CHECK(in, "[dataset_tool] ", input, ": cannot open");
   std::string line;
@@ -178,7 +180,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Inspect Megatron datasets and index building"};
   app.require_subcommand(1);
   std::vector<std::string> data_path;
-  std::string prefix, sizes, split = "969,30,1", counts = "none,none,none", out, vocab, merges, input, type = "single";
+  std::string prefix, sizes, split = "969,30,1", counts = "none,none,none", out, input, type = "single";
   int64_t seq_length = 0, max_samples = 1000, total = 0, consumed = 0, mbs = 1, rank = 0, dp = 1, batches = 10;
   uint32_t seed = 1234;
   bool sharding = false, keep_partial = false;
@@ -205,9 +207,13 @@ int main(int argc, char** argv) {
   gpt->add_option("--out", out)->required();
   gpt->add_option("--max-samples", max_samples);
   gpt->add_flag("--keep-partial-valid", keep_partial);
-  auto* tok = app.add_subcommand("tokenize", "GPT-2 BPE ids per JSON string line");
-  tok->add_option("--vocab-file", vocab)->required();
-  tok->add_option("--merge-file", merges)->required();
+  auto* tok = app.add_subcommand("tokenize", "token ids per JSON string line");
+  megatron::tokenizer::TokenizerOptions tok_options;
+  tok_options.tokenizer_type = "GPT2BPETokenizer";
+  tok->add_option("--tokenizer-type", tok_options.tokenizer_type);
+  tok->add_option("--vocab-file", tok_options.vocab_file);
+  tok->add_option("--merge-file", tok_options.merge_file);
+  tok->add_option("--tokenizer-model", tok_options.tokenizer_model);
   tok->add_option("--input", input)->required();
   auto* smp = app.add_subcommand("sampler", "micro-batches of a pretraining sampler");
   smp->add_option("--type", type);
@@ -224,7 +230,7 @@ int main(int argc, char** argv) {
     if (*ints) return integers(pcg_seed, low, high, batches);
     if (*gpt)
       return gpt_indices(data_path, seq_length, seed, split, counts, out, max_samples, keep_partial, mock_vocab);
-    if (*tok) return tokenize(vocab, merges, input);
+    if (*tok) return tokenize(tok_options, input);
     if (*smp) return sampler(type, total, consumed, mbs, rank, dp, batches, sharding);
     return 1;
   });

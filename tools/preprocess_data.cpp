@@ -5,7 +5,6 @@
 #include "cli.h"
 #include "json_lines.h"
 #include "megatron/datasets/indexed_dataset.h"
-#include "megatron/tokenizer/gpt2_bpe.h"
 #include "megatron/tokenizer/tokenizer.h"
 
 #include <c10/util/Exception.h>
@@ -36,6 +35,7 @@ struct Args {
   std::string input, output_prefix;
   std::vector<std::string> json_keys{"text"};
   megatron::tokenizer::TokenizerOptions tokenizer;
+  bool tokenizer_hf_no_include_special_tokens = false;
   bool append_eod = false;
   bool skip_malformed = false;
   int workers = 1;
@@ -103,12 +103,7 @@ Encoded encode_line(const std::string& line, const Args& args, const megatron::t
     std::vector<int64_t> lens;
     for (const std::string* s : sentences) {
       const size_t before = ids.size();
-      if (auto* bpe = dynamic_cast<const megatron::tokenizer::GPT2BPETokenizer*>(&tok)) {
-        bpe->tokenize_into(*s, ids);
-      } else {
-        auto t = tok.tokenize(*s);
-        ids.insert(ids.end(), t.begin(), t.end());
-      }
+      tok.tokenize_into(*s, ids);
       if (ids.size() > before) lens.push_back(static_cast<int64_t>(ids.size() - before));
     }
     if (!ids.empty() && args.append_eod) {
@@ -200,11 +195,13 @@ int run(const Args& args) {
               "[preprocess_data] --split-sentences: Megatron-LM splits sentences with NLTK's punkt model, "
               "which this tool does not have; split them with Megatron-LM's preprocess_data.py, or give each "
               "document as a list of sentences ({\"text\": [\"...\", \"...\"]}), which is read as such");
-  auto tok = megatron::tokenizer::build_tokenizer(args.tokenizer);
+  megatron::tokenizer::TokenizerOptions options = args.tokenizer;
+  options.include_special_tokens = !args.tokenizer_hf_no_include_special_tokens;
+  auto tok = megatron::tokenizer::build_tokenizer(options);
   const DType dtype = megatron::datasets::optimal_dtype(tok->vocab_size());
   TORCH_CHECK(!args.append_eod || tok->eod() >= 0,
-              "[preprocess_data] --append-eod: the "
-              "vocabulary has no <|endoftext|> token");
+              "[preprocess_data] --append-eod: the tokenizer has no end-of-document token (GPT-2's <|endoftext|>, "
+              "or the eos_token of the tokenizer_config.json beside a tokenizer.json)");
   struct stat st {};
   TORCH_CHECK(::stat(args.input.c_str(), &st) == 0, "[preprocess_data] --input ", args.input, ": ",
               std::strerror(errno));
@@ -314,9 +311,15 @@ int main(int argc, char** argv) {
   app.add_option("--input", args.input, "JSONL file, one document per line")->required();
   app.add_option("--json-keys", args.json_keys, "keys to extract (default: text)");
   app.add_option("--output-prefix", args.output_prefix, "writes {prefix}_{key}_document.bin/.idx")->required();
-  app.add_option("--tokenizer-type", args.tokenizer.tokenizer_type, "GPT2BPETokenizer | NullTokenizer")->required();
+  app.add_option("--tokenizer-type", args.tokenizer.tokenizer_type,
+                 "GPT2BPETokenizer | HuggingFaceTokenizer | NullTokenizer")
+      ->required();
   app.add_option("--vocab-file", args.tokenizer.vocab_file, "vocab.json (GPT2BPETokenizer)");
   app.add_option("--merge-file", args.tokenizer.merge_file, "merges.txt (GPT2BPETokenizer)");
+  app.add_option("--tokenizer-model", args.tokenizer.tokenizer_model,
+                 "a tokenizer.json or the folder holding it (HuggingFaceTokenizer)");
+  app.add_flag("--tokenizer-hf-no-include-special-tokens", args.tokenizer_hf_no_include_special_tokens,
+               "leave out the post-processor's tokens (BOS/EOS) (HuggingFaceTokenizer)");
   app.add_option("--vocab-size", args.tokenizer.vocab_size, "vocabulary size (NullTokenizer)");
   app.add_flag("--append-eod", args.append_eod, "append the EOD token to every document");
   app.add_option("--workers", args.workers, "tokenizer threads")->check(CLI::Range(1, 1024));

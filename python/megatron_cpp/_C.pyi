@@ -8,7 +8,7 @@ import numpy.typing
 import torch
 import torch._C.cpp.nn
 import typing
-__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'ShardLayout', 'ShardedParameter', 'Split', 'Tokenizer', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
+__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'HuggingFaceTokenizer', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'ShardLayout', 'ShardedParameter', 'Split', 'Tokenizer', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
 class Activation:
     """
     Members:
@@ -1158,9 +1158,25 @@ class Arguments:
     def timing_log_level(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
+    def tokenizer_hf_no_include_special_tokens(self) -> bool:
+        """
+        HuggingFaceTokenizer: leave out the post-processor's tokens (BOS/EOS) when tokenizing
+        """
+    @tokenizer_hf_no_include_special_tokens.setter
+    def tokenizer_hf_no_include_special_tokens(self, arg0: bool) -> None:
+        ...
+    @property
+    def tokenizer_model(self) -> str:
+        """
+        HuggingFaceTokenizer: a tokenizer.json, or the folder holding it
+        """
+    @tokenizer_model.setter
+    def tokenizer_model(self, arg0: str) -> None:
+        ...
+    @property
     def tokenizer_type(self) -> str:
         """
-        GPT2BPETokenizer | NullTokenizer
+        GPT2BPETokenizer | HuggingFaceTokenizer | NullTokenizer
         """
     @tokenizer_type.setter
     def tokenizer_type(self, arg0: str) -> None:
@@ -1639,6 +1655,27 @@ class GPTModel(torch._C.cpp.nn.Module):
     @property
     def pre_process(self) -> bool:
         ...
+class HuggingFaceTokenizer(Tokenizer):
+    """
+    A Hugging Face tokenizer.json (BPE: byte-level or metaspace), encoding as the tokenizers package does.
+    """
+    def __init__(self, path: str, include_special_tokens: bool = True) -> None:
+        """
+        path: a tokenizer.json or its folder (a tokenizer_config.json beside it names eos/bos).
+        """
+    def id_to_token(self, id: typing.SupportsInt) -> str:
+        """
+        A token's spelling in tokenizer.json.
+        """
+    def token_to_id(self, token: str) -> int:
+        """
+        Id of a token, or -1.
+        """
+    @property
+    def bos(self) -> int:
+        """
+        The beginning-of-sequence id, or -1.
+        """
 class IndexedDataset:
     """
     Reader of a Megatron .bin/.idx pair (MMIDIDX v1), memory-mapped and checked on open. Sequences come back as read-only numpy views of the mapped .bin (no copy).
@@ -2518,9 +2555,9 @@ def build_mock_gpt_datasets(vocab_size: typing.SupportsInt, eod_token: typing.Su
     --mock-data: Megatron's mock documents, split 1,1,1, no cache.
     """
 @typing.overload
-def build_tokenizer(tokenizer_type: str, *, vocab_file: str = '', merge_file: str = '', vocab_size: typing.SupportsInt = 0) -> Tokenizer:
+def build_tokenizer(tokenizer_type: str, *, vocab_file: str = '', merge_file: str = '', tokenizer_model: str = '', include_special_tokens: bool = True, vocab_size: typing.SupportsInt = 0) -> Tokenizer:
     """
-    A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer or NullTokenizer).
+    A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer, HuggingFaceTokenizer or NullTokenizer).
     """
 @typing.overload
 def build_tokenizer(args: Arguments) -> Tokenizer:
@@ -2531,9 +2568,9 @@ def checkpoint_arguments(path: str) -> Arguments:
     """
     The Arguments a checkpoint file was saved with.
     """
-def convert_checkpoint(*, load: str = '', save: str = '', ckpt_step: typing.SupportsInt | None = None, target_tensor_model_parallel_size: typing.SupportsInt = 1, target_pipeline_model_parallel_size: typing.SupportsInt = 1, target_num_layers_per_virtual_pipeline_stage: typing.SupportsInt | None = None, export_hf: str = '', import_hf: str = '', make_vocab_size_divisible_by: typing.SupportsInt = 128, overwrite: bool = False, vocab_file: str = '', merge_file: str = '') -> typing.Any:
+def convert_checkpoint(*, load: str = '', save: str = '', ckpt_step: typing.SupportsInt | None = None, target_tensor_model_parallel_size: typing.SupportsInt = 1, target_pipeline_model_parallel_size: typing.SupportsInt = 1, target_num_layers_per_virtual_pipeline_stage: typing.SupportsInt | None = None, export_hf: str = '', import_hf: str = '', make_vocab_size_divisible_by: typing.SupportsInt = 128, overwrite: bool = False, vocab_file: str = '', merge_file: str = '', tokenizer_model: str = '') -> typing.Any:
     """
-    tools/convert_checkpoint in-process: reads the checkpoint in load (or the Hugging Face model in import_hf), writes it to save at the target TP/PP/virtual-PP layout and/or exports it to export_hf (config.json + model.safetensors + the tokenizer's files; vocab_file and merge_file replace the paths it was trained with). Returns the iteration converted ('release' for an import). A save folder that already holds checkpoints is refused unless overwrite.
+    tools/convert_checkpoint in-process: reads the checkpoint in load (or the Hugging Face model in import_hf), writes it to save at the target TP/PP/virtual-PP layout and/or exports it to export_hf (config.json + model.safetensors + the tokenizer's files; vocab_file, merge_file and tokenizer_model replace the paths it was trained with). Returns the iteration converted ('release' for an import). A save folder that already holds checkpoints is refused unless overwrite.
     """
 def copy_to_tensor_model_parallel_region(input: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
     """

@@ -27,6 +27,7 @@ from ._C import (  # noqa: F401
     GPT2BPETokenizer,
     GPTDataset,
     GPTDatasetConfig,
+    HuggingFaceTokenizer,
     IndexedDataset,
     IndexedDatasetBuilder,
     IterationRecord,

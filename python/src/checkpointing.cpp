@@ -57,8 +57,8 @@ void init_checkpointing(py::module_& m) {
       "convert_checkpoint",
       [](const std::string& load, const std::string& save, std::optional<int64_t> ckpt_step, int tp, int pp,
          std::optional<int64_t> vp_layers, const std::string& export_hf, const std::string& import_hf,
-         int64_t divisible_by, bool overwrite, const std::string& vocab_file,
-         const std::string& merge_file) -> py::object {
+         int64_t divisible_by, bool overwrite, const std::string& vocab_file, const std::string& merge_file,
+         const std::string& tokenizer_model) -> py::object {
         tr::ConvertOptions o;
         o.load = load;
         o.save = save;
@@ -72,6 +72,7 @@ void init_checkpointing(py::module_& m) {
         o.overwrite = overwrite;
         o.vocab_file = vocab_file;
         o.merge_file = merge_file;
+        o.tokenizer_model = tokenizer_model;
         tr::ConvertResult r;
         {
           py::gil_scoped_release release;
@@ -84,10 +85,10 @@ void init_checkpointing(py::module_& m) {
       py::arg("target_tensor_model_parallel_size") = 1, py::arg("target_pipeline_model_parallel_size") = 1,
       py::arg("target_num_layers_per_virtual_pipeline_stage") = py::none(), py::arg("export_hf") = "",
       py::arg("import_hf") = "", py::arg("make_vocab_size_divisible_by") = 128, py::arg("overwrite") = false,
-      py::arg("vocab_file") = "", py::arg("merge_file") = "",
+      py::arg("vocab_file") = "", py::arg("merge_file") = "", py::arg("tokenizer_model") = "",
       "tools/convert_checkpoint in-process: reads the checkpoint in load (or the Hugging Face model "
       "in import_hf), writes it to save at the target TP/PP/virtual-PP layout and/or exports it to "
-      "export_hf (config.json + model.safetensors + the tokenizer's files; vocab_file and merge_file "
-      "replace the paths it was trained with). Returns the iteration converted ('release' for "
+      "export_hf (config.json + model.safetensors + the tokenizer's files; vocab_file, merge_file and "
+      "tokenizer_model replace the paths it was trained with). Returns the iteration converted ('release' for "
       "an import). A save folder that already holds checkpoints is refused unless overwrite.");
 }

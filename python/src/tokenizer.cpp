@@ -1,9 +1,10 @@
-// Tokenizers (GPT-2 byte-level BPE, Megatron's NullTokenizer), Megatron-style construction from
-// the tokenizer flags, and the BPE trainer. Text may be str (UTF-8) or bytes.
+// Tokenizers (GPT-2 byte-level BPE, Hugging Face tokenizer.json, Megatron's NullTokenizer), Megatron-style construction
+// from the tokenizer flags, and the BPE trainer. Text may be str (UTF-8) or bytes.
 #include "megatron/tokenizer/tokenizer.h"
 #include "bindings.h"
 #include "megatron/tokenizer/bpe_trainer.h"
 #include "megatron/tokenizer/gpt2_bpe.h"
+#include "megatron/tokenizer/hf_tokenizer.h"
 #include "megatron/tokenizer/null_tokenizer.h"
 
 namespace {
@@ -51,6 +52,15 @@ void init_tokenizer(py::module_& m) {
       .def(py::init<const std::string&, const std::string&>(), py::arg("vocab_file"), py::arg("merge_file"), Release())
       .def("token_to_id", &tok::GPT2BPETokenizer::token_to_id, py::arg("token"),
            "Id of a vocabulary entry (in its byte-to-unicode spelling), or -1.");
+  py::class_<tok::HuggingFaceTokenizer, tok::Tokenizer, std::shared_ptr<tok::HuggingFaceTokenizer>>(
+      m, "HuggingFaceTokenizer",
+      "A Hugging Face tokenizer.json (BPE: byte-level or metaspace), encoding as the tokenizers package does.")
+      .def(py::init<const std::string&, bool>(), py::arg("path"), py::arg("include_special_tokens") = true, Release(),
+           "path: a tokenizer.json or its folder (a tokenizer_config.json beside it names eos/bos).")
+      .def_property_readonly("bos", &tok::HuggingFaceTokenizer::bos, "The beginning-of-sequence id, or -1.")
+      .def("token_to_id", &tok::HuggingFaceTokenizer::token_to_id, py::arg("token"), "Id of a token, or -1.")
+      .def("id_to_token", &tok::HuggingFaceTokenizer::id_to_token, py::arg("id"),
+           "A token's spelling in tokenizer.json.");
   py::class_<tok::NullTokenizer, tok::Tokenizer, std::shared_ptr<tok::NullTokenizer>>(
       m, "NullTokenizer", "Megatron's NullTokenizer: text is space-separated ids; EOD is vocab_size - 1.")
       .def(py::init<int64_t>(), py::arg("vocab_size"));
@@ -58,17 +68,20 @@ void init_tokenizer(py::module_& m) {
   m.def(
       "build_tokenizer",
       [](const std::string& tokenizer_type, const std::string& vocab_file, const std::string& merge_file,
-         int64_t vocab_size) {
+         const std::string& tokenizer_model, bool include_special_tokens, int64_t vocab_size) {
         tok::TokenizerOptions o;
         o.tokenizer_type = tokenizer_type;
         o.vocab_file = vocab_file;
         o.merge_file = merge_file;
+        o.tokenizer_model = tokenizer_model;
+        o.include_special_tokens = include_special_tokens;
         o.vocab_size = vocab_size;
         py::gil_scoped_release release;
         return std::shared_ptr<tok::Tokenizer>(tok::build_tokenizer(o));
       },
       py::arg("tokenizer_type"), py::kw_only(), py::arg("vocab_file") = "", py::arg("merge_file") = "",
-      py::arg("vocab_size") = 0, "A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer or NullTokenizer).");
+      py::arg("tokenizer_model") = "", py::arg("include_special_tokens") = true, py::arg("vocab_size") = 0,
+      "A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer, HuggingFaceTokenizer or NullTokenizer).");
 
   py::class_<tok::BpeTrainer>(m, "BpeTrainer",
                               "Trains a GPT-2 style byte-level BPE vocabulary (vocab.json + merges.txt).")

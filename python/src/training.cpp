@@ -210,7 +210,7 @@ void init_training(py::module_& m) {
       },
       py::arg("args"),
       "The tokenizer the flags name (--tokenizer-type, NullTokenizer when empty; --vocab-file, "
-      "--merge-file, --vocab-size).");
+      "--merge-file, --tokenizer-model, --vocab-size).");
   m.def(
       "gpt_loss_func",
       [](const at::Tensor& loss_mask, const at::Tensor& output_tensor) {

@@ -1,6 +1,7 @@
 #include "megatron/tokenizer/tokenizer.h"
 
 #include "megatron/tokenizer/gpt2_bpe.h"
+#include "megatron/tokenizer/hf_tokenizer.h"
 #include "megatron/tokenizer/null_tokenizer.h"
 
 #include <c10/util/Exception.h>
@@ -13,11 +14,16 @@ std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
                 "[tokenizer] GPT2BPETokenizer needs --vocab-file and --merge-file");
     return std::make_unique<GPT2BPETokenizer>(options.vocab_file, options.merge_file);
   }
+  if (options.tokenizer_type == "HuggingFaceTokenizer") {
+    TORCH_CHECK(!options.tokenizer_model.empty(),
+                "[tokenizer] HuggingFaceTokenizer needs --tokenizer-model (a tokenizer.json or its folder)");
+    return std::make_unique<HuggingFaceTokenizer>(options.tokenizer_model, options.include_special_tokens);
+  }
   if (options.tokenizer_type == "NullTokenizer") {
     return std::make_unique<NullTokenizer>(options.vocab_size);
   }
   TORCH_CHECK(false,
-              "[tokenizer] --tokenizer-type: expected GPT2BPETokenizer or NullTokenizer, "
+              "[tokenizer] --tokenizer-type: expected GPT2BPETokenizer, HuggingFaceTokenizer or NullTokenizer, "
               "found '",
               options.tokenizer_type, "'");
 }

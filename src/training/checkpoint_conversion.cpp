@@ -252,14 +252,15 @@ void export_hf(const FullCheckpoint& f, const ConvertOptions& o) {
   Arguments a = f.a;  // the tokenizer files may have moved since training
   if (!o.vocab_file.empty()) a.vocab_file = o.vocab_file;
   if (!o.merge_file.empty()) a.merge_file = o.merge_file;
+  if (!o.tokenizer_model.empty()) a.tokenizer_model = o.tokenizer_model;
   const auto& arch = hf::architecture_of(f.a);
   const auto tensors = hf::export_tensors(arch, f.a, f.model, f.true_vocab);
   const auto dtype = f.model.at("embedding.word_embeddings.weight").scalar_type();
   const std::string torch_dtype = dtype == at::kBFloat16 ? "bfloat16" : (dtype == at::kHalf ? "float16" : "float32");
   fs::create_directories(out_dir);
-  const int64_t eod = hf::export_tokenizer(a, out_dir);
+  const hf::SpecialTokenIds special = hf::export_tokenizer(a, out_dir);
   write_text_file((fs::path(out_dir) / "config.json").string(),
-                  hf::export_config(arch, f.a, f.true_vocab, torch_dtype, eod));
+                  hf::export_config(arch, f.a, f.true_vocab, torch_dtype, special));
   models::common::save_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors);
 }
 

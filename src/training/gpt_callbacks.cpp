@@ -17,6 +17,8 @@ std::unique_ptr<tokenizer::Tokenizer> build_tokenizer(const Arguments& args) {
   t.tokenizer_type = args.tokenizer_type.empty() ? "NullTokenizer" : args.tokenizer_type;
   t.vocab_file = args.vocab_file;
   t.merge_file = args.merge_file;
+  t.tokenizer_model = args.tokenizer_model;
+  t.include_special_tokens = !args.tokenizer_hf_no_include_special_tokens;
   t.vocab_size = args.vocab_size.value_or(0);
   return tokenizer::build_tokenizer(t);
 }

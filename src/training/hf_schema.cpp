@@ -295,14 +295,16 @@ std::map<std::string, at::Tensor> import_tensors(const Architecture& arch, const
 }
 
 std::string export_config(const Architecture& arch, const Arguments& args, int64_t true_vocab,
-                          const std::string& torch_dtype, int64_t eod) {
+                          const std::string& torch_dtype, const SpecialTokenIds& special) {
   Arguments a = args;
   a.vocab_size = true_vocab;
   std::ostringstream c;
   c << "{\n  \"architectures\": [" << json_string(arch.class_name)
     << "],\n  \"model_type\": " << json_string(arch.model_type) << ",\n";
   for (const auto& rule : arch.config) c << "  " << json_string(rule.key) << ": " << rule.write(a) << ",\n";
-  c << "  \"bos_token_id\": " << eod << ",\n  \"eos_token_id\": " << eod << ",\n";
+  for (const auto& [key, id] : {std::pair{"bos_token_id", special.bos}, {"eos_token_id", special.eos}}) {
+    if (id >= 0) c << "  \"" << key << "\": " << id << ",\n";
+  }
   c << "  \"torch_dtype\": " << json_string(torch_dtype) << "\n}\n";
   return c.str();
 }

@@ -77,15 +77,18 @@ std::map<std::string, at::Tensor> import_tensors(const Architecture& arch, const
                                                  const std::map<std::string, at::Tensor>& hf, const std::string& where);
 
 // config.json of these settings (vocab_size = true_vocab, torch_dtype from dtype, bos and eos
-// ids = the tokenizer's end of document), and back.
+// ids from the tokenizer), and back.
+struct SpecialTokenIds {
+  int64_t bos = -1, eos = -1;
+};
 std::string export_config(const Architecture& arch, const Arguments& args, int64_t true_vocab,
-                          const std::string& torch_dtype, int64_t eod);
+                          const std::string& torch_dtype, const SpecialTokenIds& special);
 Arguments import_config(const Architecture& arch, const nlohmann::json& config, const std::string& where);
 
-// The checkpoint's tokenizer files (GPT-2's vocab.json and merges.txt, with tokenizer_config.json
-// and special_tokens_map.json) written into out_dir; returns the end-of-document id. A
-// GPT2BPETokenizer whose files are not there is an error naming the flag that gives them.
-int64_t export_tokenizer(const Arguments& args, const std::string& out_dir);
+// The checkpoint's tokenizer files written into out_dir (GPT-2's vocab.json and merges.txt, or a
+// HuggingFaceTokenizer's tokenizer.json, with tokenizer_config.json and special_tokens_map.json);
+// returns its bos and eos ids. Files that are not there are an error naming the flag that gives them.
+SpecialTokenIds export_tokenizer(const Arguments& args, const std::string& out_dir);
 
 // --- what the tables are written with
 

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "hf_schema.h"
+#include "megatron/tokenizer/hf_tokenizer.h"
 #include "megatron/tokenizer/tokenizer.h"
 #include "megatron/training/checkpoint_files.h"
 #include "megatron/training/gpt_callbacks.h"
@@ -16,31 +17,68 @@ namespace megatron::training::hf {
 
 namespace fs = std::filesystem;
 
-int64_t export_tokenizer(const Arguments& args, const std::string& out_dir) {
-  if (args.tokenizer_type != "GPT2BPETokenizer") return build_tokenizer(args)->eod();  // NullTokenizer: no files
+namespace {
+
+void copy_file(const std::string& from, const std::string& out_dir, const char* name) {
+  std::ifstream in(from, std::ios::binary);
+  TORCH_CHECK(in, "[convert_checkpoint] ", from, ": cannot open for reading");
+  write_text_file((fs::path(out_dir) / name).string(),
+                  std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+}
+
+int64_t model_max_length(const Arguments& args) {
+  return args.max_position_embeddings > 0 ? args.max_position_embeddings : args.seq_length;
+}
+
+// tokenizer.json as it is; its tokenizer_config.json (and special_tokens_map.json) too when there
+// is one, else a config naming the fast tokenizer class and the eos/bos tokens.
+SpecialTokenIds export_hf_tokenizer(const Arguments& args, const std::string& out_dir) {
+  TORCH_CHECK(fs::exists(args.tokenizer_model),
+              "[convert_checkpoint] the checkpoint was trained with "
+              "HuggingFaceTokenizer and --tokenizer-model ",
+              args.tokenizer_model, ", which is not there; pass --tokenizer-model to export its tokenizer");
+  const tokenizer::HuggingFaceTokenizer tok(args.tokenizer_model, !args.tokenizer_hf_no_include_special_tokens);
+  copy_file(tok.tokenizer_json(), out_dir, "tokenizer.json");
+  if (!tok.tokenizer_config().empty()) {
+    copy_file(tok.tokenizer_config(), out_dir, "tokenizer_config.json");
+    const fs::path map = fs::path(tok.tokenizer_config()).parent_path() / "special_tokens_map.json";
+    if (fs::is_regular_file(map)) copy_file(map.string(), out_dir, "special_tokens_map.json");
+  } else {
+    nlohmann::json config = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                             {"model_max_length", model_max_length(args)}};
+    if (tok.eod() >= 0) config["eos_token"] = tok.id_to_token(tok.eod());
+    if (tok.bos() >= 0) config["bos_token"] = tok.id_to_token(tok.bos());
+    write_text_file((fs::path(out_dir) / "tokenizer_config.json").string(), config.dump(2) + "\n");
+  }
+  return {tok.bos(), tok.eod()};
+}
+
+}  // namespace
+
+SpecialTokenIds export_tokenizer(const Arguments& args, const std::string& out_dir) {
+  if (args.tokenizer_type == "HuggingFaceTokenizer") return export_hf_tokenizer(args, out_dir);
+  if (args.tokenizer_type != "GPT2BPETokenizer") {  // NullTokenizer: no files
+    const int32_t eod = build_tokenizer(args)->eod();
+    return {eod, eod};
+  }
   for (const auto& [flag, file] : {std::pair{"--vocab-file", args.vocab_file}, {"--merge-file", args.merge_file}})
     TORCH_CHECK(fs::is_regular_file(file), "[convert_checkpoint] the checkpoint was trained with GPT2BPETokenizer and ",
                 flag, " ", file, ", which is not there; pass ", flag, " to export its tokenizer");
   const auto tokenizer = build_tokenizer(args);
   const int32_t eod = tokenizer->eod();
   TORCH_CHECK(eod >= 0, "[convert_checkpoint] ", args.vocab_file, " has no <|endoftext|> token");
-  auto copy = [&](const std::string& from, const char* name) {
-    std::ifstream in(from, std::ios::binary);
-    write_text_file((fs::path(out_dir) / name).string(),
-                    std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
-  };
-  copy(args.vocab_file, "vocab.json");
-  copy(args.merge_file, "merges.txt");
+  copy_file(args.vocab_file, out_dir, "vocab.json");
+  copy_file(args.merge_file, out_dir, "merges.txt");
   // GPT-2's special tokens are all <|endoftext|>, as Hugging Face's gpt2 folder has them.
   const std::string end = tokenizer->detokenize({eod});
   nlohmann::json special = {{"bos_token", end}, {"eos_token", end}, {"unk_token", end}};
   nlohmann::json config = special;
   config["tokenizer_class"] = "GPT2Tokenizer";
   config["add_prefix_space"] = false;
-  config["model_max_length"] = args.max_position_embeddings > 0 ? args.max_position_embeddings : args.seq_length;
+  config["model_max_length"] = model_max_length(args);
   write_text_file((fs::path(out_dir) / "special_tokens_map.json").string(), special.dump(2) + "\n");
   write_text_file((fs::path(out_dir) / "tokenizer_config.json").string(), config.dump(2) + "\n");
-  return eod;
+  return {eod, eod};
 }
 
 }  // namespace megatron::training::hf

@@ -44,6 +44,16 @@ def gpt2_tokenizer():
     put("gpt2_tokenizer", "bad_merge", struct.pack("<HH", len(vocab), 6) + vocab + b"h zz\n" + b"hi")
 
 
+def hf_tokenizer():
+    """A tokenizer.json of each family's shape, trained small by HF tokenizers (hf_families.py)."""
+    from hf_families import FAMILIES
+    texts = ["hello world, it's 2024!", "caf\u00e9 na\u00efve \u65e5\u672c\u8a9e \U0001f600", "don't   stop\n\nnow"] * 5
+    for family in ("gpt2", "llama3", "qwen2", "llama2", "llama2_legacy"):
+        data = FAMILIES[family](texts, vocab_size=300).to_str().encode()
+        text = "<s>Hello  world<|end_of_text|> caf\u00e9\u0301 \U0001f44d\U0001f3fd 123456 x".encode() + b"\xff"
+        put("hf_tokenizer", family, struct.pack("<H", len(data)) + data + text)
+
+
 def npy():
     for name, array in [("int64", np.arange(6, dtype=np.int64).reshape(2, 3)), ("int32", np.arange(5, dtype=np.int32)),
                         ("empty", np.zeros(0, np.int64))]:
@@ -106,6 +116,6 @@ def checkpoint_pickle():
     put("checkpoint_pickle", "global", b"\x80\x02cos\nsystem\n.")
 
 
-for make in [indexed_dataset, gpt2_tokenizer, npy, safetensors, config_toml, deepspeed_json, tracker, checkpoint,
+for make in [indexed_dataset, gpt2_tokenizer, hf_tokenizer, npy, safetensors, config_toml, deepspeed_json, tracker, checkpoint,
              checkpoint_pickle]:
     make()

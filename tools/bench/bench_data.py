@@ -5,6 +5,10 @@
        preprocess_data --workers T   vs  HF tokenizers ByteLevelBPETokenizer.encode_batch with
        T Rayon threads (texts already in memory)  vs  a plain-Python Megatron-style loop
        (json.loads, GPT-2 regex + BPE with a word cache, numpy writes), one process.
+     Then with --tokenizer-type HuggingFaceTokenizer on tokenizer.json files shaped as Llama 3
+     (regex split + byte-level BPE) and Llama 2 (metaspace BPE with byte fallback) ship them (HF
+     tokenizers trains them here, tests/python/hf_families.py) vs that tokenizer.json's own
+     Tokenizer.encode_batch with T Rayon threads.
   2. GPTDataset index building on 1 M documents / 100 M tokens (bench_data) vs numpy's
      RandomState.shuffle of the same document and sample indices (what Megatron-LM spends in numpy).
   3. Sample fetch: samples/s of build_batch vs a numpy re-statement of Megatron's __getitem__.
@@ -123,6 +127,17 @@ def python_preprocess(corpus, vocab, merges, out_prefix):
     return size / (time.perf_counter() - t0) / 1e6
 
 
+HF_JSON_SCRIPT = r"""
+import json, sys, time, tokenizers
+texts = [json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")]
+size = sum(len(l) for l in open(sys.argv[1], encoding="utf-8"))
+tok = tokenizers.Tokenizer.from_file(sys.argv[2])
+tok.encode_batch(texts[:200])
+t0 = time.perf_counter()
+tok.encode_batch(texts)
+print(size / (time.perf_counter() - t0) / 1e6)
+"""
+
 HF_SCRIPT = r"""
 import json, sys, time, tokenizers
 texts = [json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")]
@@ -178,6 +193,24 @@ def main():
         print(f"threads {t}: preprocess_data {ours:.2f} MB/s ({wall:.2f} with start-up) | HF encode_batch {hf:.2f} MB/s | "
               f"ratio vs HF {ours / hf:.2f}x | vs plain Python (1 process, {py:.2f} MB/s) "
               f"{ours / t / py:.1f}x per thread")
+
+    sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+    from hf_families import FAMILIES
+    for family in ("llama3", "llama2"):
+        path = os.path.join(work, f"{family}.json")
+        FAMILIES[family](texts, vocab_size=args.vocab_size).save(path)
+        print(f"\n== tokenizer.json shaped as {family} (HuggingFaceTokenizer; MB/s of JSONL) ==")
+        for t in args.threads:
+            proc = subprocess.run([binary("preprocess_data"), "--input", corpus, "--output-prefix",
+                                   os.path.join(work, family), "--tokenizer-type", "HuggingFaceTokenizer",
+                                   "--tokenizer-model", path, "--append-eod", "--workers", str(t),
+                                   "--log-interval", "100000000"], check=True, capture_output=True, text=True)
+            ours = float(re.search(r"([0-9.]+) MB/s\)\.\s*$", proc.stderr).group(1)) * 1.048576
+            env = dict(os.environ, RAYON_NUM_THREADS=str(t), TOKENIZERS_PARALLELISM="true")
+            hf = float(subprocess.run([sys.executable, "-c", HF_JSON_SCRIPT, corpus, path], env=env,
+                                      check=True, capture_output=True, text=True).stdout)
+            print(f"threads {t}: preprocess_data {ours:.2f} MB/s | HF Tokenizer.encode_batch {hf:.2f} MB/s | "
+                  f"ratio vs HF {ours / hf:.2f}x")
 
     if args.skip_index:
         return

@@ -12,13 +12,16 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <utility>
 #include <vector>
 
 namespace megatron::tokenizer {
+namespace detail {
+class MergeTable;
+}
 
 // GPT-2's reversible byte -> code point table (printable bytes map to themselves).
 MEGATRON_API const std::array<uint32_t, 256>& bytes_to_unicode();
@@ -29,10 +32,10 @@ MEGATRON_API std::vector<std::string_view> gpt2_pretokenize(std::string_view tex
 class MEGATRON_API GPT2BPETokenizer : public Tokenizer {
  public:
   GPT2BPETokenizer(const std::string& vocab_file, const std::string& merges_file);
+  ~GPT2BPETokenizer() override;
 
   std::vector<int32_t> tokenize(std::string_view text) const override;
-  // Appends to out (no clearing), for callers that reuse buffers.
-  void tokenize_into(std::string_view text, std::vector<int32_t>& out) const;
+  void tokenize_into(std::string_view text, std::vector<int32_t>& out) const override;
   std::string detokenize(const std::vector<int32_t>& ids) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(id_to_bytes_.size()); }
   int32_t eod() const override { return eod_; }
@@ -46,8 +49,7 @@ class MEGATRON_API GPT2BPETokenizer : public Tokenizer {
   std::unordered_map<std::string, int32_t> vocab_;
   std::vector<std::string> id_to_bytes_;  // raw bytes of each token
   std::array<int32_t, 256> byte_ids_;     // single-byte tokens (-1 when absent)
-  // (left id << 32 | right id) -> (rank, merged id)
-  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;
+  std::unique_ptr<detail::MergeTable> merges_;
   int32_t eod_ = -1;
   uint64_t instance_id_;  // keys the per-thread word caches
 };

@@ -64,9 +64,11 @@ struct MEGATRON_API Arguments {
   std::vector<std::string> data_path;  // prefix, or weight prefix weight prefix ...
   std::string split = "969, 30, 1";
   bool mock_data = false;
-  std::string tokenizer_type;  // GPT2BPETokenizer | NullTokenizer
+  std::string tokenizer_type;  // GPT2BPETokenizer | HuggingFaceTokenizer | NullTokenizer
   std::string vocab_file;
   std::string merge_file;
+  std::string tokenizer_model;  // HuggingFaceTokenizer: a tokenizer.json or its folder
+  bool tokenizer_hf_no_include_special_tokens = false;
   std::optional<int64_t> vocab_size;  // NullTokenizer: ids 0..vocab_size-1, EOD = vocab_size - 1
   std::string data_cache_path;
   bool reset_position_ids = false;

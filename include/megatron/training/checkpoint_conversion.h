@@ -26,8 +26,9 @@ struct MEGATRON_API ConvertOptions {
   int target_pipeline_model_parallel_size = 1;
   std::optional<int64_t> target_num_layers_per_virtual_pipeline_stage;
   std::string export_hf;  // config.json + model.safetensors + the tokenizer's files
-  // The tokenizer files to export (GPT2BPETokenizer); empty: the paths the checkpoint was trained with.
-  std::string vocab_file, merge_file;
+  // The tokenizer files to export (GPT2BPETokenizer's vocab and merges, HuggingFaceTokenizer's
+  // tokenizer.json or its folder); empty: the paths the checkpoint was trained with.
+  std::string vocab_file, merge_file, tokenizer_model;
   // Whether save may be a folder that already holds checkpoints (the source's own, for one):
   // otherwise such a folder is refused, so that no conversion replaces what it was pointed at.
   bool overwrite = false;

@@ -1,0 +1,153 @@
+// Byte-pair merging shared by the BPE tokenizers: the merge table, the merge loop, and a
+// per-thread cache of each word's ids.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace megatron::tokenizer::detail {
+
+// (left id << 32 | right id) -> (rank, merged id); the lowest rank merges first.
+class MergeTable {
+ public:
+  // Keeps the first rank a pair is given (a later duplicate line changes nothing).
+  void add(int32_t left, int32_t right, int32_t rank, int32_t merged) {
+    table_.emplace(key(left, right), std::make_pair(rank, merged));
+  }
+  const std::pair<int32_t, int32_t>* find(int32_t left, int32_t right) const {
+    auto it = table_.find(key(left, right));
+    return it == table_.end() ? nullptr : &it->second;
+  }
+  size_t size() const { return table_.size(); }
+
+ private:
+  static uint64_t key(int32_t a, int32_t b) { return static_cast<uint64_t>(a) << 32 | static_cast<uint32_t>(b); }
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> table_;
+};
+
+// Merges ids in place: the lowest-ranked adjacent pair first, the leftmost on ties, until no
+// pair has a merge (GPT-2's and Hugging Face tokenizers' order).
+void bpe_merge(std::vector<int32_t>& ids, const MergeTable& merges);
+
+inline uint64_t hash_bytes(std::string_view s) {
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ s.size();
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t v;
+    std::memcpy(&v, s.data() + i, 8);
+    h = (h ^ v) * 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 31;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, s.data() + i, s.size() - i);
+  h = (h ^ tail) * 0x94D049BB133111EBULL;
+  return h ^ (h >> 29);
+}
+
+// A per-thread word -> ids cache: open addressing over flat key and id arenas (no per-entry
+// allocation), emptied when full and reset when the thread switches tokenizers.
+class WordCache {
+ public:
+  uint64_t owner = 0;
+
+  const int32_t* find(std::string_view word, uint64_t h, size_t& n) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.key_len == 0) return nullptr;
+      if (s.hash == h && s.key_len == word.size() &&
+          std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
+        n = s.val_len;
+        return ids_.data() + s.val_off;
+      }
+    }
+  }
+
+  void insert(std::string_view word, uint64_t h, const int32_t* ids, size_t n) {
+    if (word.empty() || word.size() > 0xFFFF || n > 0xFFFF) return;
+    if (slots_.empty() || (count_ + 1) * 2 > slots_.size()) {
+      if (slots_.size() >= kMaxSlots) {
+        clear();
+      } else {
+        grow();
+      }
+    }
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.key_len != 0) continue;
+      s.hash = h;
+      s.key_off = static_cast<uint32_t>(keys_.size());
+      s.key_len = static_cast<uint16_t>(word.size());
+      s.val_off = static_cast<uint32_t>(ids_.size());
+      s.val_len = static_cast<uint16_t>(n);
+      keys_.append(word.data(), word.size());
+      ids_.insert(ids_.end(), ids, ids + n);
+      ++count_;
+      return;
+    }
+  }
+
+  void clear() {
+    std::fill(slots_.begin(), slots_.end(), Slot{});
+    keys_.clear();
+    ids_.clear();
+    count_ = 0;
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t key_off = 0, val_off = 0;
+    uint16_t key_len = 0, val_len = 0;
+  };
+  static constexpr size_t kMaxSlots = 1 << 20;
+
+  void grow() {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    slots_.assign(old.empty() ? 1 << 12 : old.size() * 2, Slot{});
+    mask_ = slots_.size() - 1;
+    for (const Slot& s : old) {
+      if (s.key_len == 0) continue;
+      for (size_t i = s.hash & mask_;; i = (i + 1) & mask_) {
+        if (slots_[i].key_len == 0) {
+          slots_[i] = s;
+          break;
+        }
+      }
+    }
+  }
+
+  std::vector<Slot> slots_;
+  size_t mask_ = 0, count_ = 0;
+  std::string keys_;
+  std::vector<int32_t> ids_;
+};
+
+// A fresh id for each tokenizer object: it keys the per-thread word caches.
+uint64_t new_tokenizer_instance_id();
+
+// This thread's cache, emptied when it last served another tokenizer.
+WordCache& word_cache(uint64_t instance_id);
+
+// Appends word's ids: from this thread's cache, or from encode(word, out), then remembered.
+template <typename Encode>
+void cached_encode(uint64_t instance_id, std::string_view word, std::vector<int32_t>& out, Encode&& encode) {
+  WordCache& cache = word_cache(instance_id);
+  const uint64_t h = hash_bytes(word);
+  size_t n = 0;
+  if (const int32_t* ids = cache.find(word, h, n)) {
+    out.insert(out.end(), ids, ids + n);
+    return;
+  }
+  const size_t start = out.size();
+  encode(word, out);
+  cache.insert(word, h, out.data() + start, out.size() - start);
+}
+
+}  // namespace megatron::tokenizer::detail
