@@ -43,13 +43,13 @@ if [[ "${MEGATRON_SKIP_APT:-0}" != 1 ]] && command -v dpkg-query >/dev/null; the
 fi
 
 # --- Python venv with LibTorch ---------------------------------------------
-# Python packages besides torch: the tests' independent references (numpy, HF tokenizers,
+# Python packages besides torch: the tests' independent references (numpy, HF tokenizers, tiktoken,
 # transformers and safetensors for the Hugging Face export), scikit-build-core for
 # `pip install --no-build-isolation .` of the Python package, and pybind11-stubgen for its type
 # stubs (scripts/generate_python_stubs.sh; pinned, since its output is checked in); deepspeed only
 # for its launcher, which the launch tests run (nothing of it is linked); tensorboard for its
 # event-file reader, which reads what --tensorboard-dir writes.
-PY_PACKAGES=(numpy pytest tokenizers matplotlib transformers safetensors scikit-build-core pybind11-stubgen==2.5.5 deepspeed
+PY_PACKAGES=(numpy pytest tokenizers tiktoken matplotlib transformers safetensors scikit-build-core pybind11-stubgen==2.5.5 deepspeed
   tensorboard)
 
 venv_ready() {

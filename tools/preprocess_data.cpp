@@ -312,15 +312,21 @@ int main(int argc, char** argv) {
   app.add_option("--json-keys", args.json_keys, "keys to extract (default: text)");
   app.add_option("--output-prefix", args.output_prefix, "writes {prefix}_{key}_document.bin/.idx")->required();
   app.add_option("--tokenizer-type", args.tokenizer.tokenizer_type,
-                 "GPT2BPETokenizer | HuggingFaceTokenizer | NullTokenizer")
+                 "GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | NullTokenizer")
       ->required();
   app.add_option("--vocab-file", args.tokenizer.vocab_file, "vocab.json (GPT2BPETokenizer)");
   app.add_option("--merge-file", args.tokenizer.merge_file, "merges.txt (GPT2BPETokenizer)");
   app.add_option("--tokenizer-model", args.tokenizer.tokenizer_model,
-                 "a tokenizer.json or the folder holding it (HuggingFaceTokenizer)");
+                 "a tokenizer.json or the folder holding it (HuggingFaceTokenizer); Megatron-LM's tiktoken JSON "
+                 "(TikTokenizer)");
   app.add_flag("--tokenizer-hf-no-include-special-tokens", args.tokenizer_hf_no_include_special_tokens,
                "leave out the post-processor's tokens (BOS/EOS) (HuggingFaceTokenizer)");
-  app.add_option("--vocab-size", args.tokenizer.vocab_size, "vocabulary size (NullTokenizer)");
+  app.add_option("--vocab-size", args.tokenizer.vocab_size,
+                 "vocabulary size (NullTokenizer; TikTokenizer with its special tokens, default 131072)");
+  app.add_option("--tiktoken-pattern", args.tokenizer.tiktoken_pattern, "v1 | v2 (TikTokenizer)")
+      ->check(CLI::IsMember({"v1", "v2"}));
+  app.add_option("--tiktoken-num-special-tokens", args.tokenizer.tiktoken_num_special_tokens,
+                 "special tokens before the vocabulary (TikTokenizer)");
   app.add_flag("--append-eod", args.append_eod, "append the EOD token to every document");
   app.add_option("--workers", args.workers, "tokenizer threads")->check(CLI::Range(1, 1024));
   app.add_option("--log-interval", args.log_interval, "documents between progress lines")->check(CLI::PositiveNumber);

@@ -8,7 +8,7 @@ import numpy.typing
 import torch
 import torch._C.cpp.nn
 import typing
-__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'HuggingFaceTokenizer', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'ShardLayout', 'ShardedParameter', 'Split', 'Tokenizer', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
+__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'HuggingFaceTokenizer', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'ShardLayout', 'ShardedParameter', 'Split', 'TikTokenizer', 'Tokenizer', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
 class Activation:
     """
     Members:
@@ -1150,6 +1150,22 @@ class Arguments:
     def tf32(self, arg0: bool) -> None:
         ...
     @property
+    def tiktoken_num_special_tokens(self) -> int:
+        """
+        TikTokenizer: special tokens before the vocabulary
+        """
+    @tiktoken_num_special_tokens.setter
+    def tiktoken_num_special_tokens(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def tiktoken_pattern(self) -> str:
+        """
+        TikTokenizer's split pattern (default v2)
+        """
+    @tiktoken_pattern.setter
+    def tiktoken_pattern(self, arg0: str) -> None:
+        ...
+    @property
     def timing_log_level(self) -> int:
         """
         accepted, no effect: forward-backward and optimizer times are always logged
@@ -1168,7 +1184,7 @@ class Arguments:
     @property
     def tokenizer_model(self) -> str:
         """
-        HuggingFaceTokenizer: a tokenizer.json, or the folder holding it
+        HuggingFaceTokenizer: a tokenizer.json, or the folder holding it; TikTokenizer: Megatron-LM's tiktoken JSON
         """
     @tokenizer_model.setter
     def tokenizer_model(self, arg0: str) -> None:
@@ -1176,7 +1192,7 @@ class Arguments:
     @property
     def tokenizer_type(self) -> str:
         """
-        GPT2BPETokenizer | HuggingFaceTokenizer | NullTokenizer
+        GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | NullTokenizer
         """
     @tokenizer_type.setter
     def tokenizer_type(self, arg0: str) -> None:
@@ -1280,7 +1296,7 @@ class Arguments:
     @property
     def vocab_size(self) -> int | None:
         """
-        vocabulary size of NullTokenizer / mock data
+        vocabulary size of NullTokenizer / mock data; TikTokenizer's with its special tokens (default 131072)
         """
     @vocab_size.setter
     def vocab_size(self, arg0: typing.SupportsInt | None) -> None:
@@ -2382,6 +2398,17 @@ class Split:
     @property
     def value(self) -> int:
         ...
+class TikTokenizer(Tokenizer):
+    """
+    Megatron-LM's TikTokenizer: its tiktoken JSON, ids after num_special_tokens special tokens, encoding as tiktoken does.
+    """
+    def __init__(self, path: str, pattern: str = 'v2', num_special_tokens: typing.SupportsInt = 1000, vocab_size: typing.SupportsInt = 131072) -> None:
+        ...
+    @property
+    def bos(self) -> int:
+        """
+        The <s> id.
+        """
 class Tokenizer:
     """
     Text <-> token ids (Megatron's MegatronTokenizer interface).
@@ -2555,14 +2582,14 @@ def build_mock_gpt_datasets(vocab_size: typing.SupportsInt, eod_token: typing.Su
     --mock-data: Megatron's mock documents, split 1,1,1, no cache.
     """
 @typing.overload
-def build_tokenizer(tokenizer_type: str, *, vocab_file: str = '', merge_file: str = '', tokenizer_model: str = '', include_special_tokens: bool = True, vocab_size: typing.SupportsInt = 0) -> Tokenizer:
+def build_tokenizer(tokenizer_type: str, *, vocab_file: str = '', merge_file: str = '', tokenizer_model: str = '', include_special_tokens: bool = True, tiktoken_pattern: str = 'v2', tiktoken_num_special_tokens: typing.SupportsInt = 1000, vocab_size: typing.SupportsInt = 0) -> Tokenizer:
     """
-    A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer, HuggingFaceTokenizer or NullTokenizer).
+    A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer or NullTokenizer).
     """
 @typing.overload
 def build_tokenizer(args: Arguments) -> Tokenizer:
     """
-    The tokenizer the flags name (--tokenizer-type, NullTokenizer when empty; --vocab-file, --merge-file, --vocab-size).
+    The tokenizer the flags name (--tokenizer-type, NullTokenizer when empty; --vocab-file, --merge-file, --tokenizer-model, --vocab-size).
     """
 def checkpoint_arguments(path: str) -> Arguments:
     """

@@ -48,6 +48,7 @@ from ._C import (  # noqa: F401
     ShardedParameter,
     ShardLayout,
     Split,
+    TikTokenizer,
     Tokenizer,
     TrainingContext,
     TrainingResult,

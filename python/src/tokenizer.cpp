@@ -6,6 +6,7 @@
 #include "megatron/tokenizer/gpt2_bpe.h"
 #include "megatron/tokenizer/hf_tokenizer.h"
 #include "megatron/tokenizer/null_tokenizer.h"
+#include "megatron/tokenizer/tiktoken.h"
 
 namespace {
 
@@ -61,6 +62,13 @@ void init_tokenizer(py::module_& m) {
       .def("token_to_id", &tok::HuggingFaceTokenizer::token_to_id, py::arg("token"), "Id of a token, or -1.")
       .def("id_to_token", &tok::HuggingFaceTokenizer::id_to_token, py::arg("id"),
            "A token's spelling in tokenizer.json.");
+  py::class_<tok::TikTokenizer, tok::Tokenizer, std::shared_ptr<tok::TikTokenizer>>(
+      m, "TikTokenizer",
+      "Megatron-LM's TikTokenizer: its tiktoken JSON, ids after num_special_tokens special tokens, encoding as "
+      "tiktoken does.")
+      .def(py::init<const std::string&, const std::string&, int64_t, int64_t>(), py::arg("path"),
+           py::arg("pattern") = "v2", py::arg("num_special_tokens") = 1000, py::arg("vocab_size") = 131072, Release())
+      .def_property_readonly("bos", &tok::TikTokenizer::bos, "The <s> id.");
   py::class_<tok::NullTokenizer, tok::Tokenizer, std::shared_ptr<tok::NullTokenizer>>(
       m, "NullTokenizer", "Megatron's NullTokenizer: text is space-separated ids; EOD is vocab_size - 1.")
       .def(py::init<int64_t>(), py::arg("vocab_size"));
@@ -68,20 +76,25 @@ void init_tokenizer(py::module_& m) {
   m.def(
       "build_tokenizer",
       [](const std::string& tokenizer_type, const std::string& vocab_file, const std::string& merge_file,
-         const std::string& tokenizer_model, bool include_special_tokens, int64_t vocab_size) {
+         const std::string& tokenizer_model, bool include_special_tokens, const std::string& tiktoken_pattern,
+         int64_t tiktoken_num_special_tokens, int64_t vocab_size) {
         tok::TokenizerOptions o;
         o.tokenizer_type = tokenizer_type;
         o.vocab_file = vocab_file;
         o.merge_file = merge_file;
         o.tokenizer_model = tokenizer_model;
         o.include_special_tokens = include_special_tokens;
+        o.tiktoken_pattern = tiktoken_pattern;
+        o.tiktoken_num_special_tokens = tiktoken_num_special_tokens;
         o.vocab_size = vocab_size;
         py::gil_scoped_release release;
         return std::shared_ptr<tok::Tokenizer>(tok::build_tokenizer(o));
       },
       py::arg("tokenizer_type"), py::kw_only(), py::arg("vocab_file") = "", py::arg("merge_file") = "",
-      py::arg("tokenizer_model") = "", py::arg("include_special_tokens") = true, py::arg("vocab_size") = 0,
-      "A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer, HuggingFaceTokenizer or NullTokenizer).");
+      py::arg("tokenizer_model") = "", py::arg("include_special_tokens") = true, py::arg("tiktoken_pattern") = "v2",
+      py::arg("tiktoken_num_special_tokens") = 1000, py::arg("vocab_size") = 0,
+      "A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer or "
+      "NullTokenizer).");
 
   py::class_<tok::BpeTrainer>(m, "BpeTrainer",
                               "Trains a GPT-2 style byte-level BPE vocabulary (vocab.json + merges.txt).")

@@ -1,13 +1,14 @@
 #include "bpe.h"
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <functional>
-#include <queue>
 
 namespace megatron::tokenizer::detail {
 
 void bpe_merge(std::vector<int32_t>& ids, const MergeTable& merges) {
+  // Positions are kept in 32 bits: a word of 4 GiB would need a line of it.
   const size_t n = ids.size();
   auto rank_of = [&](int32_t a, int32_t b) { return merges.find(a, b); };
   if (n <= 64) {
@@ -29,34 +30,45 @@ void bpe_merge(std::vector<int32_t>& ids, const MergeTable& merges) {
     }
     return;
   }
-  // Long words: the same order through a heap over a linked list of symbols.
+  // Long words: the same order through a min-heap of (rank << 32 | position) over a linked list
+  // of symbols. An entry is stale once its pair changed; a pair with the entry's rank at its
+  // position forms the same token, so merging it then is right.
   std::vector<int64_t> prev(n), next(n);
-  std::vector<bool> alive(n, true);
   for (size_t i = 0; i < n; ++i) {
     prev[i] = static_cast<int64_t>(i) - 1;
     next[i] = i + 1 < n ? static_cast<int64_t>(i) + 1 : -1;
   }
-  struct Candidate {
-    int32_t rank;
-    int64_t pos;
-    int32_t left, right;  // the ids the candidate was made from (stale if they changed)
-    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
-  };
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
-  auto push = [&](int64_t i) {
-    if (i < 0 || next[i] < 0) return;
+  std::vector<char> alive(n, 1);
+  std::vector<uint64_t> heap;
+  heap.reserve(n);
+  auto entry = [&](int64_t i) -> int64_t {  // the heap entry of the pair at i, or -1
+    if (i < 0 || next[i] < 0) return -1;
     const auto* m = rank_of(ids[i], ids[next[i]]);
-    if (m != nullptr) heap.push({m->first, i, ids[i], ids[next[i]]});
+    return m == nullptr ? -1 : static_cast<int64_t>(static_cast<uint64_t>(m->first) << 32 | static_cast<uint64_t>(i));
   };
-  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int64_t>(i));
+  auto push = [&](int64_t i) {
+    const int64_t e = entry(i);
+    if (e < 0) return;
+    heap.push_back(static_cast<uint64_t>(e));
+    std::push_heap(heap.begin(), heap.end(), std::greater<>());
+  };
+  for (size_t i = 0; i + 1 < n; ++i) {
+    const int64_t e = entry(static_cast<int64_t>(i));
+    if (e >= 0) heap.push_back(static_cast<uint64_t>(e));
+  }
+  std::make_heap(heap.begin(), heap.end(), std::greater<>());
   while (!heap.empty()) {
-    const Candidate c = heap.top();
-    heap.pop();
-    const int64_t i = c.pos;
-    if (!alive[i] || next[i] < 0 || ids[i] != c.left || ids[next[i]] != c.right) continue;
+    std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+    const uint64_t top = heap.back();
+    heap.pop_back();
+    const auto i = static_cast<int64_t>(top & 0xFFFFFFFFu);
+    const auto rank = static_cast<int32_t>(top >> 32);
+    if (!alive[i] || next[i] < 0) continue;
+    const auto* m = rank_of(ids[i], ids[next[i]]);
+    if (m == nullptr || m->first != rank) continue;
     const int64_t j = next[i];
-    ids[i] = rank_of(c.left, c.right)->second;
-    alive[j] = false;
+    ids[i] = m->second;
+    alive[j] = 0;
     next[i] = next[j];
     if (next[j] >= 0) prev[next[j]] = i;
     push(prev[i]);

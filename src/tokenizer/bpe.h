@@ -6,28 +6,55 @@
 #include <cstring>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 namespace megatron::tokenizer::detail {
 
-// (left id << 32 | right id) -> (rank, merged id); the lowest rank merges first.
+// (left id, right id) -> (rank, merged id); the lowest rank merges first. An open-addressing
+// table: std::unordered_map's modulo and node chasing were most of a long word's merge time.
 class MergeTable {
  public:
   // Keeps the first rank a pair is given (a later duplicate line changes nothing).
   void add(int32_t left, int32_t right, int32_t rank, int32_t merged) {
-    table_.emplace(key(left, right), std::make_pair(rank, merged));
+    if ((size_ + 1) * 2 > slots_.size()) grow();
+    Slot& s = slots_[index_of(key(left, right))];
+    if (s.key != 0) return;
+    s = Slot{key(left, right), {rank, merged}};
+    ++size_;
   }
   const std::pair<int32_t, int32_t>* find(int32_t left, int32_t right) const {
-    auto it = table_.find(key(left, right));
-    return it == table_.end() ? nullptr : &it->second;
+    if (slots_.empty()) return nullptr;
+    const Slot& s = slots_[index_of(key(left, right))];
+    return s.key == 0 ? nullptr : &s.value;
   }
-  size_t size() const { return table_.size(); }
+  size_t size() const { return size_; }
 
  private:
-  static uint64_t key(int32_t a, int32_t b) { return static_cast<uint64_t>(a) << 32 | static_cast<uint32_t>(b); }
-  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> table_;
+  struct Slot {
+    uint64_t key = 0;  // 0: empty (a real key has its top bit set; ids are non-negative int32)
+    std::pair<int32_t, int32_t> value;
+  };
+  static uint64_t key(int32_t a, int32_t b) {
+    return (uint64_t{1} << 63) | static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32 | static_cast<uint32_t>(b);
+  }
+  // The slot holding k, or the empty slot where it would go.
+  size_t index_of(uint64_t k) const {
+    const uint64_t h = k * 0x9E3779B97F4A7C15ULL;
+    for (size_t i = (h ^ (h >> 29)) & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i].key == k || slots_[i].key == 0) return i;
+    }
+  }
+  void grow() {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    slots_.assign(old.empty() ? 1024 : old.size() * 2, Slot{});
+    mask_ = slots_.size() - 1;
+    for (const Slot& s : old)
+      if (s.key != 0) slots_[index_of(s.key)] = s;
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0, size_ = 0;
 };
 
 // Merges ids in place: the lowest-ranked adjacent pair first, the leftmost on ties, until no

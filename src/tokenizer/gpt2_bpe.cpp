@@ -145,13 +145,6 @@ void GPT2BPETokenizer::tokenize_into(std::string_view text, std::vector<int32_t>
   });
 }
 
-std::vector<int32_t> GPT2BPETokenizer::tokenize(std::string_view text) const {
-  std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 8);
-  tokenize_into(text, out);
-  return out;
-}
-
 std::string GPT2BPETokenizer::detokenize(const std::vector<int32_t>& ids) const {
   std::string out;
   for (int32_t id : ids) {

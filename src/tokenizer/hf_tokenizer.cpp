@@ -2,6 +2,7 @@
 // regexes run on the same engine (Oniguruma) and its normal forms come from utf8proc.
 #include "megatron/tokenizer/hf_tokenizer.h"
 
+#include "added_tokens.h"
 #include "bpe.h"
 #include "hf_pipeline.h"
 #include "megatron/tokenizer/gpt2_bpe.h"
@@ -23,79 +24,6 @@ namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-
-struct AddedToken {
-  std::string content;
-  int32_t id = -1;
-  bool single_word = false, lstrip = false, rstrip = false;
-};
-
-// Added tokens matched as tokenizers' AddedVocabulary matches them: leftmost, then longest.
-class AddedTokenSplitter {
- public:
-  void add(AddedToken t) {
-    if (t.content.empty()) return;
-    auto& bucket = by_first_[static_cast<unsigned char>(t.content[0])];
-    bucket.push_back(std::move(t));
-    std::stable_sort(bucket.begin(), bucket.end(),
-                     [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
-    empty_ = false;
-  }
-  bool empty() const { return empty_; }
-
-  // Calls text_part(begin, end) for the text between tokens and token(id) for each token, in order.
-  template <typename Text, typename Token>
-  void split(std::string_view text, Text&& text_part, Token&& token) const {
-    size_t start_offset = 0, pos = 0;
-    while (pos < text.size()) {
-      const AddedToken* found = nullptr;
-      for (const AddedToken& t : by_first_[static_cast<unsigned char>(text[pos])]) {
-        if (text.compare(pos, t.content.size(), t.content) == 0) {
-          found = &t;
-          break;
-        }
-      }
-      if (found == nullptr) {
-        ++pos;
-        continue;
-      }
-      size_t start = pos, stop = pos + found->content.size();
-      pos = stop;
-      if (found->single_word && (word_char_before(text, start) || word_char_at(text, stop))) continue;
-      if (found->lstrip) {
-        size_t b = start;
-        while (b > start_offset && is_space_before(text, b)) b = previous_char(text, b);
-        start = b;
-      }
-      size_t len;
-      while (found->rstrip && stop < text.size() && detail::whitespace_at(text, stop, len)) stop += len;
-      if (start_offset < start) text_part(start_offset, start);
-      token(found->id);
-      start_offset = pos = stop;
-    }
-    if (start_offset < text.size()) text_part(start_offset, text.size());
-  }
-
- private:
-  static size_t previous_char(std::string_view s, size_t i) {
-    do --i;
-    while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80);
-    return i;
-  }
-  static bool is_space_before(std::string_view s, size_t i) {
-    size_t len;
-    return detail::whitespace_at(s, previous_char(s, i), len);
-  }
-  static bool is_word(uint32_t cp) { return cp == '_' || detail::is_letter(cp) || detail::is_number(cp); }
-  static bool word_char_at(std::string_view s, size_t i) {
-    size_t len;
-    return i < s.size() && is_word(detail::decode_utf8(s, i, len));
-  }
-  static bool word_char_before(std::string_view s, size_t i) { return i > 0 && word_char_at(s, previous_char(s, i)); }
-
-  std::array<std::vector<AddedToken>, 256> by_first_;
-  bool empty_ = true;
-};
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -131,7 +59,7 @@ struct HuggingFaceTokenizer::Impl {
   int32_t unk_id = -1;
   bool fuse_unk = false, byte_fallback = false, ignore_merges = false;
 
-  AddedTokenSplitter raw_added, normalized_added;
+  detail::AddedTokenSplitter raw_added, normalized_added;
   std::unordered_map<std::string, int32_t> added_ids;
   std::vector<std::string> id_to_token;
   std::vector<int32_t> prefix_ids, suffix_ids;  // the post-processor's tokens around a sequence
@@ -254,9 +182,9 @@ void HuggingFaceTokenizer::Impl::load(const json& j) {
   load_model(j.at("model"));
   int64_t max_id = -1;
   for (const auto& [token, id] : vocab) max_id = std::max<int64_t>(max_id, id);
-  std::vector<std::pair<AddedToken, bool>> added;  // (token, normalized)
+  std::vector<std::pair<detail::AddedToken, bool>> added;  // (token, normalized)
   for (const json& t : j.value("added_tokens", json::array())) {
-    AddedToken a;
+    detail::AddedToken a;
     a.content = t.at("content").get<std::string>();
     TORCH_CHECK(t.at("id").is_number_unsigned() && t["id"].get<uint64_t>() < (1u << 30), "[tokenizer] ", json_path,
                 ": added token '", a.content, "': expected an id in [0, 2^30)");
@@ -362,7 +290,8 @@ void HuggingFaceTokenizer::Impl::encode_word(std::string_view word, std::vector<
       return;
     }
   }
-  detail::cached_encode(instance_id, word, out, [this](std::string_view w, std::vector<int32_t>& o) { merge_word(w, o); });
+  detail::cached_encode(instance_id, word, out,
+                        [this](std::string_view w, std::vector<int32_t>& o) { merge_word(w, o); });
 }
 
 // Text between added tokens: normalized, split on normalized added tokens, pre-tokenized, encoded.
@@ -419,10 +348,7 @@ HuggingFaceTokenizer::~HuggingFaceTokenizer() = default;
 
 void HuggingFaceTokenizer::tokenize_into(std::string_view text, std::vector<int32_t>& out) const {
   std::string replaced;
-  if (!detail::is_valid_utf8(text)) {
-    replaced = detail::replace_invalid_utf8(text);
-    text = replaced;
-  }
+  text = detail::as_valid_utf8(text, replaced);
   const Impl& m = *impl_;
   if (m.include_special_tokens) out.insert(out.end(), m.prefix_ids.begin(), m.prefix_ids.end());
   if (m.raw_added.empty()) {
@@ -433,13 +359,6 @@ void HuggingFaceTokenizer::tokenize_into(std::string_view text, std::vector<int3
         [&](int32_t id) { out.push_back(id); });
   }
   if (m.include_special_tokens) out.insert(out.end(), m.suffix_ids.begin(), m.suffix_ids.end());
-}
-
-std::vector<int32_t> HuggingFaceTokenizer::tokenize(std::string_view text) const {
-  std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 8);
-  tokenize_into(text, out);
-  return out;
 }
 
 std::string HuggingFaceTokenizer::detokenize(const std::vector<int32_t>& ids) const {

@@ -10,8 +10,7 @@ NullTokenizer::NullTokenizer(int64_t vocab_size) : vocab_size_(vocab_size) {
   TORCH_CHECK(vocab_size > 1, "[tokenizer] NullTokenizer needs --vocab-size > 1, got ", vocab_size);
 }
 
-std::vector<int32_t> NullTokenizer::tokenize(std::string_view text) const {
-  std::vector<int32_t> ids;
+void NullTokenizer::tokenize_into(std::string_view text, std::vector<int32_t>& ids) const {
   size_t i = 0;
   while (true) {
     const size_t end = std::min(text.find(' ', i), text.size());
@@ -25,7 +24,6 @@ std::vector<int32_t> NullTokenizer::tokenize(std::string_view text) const {
     if (end == text.size()) break;
     i = end + 1;
   }
-  return ids;
 }
 
 std::string NullTokenizer::detokenize(const std::vector<int32_t>& ids) const {

@@ -3,6 +3,7 @@
 #include "megatron/tokenizer/gpt2_bpe.h"
 #include "megatron/tokenizer/hf_tokenizer.h"
 #include "megatron/tokenizer/null_tokenizer.h"
+#include "megatron/tokenizer/tiktoken.h"
 
 #include <c10/util/Exception.h>
 
@@ -19,11 +20,19 @@ std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
                 "[tokenizer] HuggingFaceTokenizer needs --tokenizer-model (a tokenizer.json or its folder)");
     return std::make_unique<HuggingFaceTokenizer>(options.tokenizer_model, options.include_special_tokens);
   }
+  if (options.tokenizer_type == "TikTokenizer") {
+    TORCH_CHECK(!options.tokenizer_model.empty(),
+                "[tokenizer] TikTokenizer needs --tokenizer-model (Megatron-LM's tiktoken JSON)");
+    return std::make_unique<TikTokenizer>(options.tokenizer_model, options.tiktoken_pattern,
+                                          options.tiktoken_num_special_tokens,
+                                          options.vocab_size > 0 ? options.vocab_size : 131072);
+  }
   if (options.tokenizer_type == "NullTokenizer") {
     return std::make_unique<NullTokenizer>(options.vocab_size);
   }
   TORCH_CHECK(false,
-              "[tokenizer] --tokenizer-type: expected GPT2BPETokenizer, HuggingFaceTokenizer or NullTokenizer, "
+              "[tokenizer] --tokenizer-type: expected GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer or "
+              "NullTokenizer, "
               "found '",
               options.tokenizer_type, "'");
 }

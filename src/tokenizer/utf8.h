@@ -100,6 +100,15 @@ inline std::string replace_invalid_utf8(std::string_view s) {
   return out;
 }
 
+bool is_valid_utf8(std::string_view s);
+
+// text itself when it is valid UTF-8, else its replaced copy, kept in storage.
+inline std::string_view as_valid_utf8(std::string_view text, std::string& storage) {
+  if (is_valid_utf8(text)) return text;
+  storage = replace_invalid_utf8(text);
+  return storage;
+}
+
 inline bool is_valid_utf8(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     if (static_cast<unsigned char>(s[i]) < 0x80) {

@@ -9,6 +9,7 @@
 
 #include "hf_schema.h"
 #include "megatron/tokenizer/hf_tokenizer.h"
+#include "megatron/tokenizer/tiktoken.h"
 #include "megatron/tokenizer/tokenizer.h"
 #include "megatron/training/checkpoint_files.h"
 #include "megatron/training/gpt_callbacks.h"
@@ -57,9 +58,11 @@ SpecialTokenIds export_hf_tokenizer(const Arguments& args, const std::string& ou
 
 SpecialTokenIds export_tokenizer(const Arguments& args, const std::string& out_dir) {
   if (args.tokenizer_type == "HuggingFaceTokenizer") return export_hf_tokenizer(args, out_dir);
-  if (args.tokenizer_type != "GPT2BPETokenizer") {  // NullTokenizer: no files
-    const int32_t eod = build_tokenizer(args)->eod();
-    return {eod, eod};
+  if (args.tokenizer_type !=
+      "GPT2BPETokenizer") {  // NullTokenizer, and TikTokenizer (transformers has no reader): no files
+    const auto tokenizer = build_tokenizer(args);
+    const auto* tiktoken = dynamic_cast<const tokenizer::TikTokenizer*>(tokenizer.get());
+    return {tiktoken != nullptr ? tiktoken->bos() : tokenizer->eod(), tokenizer->eod()};
   }
   for (const auto& [flag, file] : {std::pair{"--vocab-file", args.vocab_file}, {"--merge-file", args.merge_file}})
     TORCH_CHECK(fs::is_regular_file(file), "[convert_checkpoint] the checkpoint was trained with GPT2BPETokenizer and ",

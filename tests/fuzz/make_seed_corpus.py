@@ -54,6 +54,16 @@ def hf_tokenizer():
         put("hf_tokenizer", family, struct.pack("<H", len(data)) + data + text)
 
 
+def tiktoken():
+    """Megatron-LM's tiktoken JSON: the 256 bytes, then a few merged tokens."""
+    import base64
+    tokens = [bytes([i]) for i in range(256)] + [b"he", b"ll", b"hell", b"hello", b" w", b" wor", b"\xc3\xa9"]
+    data = json.dumps([{"rank": i, "token_bytes": base64.b64encode(t).decode(), "token_str": ""}
+                       for i, t in enumerate(tokens)]).encode()
+    for name, flag, text in [("v1", b"\x01", b"hello world <s>caf\xc3\xa9</s> 123"), ("v2", b"\x00", b"Hello\xff  x\n")]:
+        put("tiktoken", name, struct.pack("<H", len(data)) + data + flag + text)
+
+
 def npy():
     for name, array in [("int64", np.arange(6, dtype=np.int64).reshape(2, 3)), ("int32", np.arange(5, dtype=np.int32)),
                         ("empty", np.zeros(0, np.int64))]:
@@ -116,6 +126,6 @@ def checkpoint_pickle():
     put("checkpoint_pickle", "global", b"\x80\x02cos\nsystem\n.")
 
 
-for make in [indexed_dataset, gpt2_tokenizer, hf_tokenizer, npy, safetensors, config_toml, deepspeed_json, tracker, checkpoint,
+for make in [indexed_dataset, gpt2_tokenizer, hf_tokenizer, tiktoken, npy, safetensors, config_toml, deepspeed_json, tracker, checkpoint,
              checkpoint_pickle]:
     make()

@@ -8,7 +8,9 @@
      Then with --tokenizer-type HuggingFaceTokenizer on tokenizer.json files shaped as Llama 3
      (regex split + byte-level BPE) and Llama 2 (metaspace BPE with byte fallback) ship them (HF
      tokenizers trains them here, tests/python/hf_families.py) vs that tokenizer.json's own
-     Tokenizer.encode_batch with T Rayon threads.
+     Tokenizer.encode_batch with T Rayon threads; and --tokenizer-type TikTokenizer on the GPT-2
+     vocabulary written as Megatron-LM's tiktoken JSON vs tiktoken's encode_batch with T threads
+     (the Encoding built as Megatron-LM builds it, v2 pattern).
   2. GPTDataset index building on 1 M documents / 100 M tokens (bench_data) vs numpy's
      RandomState.shuffle of the same document and sample indices (what Megatron-LM spends in numpy).
   3. Sample fetch: samples/s of build_batch vs a numpy re-statement of Megatron's __getitem__.
@@ -138,6 +140,27 @@ tok.encode_batch(texts)
 print(size / (time.perf_counter() - t0) / 1e6)
 """
 
+TIKTOKEN_SCRIPT = r"""
+import base64, json, sys, time, tiktoken
+texts = [json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")]
+size = sum(len(l) for l in open(sys.argv[1], encoding="utf-8"))
+n_special, threads = int(sys.argv[3]), int(sys.argv[4])
+ranks = {base64.b64decode(e["token_bytes"]): e["rank"] + n_special for e in json.load(open(sys.argv[2]))}
+specials = ["<unk>", "<s>", "</s>", "<mask>", "<pad>", "<cls>", "<sep>"]
+specials += [f"<SPECIAL_{i}>" for i in range(len(specials), n_special)]
+enc = tiktoken.Encoding(name="bench", pat_str=sys.argv[5], mergeable_ranks=ranks,
+                        special_tokens={t: i for i, t in enumerate(specials)})
+enc.encode_batch(texts[:200], num_threads=threads, allowed_special="all")
+t0 = time.perf_counter()
+enc.encode_batch(texts, num_threads=threads, allowed_special="all")
+print(size / (time.perf_counter() - t0) / 1e6)
+"""
+
+# Megatron-LM's v2 tiktoken pattern (tests/python/test_tiktoken.py checks our tokenizer against it).
+TIKTOKEN_V2 = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?"
+               r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|"
+               r"\s+(?!\S)|\s+")
+
 HF_SCRIPT = r"""
 import json, sys, time, tokenizers
 texts = [json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")]
@@ -211,6 +234,32 @@ def main():
                                       check=True, capture_output=True, text=True).stdout)
             print(f"threads {t}: preprocess_data {ours:.2f} MB/s | HF Tokenizer.encode_batch {hf:.2f} MB/s | "
                   f"ratio vs HF {ours / hf:.2f}x")
+
+    import base64
+    from data_helpers import gpt2_bytes_to_unicode
+    byte_of = {c: b for b, c in gpt2_bytes_to_unicode().items()}
+    entries = [bytes([i]) for i in range(256)]
+    seen = set(entries)
+    for token, _ in sorted(json.load(open(vocab, encoding="utf-8")).items(), key=lambda kv: kv[1]):
+        if all(c in byte_of for c in token) and bytes(byte_of[c] for c in token) not in seen:
+            seen.add(bytes(byte_of[c] for c in token))
+            entries.append(bytes(byte_of[c] for c in token))
+    tik = os.path.join(work, "tiktoken.json")
+    json.dump([{"rank": i, "token_bytes": base64.b64encode(b).decode(), "token_str": ""} for i, b in enumerate(entries)],
+              open(tik, "w"))
+    n_special = 1000
+    print("\n== Megatron-LM tiktoken JSON, GPT-2 vocabulary (TikTokenizer; MB/s of JSONL) ==")
+    for t in args.threads:
+        proc = subprocess.run([binary("preprocess_data"), "--input", corpus, "--output-prefix",
+                               os.path.join(work, "tik"), "--tokenizer-type", "TikTokenizer", "--tokenizer-model", tik,
+                               "--tiktoken-num-special-tokens", str(n_special), "--vocab-size",
+                               str(n_special + len(entries)), "--append-eod", "--workers", str(t),
+                               "--log-interval", "100000000"], check=True, capture_output=True, text=True)
+        ours = float(re.search(r"([0-9.]+) MB/s\)\.\s*$", proc.stderr).group(1)) * 1.048576
+        ref = float(subprocess.run([sys.executable, "-c", TIKTOKEN_SCRIPT, corpus, tik, str(n_special), str(t),
+                                    TIKTOKEN_V2], check=True, capture_output=True, text=True).stdout)
+        print(f"threads {t}: preprocess_data {ours:.2f} MB/s | tiktoken encode_batch {ref:.2f} MB/s | "
+              f"ratio vs tiktoken {ours / ref:.2f}x")
 
     if args.skip_index:
         return

@@ -34,7 +34,6 @@ class MEGATRON_API GPT2BPETokenizer : public Tokenizer {
   GPT2BPETokenizer(const std::string& vocab_file, const std::string& merges_file);
   ~GPT2BPETokenizer() override;
 
-  std::vector<int32_t> tokenize(std::string_view text) const override;
   void tokenize_into(std::string_view text, std::vector<int32_t>& out) const override;
   std::string detokenize(const std::vector<int32_t>& ids) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(id_to_bytes_.size()); }

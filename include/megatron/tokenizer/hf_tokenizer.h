@@ -25,7 +25,6 @@ class MEGATRON_API HuggingFaceTokenizer : public Tokenizer {
   explicit HuggingFaceTokenizer(const std::string& path, bool include_special_tokens = true);
   ~HuggingFaceTokenizer() override;
 
-  std::vector<int32_t> tokenize(std::string_view text) const override;
   void tokenize_into(std::string_view text, std::vector<int32_t>& out) const override;
   // Runs the ids' tokens through the tokenizer.json's decoder, as Megatron-LM's detokenize does.
   std::string detokenize(const std::vector<int32_t>& ids) const override;

@@ -12,7 +12,7 @@ class MEGATRON_API NullTokenizer : public Tokenizer {
   explicit NullTokenizer(int64_t vocab_size);
   // "12 7 3" -> {12, 7, 3}; anything but integers in [0, vocab_size) separated by single spaces
   // is an error naming the offending word.
-  std::vector<int32_t> tokenize(std::string_view text) const override;
+  void tokenize_into(std::string_view text, std::vector<int32_t>& out) const override;
   std::string detokenize(const std::vector<int32_t>& ids) const override;
   int64_t vocab_size() const override { return vocab_size_; }
   int32_t eod() const override { return static_cast<int32_t>(vocab_size_ - 1); }

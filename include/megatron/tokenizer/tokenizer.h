@@ -15,12 +15,14 @@ class MEGATRON_API Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   // Thread-safe: one tokenizer may serve many worker threads.
-  virtual std::vector<int32_t> tokenize(std::string_view text) const = 0;
-  // Appends text's ids to out, for callers that reuse one buffer (preprocess_data's workers).
-  virtual void tokenize_into(std::string_view text, std::vector<int32_t>& out) const {
-    const std::vector<int32_t> ids = tokenize(text);
-    out.insert(out.end(), ids.begin(), ids.end());
+  std::vector<int32_t> tokenize(std::string_view text) const {
+    std::vector<int32_t> out;
+    out.reserve(text.size() / 3 + 8);
+    tokenize_into(text, out);
+    return out;
   }
+  // Appends text's ids to out, for callers that reuse one buffer (preprocess_data's workers).
+  virtual void tokenize_into(std::string_view text, std::vector<int32_t>& out) const = 0;
   virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;
   // The end-of-document id appended by --append-eod.
@@ -28,12 +30,14 @@ class MEGATRON_API Tokenizer {
 };
 
 struct MEGATRON_API TokenizerOptions {
-  std::string tokenizer_type;  // "GPT2BPETokenizer" | "HuggingFaceTokenizer" | "NullTokenizer"
+  std::string tokenizer_type;  // GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | NullTokenizer
   std::string vocab_file;
   std::string merge_file;
-  std::string tokenizer_model;         // HuggingFaceTokenizer: a tokenizer.json or its folder
+  std::string tokenizer_model;         // HuggingFaceTokenizer: a tokenizer.json or its folder; TikTokenizer: its JSON
   bool include_special_tokens = true;  // HuggingFaceTokenizer: add the post-processor's BOS/EOS
-  int64_t vocab_size = 0;              // NullTokenizer
+  std::string tiktoken_pattern = "v2";
+  int64_t tiktoken_num_special_tokens = 1000;
+  int64_t vocab_size = 0;  // NullTokenizer; TikTokenizer (0: 131072, Megatron-LM's default)
 };
 
 MEGATRON_API std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options);

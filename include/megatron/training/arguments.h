@@ -64,12 +64,15 @@ struct MEGATRON_API Arguments {
   std::vector<std::string> data_path;  // prefix, or weight prefix weight prefix ...
   std::string split = "969, 30, 1";
   bool mock_data = false;
-  std::string tokenizer_type;  // GPT2BPETokenizer | HuggingFaceTokenizer | NullTokenizer
+  std::string tokenizer_type;  // GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | NullTokenizer
   std::string vocab_file;
   std::string merge_file;
-  std::string tokenizer_model;  // HuggingFaceTokenizer: a tokenizer.json or its folder
+  std::string tokenizer_model;  // HuggingFaceTokenizer: a tokenizer.json or its folder; TikTokenizer: its JSON
   bool tokenizer_hf_no_include_special_tokens = false;
-  std::optional<int64_t> vocab_size;  // NullTokenizer: ids 0..vocab_size-1, EOD = vocab_size - 1
+  std::string tiktoken_pattern;  // empty: v2
+  int64_t tiktoken_num_special_tokens = 1000;
+  // NullTokenizer: ids 0..vocab_size-1, EOD = vocab_size - 1; TikTokenizer: with its special tokens
+  std::optional<int64_t> vocab_size;
   std::string data_cache_path;
   bool reset_position_ids = false;
   bool reset_attention_mask = false;

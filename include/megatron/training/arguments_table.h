@@ -130,14 +130,18 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(data, data_path, kSaved, any(), "dataset prefix, or weight prefix weight prefix ...")                           \
   X(data, split, kSaved, any(), "train, valid, test proportions")                                                   \
   X(data, mock_data, kSaved, any(), "synthetic data instead of --data-path")                                        \
-  X(tokenizer, tokenizer_type, kSaved, one_of("GPT2BPETokenizer|HuggingFaceTokenizer|NullTokenizer"),              \
-    "GPT2BPETokenizer | HuggingFaceTokenizer | NullTokenizer")                                                      \
+  X(tokenizer, tokenizer_type, kSaved, one_of("GPT2BPETokenizer|HuggingFaceTokenizer|TikTokenizer|NullTokenizer"), \
+    "GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | NullTokenizer")                                       \
   X(tokenizer, vocab_file, kSaved, any(), "GPT-2 vocab.json")                                                       \
   X(tokenizer, merge_file, kSaved, any(), "GPT-2 merges.txt")                                                       \
-  X(tokenizer, tokenizer_model, kSaved, any(), "HuggingFaceTokenizer: a tokenizer.json, or the folder holding it")   \
+  X(tokenizer, tokenizer_model, kSaved, any(),                                                                      \
+    "HuggingFaceTokenizer: a tokenizer.json, or the folder holding it; TikTokenizer: Megatron-LM's tiktoken JSON")  \
   X(tokenizer, tokenizer_hf_no_include_special_tokens, kSaved, any(),                                              \
     "HuggingFaceTokenizer: leave out the post-processor's tokens (BOS/EOS) when tokenizing")                        \
-  X(tokenizer, vocab_size, kSaved, at_least(2), "vocabulary size of NullTokenizer / mock data")                     \
+  X(tokenizer, tiktoken_pattern, kSaved, one_of("v1|v2"), "TikTokenizer's split pattern (default v2)")              \
+  X(tokenizer, tiktoken_num_special_tokens, kSaved, at_least(7), "TikTokenizer: special tokens before the vocabulary") \
+  X(tokenizer, vocab_size, kSaved, at_least(2),                                                                     \
+    "vocabulary size of NullTokenizer / mock data; TikTokenizer's with its special tokens (default 131072)")        \
   X(data, data_cache_path, kNotSaved, any(), "where index caches go (default next to the data)")                    \
   X(data, reset_position_ids, kSaved, any(), "restart positions after each EOD")                                    \
   X(data, reset_attention_mask, kSaved, any(), "no attention across EOD")                                           \

@@ -1,0 +1,188 @@
+// Megatron-LM's tiktoken JSON is read with nlohmann-json (the tiktoken package is Python over
+// Rust, with no C API); the split pattern runs on Oniguruma, which reads tiktoken's possessive
+// quantifiers and Unicode classes as tiktoken's regex engine does.
+#include "megatron/tokenizer/tiktoken.h"
+
+#include "added_tokens.h"
+#include "bpe.h"
+#include "hf_pipeline.h"
+#include "utf8.h"
+
+#include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+namespace megatron::tokenizer {
+namespace {
+
+// Megatron-LM's two patterns (its tiktoken_tokenizer.py): v1 is tiktoken's cl100k-style split,
+// v2 splits letter case runs as o200k does.
+constexpr const char* kPatternV1 =
+    R"([^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)";
+constexpr const char* kPatternV2 =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|)"
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}|)"
+    R"( ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const std::array<const char*, 7> kSpecialTokens = {"<unk>", "<s>", "</s>", "<mask>", "<pad>", "<cls>", "<sep>"};
+
+// RFC 4648 base64 (with padding), or nullopt-like false on any other character.
+bool base64_decode(const std::string& in, std::string& out) {
+  out.clear();
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t pad = 0;
+  for (char c : in) {
+    int v;
+    if (c >= 'A' && c <= 'Z') {
+      v = c - 'A';
+    } else if (c >= 'a' && c <= 'z') {
+      v = c - 'a' + 26;
+    } else if (c >= '0' && c <= '9') {
+      v = c - '0' + 52;
+    } else if (c == '+') {
+      v = 62;
+    } else if (c == '/') {
+      v = 63;
+    } else if (c == '=') {
+      ++pad;
+      continue;
+    } else {
+      return false;
+    }
+    if (pad > 0) return false;  // data after padding
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
+    }
+  }
+  return pad <= 2 && (in.size() % 4 == 0 || pad == 0);
+}
+
+}  // namespace
+
+struct TikTokenizer::Impl {
+  std::string path;
+  int32_t num_special = 0;
+  int64_t vocab_size = 0;
+  std::unique_ptr<detail::Regex> regex;
+  std::unordered_map<std::string, int32_t> ids;  // token bytes -> id
+  std::vector<std::string> id_to_bytes;          // every id, special tokens spelled out
+  std::array<int32_t, 256> byte_ids{};
+  detail::MergeTable merges;
+  detail::AddedTokenSplitter specials;
+  uint64_t instance_id = detail::new_tokenizer_instance_id();
+
+  void encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
+    auto it = ids.find(std::string(piece));
+    if (it != ids.end()) {
+      out.push_back(it->second);
+      return;
+    }
+    detail::cached_encode(instance_id, piece, out, [this](std::string_view w, std::vector<int32_t>& o) {
+      std::vector<int32_t> symbols(w.size());
+      for (size_t i = 0; i < w.size(); ++i) symbols[i] = byte_ids[static_cast<unsigned char>(w[i])];
+      detail::bpe_merge(symbols, merges);
+      o.insert(o.end(), symbols.begin(), symbols.end());
+    });
+  }
+};
+
+TikTokenizer::TikTokenizer(const std::string& path, const std::string& pattern, int64_t num_special_tokens,
+                           int64_t vocab_size)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.path = path;
+  TORCH_CHECK(pattern == "v1" || pattern == "v2", "[tokenizer] --tiktoken-pattern: expected v1 or v2, found '", pattern,
+              "'");
+  TORCH_CHECK(num_special_tokens >= static_cast<int64_t>(kSpecialTokens.size()) && num_special_tokens < vocab_size &&
+                  vocab_size <= (1 << 30),
+              "[tokenizer] TikTokenizer: expected ", kSpecialTokens.size(),
+              " <= --tiktoken-num-special-tokens < --vocab-size <= 2^30, found ", num_special_tokens, " and ",
+              vocab_size);
+  m.num_special = static_cast<int32_t>(num_special_tokens);
+  m.vocab_size = vocab_size;
+  std::ifstream in(path, std::ios::binary);
+  TORCH_CHECK(in, "[tokenizer] --tokenizer-model ", path, ": cannot open for reading");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json list;
+  try {
+    list = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    TORCH_CHECK(false, "[tokenizer] ", path, ": not valid JSON: ", e.what());
+  }
+  const auto inner = static_cast<size_t>(vocab_size - num_special_tokens);
+  TORCH_CHECK(list.is_array() && list.size() >= inner, "[tokenizer] ", path,
+              ": expected a JSON list of at least --vocab-size - --tiktoken-num-special-tokens = ", inner,
+              " tokens, found ", list.is_array() ? std::to_string(list.size()) + " tokens" : list.type_name());
+  m.id_to_bytes.resize(static_cast<size_t>(vocab_size));
+  for (int32_t i = 0; i < m.num_special; ++i) {
+    const std::string name = i < static_cast<int32_t>(kSpecialTokens.size()) ? kSpecialTokens[static_cast<size_t>(i)]
+                                                                               : "<SPECIAL_" + std::to_string(i) + ">";
+    m.id_to_bytes[static_cast<size_t>(i)] = name;
+    m.specials.add(detail::AddedToken{name, i});
+  }
+  for (size_t i = 0; i < inner; ++i) {
+    const nlohmann::json& entry = list[i];
+    std::string bytes;
+    const bool ok = entry.is_object() && entry.contains("rank") && entry["rank"].is_number_unsigned() &&
+                    entry["rank"].get<uint64_t>() == i && entry.contains("token_bytes") &&
+                    entry["token_bytes"].is_string() && base64_decode(entry["token_bytes"].get<std::string>(), bytes);
+    TORCH_CHECK(ok, "[tokenizer] ", path, ": entry ", i, ": expected {\"rank\": ", i,
+                ", \"token_bytes\": <base64>, ...}, found ", entry.dump().substr(0, 200));
+    TORCH_CHECK(i >= 256 || bytes == std::string(1, static_cast<char>(i)), "[tokenizer] ", path, ": entry ", i,
+                ": the first 256 tokens must be the single bytes 0..255 in order");
+    TORCH_CHECK(!bytes.empty() && m.ids.emplace(bytes, static_cast<int32_t>(i) + m.num_special).second,
+                "[tokenizer] ", path, ": entry ", i, ": its bytes are empty or repeat an earlier token's");
+    m.id_to_bytes[i + static_cast<size_t>(m.num_special)] = bytes;
+  }
+  for (int b = 0; b < 256; ++b) m.byte_ids[static_cast<size_t>(b)] = b + m.num_special;
+  // tiktoken merges any adjacent pair whose concatenation is a token, at that token's rank: list
+  // every way each token splits into two tokens.
+  for (const auto& [bytes, id] : m.ids) {
+    for (size_t k = 1; k < bytes.size(); ++k) {
+      auto left = m.ids.find(bytes.substr(0, k)), right = m.ids.find(bytes.substr(k));
+      if (left != m.ids.end() && right != m.ids.end()) m.merges.add(left->second, right->second, id, id);
+    }
+  }
+  m.regex = std::make_unique<detail::Regex>(pattern == "v1" ? kPatternV1 : kPatternV2,
+                                            path + ": --tiktoken-pattern " + pattern);
+}
+
+TikTokenizer::~TikTokenizer() = default;
+
+void TikTokenizer::tokenize_into(std::string_view text, std::vector<int32_t>& out) const {
+  std::string replaced;
+  text = detail::as_valid_utf8(text, replaced);
+  const Impl& m = *impl_;
+  // Only the pattern's matches are encoded, as tiktoken does (the patterns match every character).
+  m.specials.split(
+      text,
+      [&](size_t b, size_t e) {
+        const std::string_view part = text.substr(b, e - b);
+        m.regex->for_each_match(part, [&](size_t pb, size_t pe) { m.encode_piece(part.substr(pb, pe - pb), out); });
+      },
+      [&](int32_t id) { out.push_back(id); });
+}
+
+std::string TikTokenizer::detokenize(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (int32_t id : ids) {
+    TORCH_CHECK(id >= 0 && id < impl_->vocab_size, "[tokenizer] token id ", id, " outside the vocabulary [0, ",
+                impl_->vocab_size, ")");
+    out += impl_->id_to_bytes[static_cast<size_t>(id)];
+  }
+  return out;
+}
+
+int64_t TikTokenizer::vocab_size() const { return impl_->vocab_size; }
+int32_t TikTokenizer::eod() const { return 2; }  // </s>, third of kSpecialTokens
+int32_t TikTokenizer::bos() const { return 1; }  // <s>
+
+}  // namespace megatron::tokenizer
