@@ -312,13 +312,14 @@ int main(int argc, char** argv) {
   app.add_option("--json-keys", args.json_keys, "keys to extract (default: text)");
   app.add_option("--output-prefix", args.output_prefix, "writes {prefix}_{key}_document.bin/.idx")->required();
   app.add_option("--tokenizer-type", args.tokenizer.tokenizer_type,
-                 "GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | NullTokenizer")
+                 "GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | SentencePieceTokenizer | "
+                 "GPTSentencePieceTokenizer | Llama2Tokenizer | NullTokenizer")
       ->required();
   app.add_option("--vocab-file", args.tokenizer.vocab_file, "vocab.json (GPT2BPETokenizer)");
   app.add_option("--merge-file", args.tokenizer.merge_file, "merges.txt (GPT2BPETokenizer)");
   app.add_option("--tokenizer-model", args.tokenizer.tokenizer_model,
                  "a tokenizer.json or the folder holding it (HuggingFaceTokenizer); Megatron-LM's tiktoken JSON "
-                 "(TikTokenizer)");
+                 "(TikTokenizer); a .model file (the SentencePiece types)");
   app.add_flag("--tokenizer-hf-no-include-special-tokens", args.tokenizer_hf_no_include_special_tokens,
                "leave out the post-processor's tokens (BOS/EOS) (HuggingFaceTokenizer)");
   app.add_option("--vocab-size", args.tokenizer.vocab_size,

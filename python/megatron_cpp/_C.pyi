@@ -8,7 +8,7 @@ import numpy.typing
 import torch
 import torch._C.cpp.nn
 import typing
-__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'HuggingFaceTokenizer', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'ShardLayout', 'ShardedParameter', 'Split', 'TikTokenizer', 'Tokenizer', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
+__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'HuggingFaceTokenizer', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'SentencePieceTokenizer', 'ShardLayout', 'ShardedParameter', 'Split', 'TikTokenizer', 'Tokenizer', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
 class Activation:
     """
     Members:
@@ -1184,7 +1184,7 @@ class Arguments:
     @property
     def tokenizer_model(self) -> str:
         """
-        HuggingFaceTokenizer: a tokenizer.json, or the folder holding it; TikTokenizer: Megatron-LM's tiktoken JSON
+        HuggingFaceTokenizer: a tokenizer.json, or the folder holding it; TikTokenizer: Megatron-LM's tiktoken JSON; the SentencePiece types: a .model file
         """
     @tokenizer_model.setter
     def tokenizer_model(self, arg0: str) -> None:
@@ -1192,7 +1192,7 @@ class Arguments:
     @property
     def tokenizer_type(self) -> str:
         """
-        GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | NullTokenizer
+        GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | SentencePieceTokenizer | GPTSentencePieceTokenizer | Llama2Tokenizer | NullTokenizer
         """
     @tokenizer_type.setter
     def tokenizer_type(self, arg0: str) -> None:
@@ -2314,6 +2314,17 @@ class RowParallelLinear(torch._C.cpp.nn.Module):
     @property
     def input_size_per_partition(self) -> int:
         ...
+class SentencePieceTokenizer(Tokenizer):
+    """
+    A SentencePiece .model (BPE or unigram), encoding as sentencepiece's encode_as_ids does (Megatron-LM's SentencePieceTokenizer, GPTSentencePieceTokenizer and Llama2Tokenizer).
+    """
+    def __init__(self, model_file: str) -> None:
+        ...
+    @property
+    def bos(self) -> int:
+        """
+        The <s> id, or -1.
+        """
 class ShardLayout:
     """
     How a parameter's full (TP = 1) tensor maps onto this rank's shard: partition_dim < 0 means replicated.

@@ -46,6 +46,7 @@ from ._C import (  # noqa: F401
     ReduceOp,
     RngTracker,
     ShardedParameter,
+    SentencePieceTokenizer,
     ShardLayout,
     Split,
     TikTokenizer,

@@ -6,6 +6,7 @@
 #include "megatron/tokenizer/gpt2_bpe.h"
 #include "megatron/tokenizer/hf_tokenizer.h"
 #include "megatron/tokenizer/null_tokenizer.h"
+#include "megatron/tokenizer/sentencepiece.h"
 #include "megatron/tokenizer/tiktoken.h"
 
 namespace {
@@ -69,6 +70,12 @@ void init_tokenizer(py::module_& m) {
       .def(py::init<const std::string&, const std::string&, int64_t, int64_t>(), py::arg("path"),
            py::arg("pattern") = "v2", py::arg("num_special_tokens") = 1000, py::arg("vocab_size") = 131072, Release())
       .def_property_readonly("bos", &tok::TikTokenizer::bos, "The <s> id.");
+  py::class_<tok::SentencePieceTokenizer, tok::Tokenizer, std::shared_ptr<tok::SentencePieceTokenizer>>(
+      m, "SentencePieceTokenizer",
+      "A SentencePiece .model (BPE or unigram), encoding as sentencepiece's encode_as_ids does (Megatron-LM's "
+      "SentencePieceTokenizer, GPTSentencePieceTokenizer and Llama2Tokenizer).")
+      .def(py::init<const std::string&>(), py::arg("model_file"), Release())
+      .def_property_readonly("bos", &tok::SentencePieceTokenizer::bos, "The <s> id, or -1.");
   py::class_<tok::NullTokenizer, tok::Tokenizer, std::shared_ptr<tok::NullTokenizer>>(
       m, "NullTokenizer", "Megatron's NullTokenizer: text is space-separated ids; EOD is vocab_size - 1.")
       .def(py::init<int64_t>(), py::arg("vocab_size"));

@@ -124,7 +124,7 @@ TikTokenizer::TikTokenizer(const std::string& path, const std::string& pattern, 
   m.id_to_bytes.resize(static_cast<size_t>(vocab_size));
   for (int32_t i = 0; i < m.num_special; ++i) {
     const std::string name = i < static_cast<int32_t>(kSpecialTokens.size()) ? kSpecialTokens[static_cast<size_t>(i)]
-                                                                               : "<SPECIAL_" + std::to_string(i) + ">";
+                                                                             : "<SPECIAL_" + std::to_string(i) + ">";
     m.id_to_bytes[static_cast<size_t>(i)] = name;
     m.specials.add(detail::AddedToken{name, i});
   }
@@ -138,8 +138,8 @@ TikTokenizer::TikTokenizer(const std::string& path, const std::string& pattern, 
                 ", \"token_bytes\": <base64>, ...}, found ", entry.dump().substr(0, 200));
     TORCH_CHECK(i >= 256 || bytes == std::string(1, static_cast<char>(i)), "[tokenizer] ", path, ": entry ", i,
                 ": the first 256 tokens must be the single bytes 0..255 in order");
-    TORCH_CHECK(!bytes.empty() && m.ids.emplace(bytes, static_cast<int32_t>(i) + m.num_special).second,
-                "[tokenizer] ", path, ": entry ", i, ": its bytes are empty or repeat an earlier token's");
+    TORCH_CHECK(!bytes.empty() && m.ids.emplace(bytes, static_cast<int32_t>(i) + m.num_special).second, "[tokenizer] ",
+                path, ": entry ", i, ": its bytes are empty or repeat an earlier token's");
     m.id_to_bytes[i + static_cast<size_t>(m.num_special)] = bytes;
   }
   for (int b = 0; b < 256; ++b) m.byte_ids[static_cast<size_t>(b)] = b + m.num_special;
@@ -181,8 +181,14 @@ std::string TikTokenizer::detokenize(const std::vector<int32_t>& ids) const {
   return out;
 }
 
-int64_t TikTokenizer::vocab_size() const { return impl_->vocab_size; }
-int32_t TikTokenizer::eod() const { return 2; }  // </s>, third of kSpecialTokens
-int32_t TikTokenizer::bos() const { return 1; }  // <s>
+int64_t TikTokenizer::vocab_size() const {
+  return impl_->vocab_size;
+}
+int32_t TikTokenizer::eod() const {
+  return 2;
+}  // </s>, third of kSpecialTokens
+int32_t TikTokenizer::bos() const {
+  return 1;
+}  // <s>
 
 }  // namespace megatron::tokenizer

@@ -3,6 +3,7 @@
 #include "megatron/tokenizer/gpt2_bpe.h"
 #include "megatron/tokenizer/hf_tokenizer.h"
 #include "megatron/tokenizer/null_tokenizer.h"
+#include "megatron/tokenizer/sentencepiece.h"
 #include "megatron/tokenizer/tiktoken.h"
 
 #include <c10/util/Exception.h>
@@ -27,12 +28,18 @@ std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
                                           options.tiktoken_num_special_tokens,
                                           options.vocab_size > 0 ? options.vocab_size : 131072);
   }
+  if (options.tokenizer_type == "SentencePieceTokenizer" || options.tokenizer_type == "GPTSentencePieceTokenizer" ||
+      options.tokenizer_type == "Llama2Tokenizer") {
+    TORCH_CHECK(!options.tokenizer_model.empty(), "[tokenizer] ", options.tokenizer_type,
+                " needs --tokenizer-model (a SentencePiece .model file)");
+    return std::make_unique<SentencePieceTokenizer>(options.tokenizer_model);
+  }
   if (options.tokenizer_type == "NullTokenizer") {
     return std::make_unique<NullTokenizer>(options.vocab_size);
   }
   TORCH_CHECK(false,
-              "[tokenizer] --tokenizer-type: expected GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer or "
-              "NullTokenizer, "
+              "[tokenizer] --tokenizer-type: expected GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer, "
+              "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer or NullTokenizer, "
               "found '",
               options.tokenizer_type, "'");
 }

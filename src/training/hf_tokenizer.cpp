@@ -9,6 +9,7 @@
 
 #include "hf_schema.h"
 #include "megatron/tokenizer/hf_tokenizer.h"
+#include "megatron/tokenizer/sentencepiece.h"
 #include "megatron/tokenizer/tiktoken.h"
 #include "megatron/tokenizer/tokenizer.h"
 #include "megatron/training/checkpoint_files.h"
@@ -54,10 +55,30 @@ SpecialTokenIds export_hf_tokenizer(const Arguments& args, const std::string& ou
   return {tok.bos(), tok.eod()};
 }
 
+// The .model as transformers' LlamaTokenizer reads it (from tokenizer.model), adding no BOS, as
+// Megatron-LM's SentencePiece types encode.
+SpecialTokenIds export_sentencepiece(const Arguments& args, const std::string& out_dir) {
+  TORCH_CHECK(fs::is_regular_file(args.tokenizer_model), "[convert_checkpoint] the checkpoint was trained with ",
+              args.tokenizer_type, " and --tokenizer-model ", args.tokenizer_model,
+              ", which is not there; pass --tokenizer-model to export its tokenizer");
+  const tokenizer::SentencePieceTokenizer tok(args.tokenizer_model);
+  copy_file(args.tokenizer_model, out_dir, "tokenizer.model");
+  nlohmann::json config = {{"tokenizer_class", "LlamaTokenizer"},
+                           {"add_bos_token", false},
+                           {"add_eos_token", false},
+                           {"model_max_length", model_max_length(args)}};
+  if (tok.eod() >= 0) config["eos_token"] = "</s>";
+  if (tok.bos() >= 0) config["bos_token"] = "<s>";
+  write_text_file((fs::path(out_dir) / "tokenizer_config.json").string(), config.dump(2) + "\n");
+  return {tok.bos(), tok.eod()};
+}
+
 }  // namespace
 
 SpecialTokenIds export_tokenizer(const Arguments& args, const std::string& out_dir) {
   if (args.tokenizer_type == "HuggingFaceTokenizer") return export_hf_tokenizer(args, out_dir);
+  if (args.tokenizer_type.find("SentencePiece") != std::string::npos || args.tokenizer_type == "Llama2Tokenizer")
+    return export_sentencepiece(args, out_dir);
   if (args.tokenizer_type !=
       "GPT2BPETokenizer") {  // NullTokenizer, and TikTokenizer (transformers has no reader): no files
     const auto tokenizer = build_tokenizer(args);

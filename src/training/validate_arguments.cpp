@@ -260,9 +260,10 @@ void validate_data(const Arguments& a) {
   if (a.tokenizer_type == "GPT2BPETokenizer") {
     ARG_CHECK(!a.vocab_file.empty() && !a.merge_file.empty(),
               "--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");
-  } else if (a.tokenizer_type == "HuggingFaceTokenizer" || a.tokenizer_type == "TikTokenizer") {
+  } else if (a.tokenizer_type != "NullTokenizer" && !a.tokenizer_type.empty()) {
     ARG_CHECK(!a.tokenizer_model.empty(), "--tokenizer-type ", a.tokenizer_type,
-              " needs --tokenizer-model (a tokenizer.json or its folder; TikTokenizer: Megatron-LM's tiktoken JSON)");
+              " needs --tokenizer-model (HuggingFaceTokenizer: a tokenizer.json or its folder; TikTokenizer: "
+              "Megatron-LM's tiktoken JSON; the SentencePiece types: a .model file)");
   } else {
     ARG_CHECK(a.vocab_size.has_value(), a.tokenizer_type.empty() ? "--mock-data" : "--tokenizer-type NullTokenizer",
               " needs --vocab-size (> 1)");

@@ -69,4 +69,14 @@ inline size_t take_length(const uint8_t*& data, size_t& size, size_t n) {
   return length < size ? length : size;
 }
 
+// A loaded tokenizer on fuzzed text: every id inside the vocabulary (else a finding), and decodable.
+template <typename Tokenizer>
+void encode_and_decode(const Tokenizer& tok, const std::string& text) {
+  const auto ids = tok.tokenize(text);
+  for (int32_t id : ids) {
+    if (id < 0 || id >= tok.vocab_size()) std::abort();
+  }
+  tok.detokenize(ids);
+}
+
 }  // namespace megatron::fuzz

@@ -64,6 +64,20 @@ def tiktoken():
         put("tiktoken", name, struct.pack("<H", len(data)) + data + flag + text)
 
 
+def sentencepiece():
+    """Small .model files trained by the sentencepiece package: Llama 2's BPE shape and NFKC unigram."""
+    import sentencepiece as spm
+    texts = ["hello world, it's 2024!", "caf\u00e9 na\u00efve \u65e5\u672c\u8a9e \U0001f600", "don't   stop now"] * 20
+    text = "  Hello  world <mask> \uff46\uff55\uff4c\uff4c caf\u00e9\u0301 \U0001f44d 123 x".encode() + b"\xff"
+    for name, config in [("bpe", dict(model_type="bpe", vocab_size=320, byte_fallback=True,
+                                      normalization_rule_name="identity", remove_extra_whitespaces=False)),
+                         ("unigram", dict(model_type="unigram", vocab_size=60, user_defined_symbols=["<mask>"]))]:
+        model = io.BytesIO()
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_writer=model, minloglevel=2,
+                                       hard_vocab_limit=False, **config)
+        put("sentencepiece", name, struct.pack("<I", len(model.getvalue())) + model.getvalue() + text)
+
+
 def npy():
     for name, array in [("int64", np.arange(6, dtype=np.int64).reshape(2, 3)), ("int32", np.arange(5, dtype=np.int32)),
                         ("empty", np.zeros(0, np.int64))]:
@@ -126,6 +140,6 @@ def checkpoint_pickle():
     put("checkpoint_pickle", "global", b"\x80\x02cos\nsystem\n.")
 
 
-for make in [indexed_dataset, gpt2_tokenizer, hf_tokenizer, tiktoken, npy, safetensors, config_toml, deepspeed_json, tracker, checkpoint,
+for make in [indexed_dataset, gpt2_tokenizer, hf_tokenizer, tiktoken, sentencepiece, npy, safetensors, config_toml, deepspeed_json, tracker, checkpoint,
              checkpoint_pickle]:
     make()

@@ -10,7 +10,9 @@
      tokenizers trains them here, tests/python/hf_families.py) vs that tokenizer.json's own
      Tokenizer.encode_batch with T Rayon threads; and --tokenizer-type TikTokenizer on the GPT-2
      vocabulary written as Megatron-LM's tiktoken JSON vs tiktoken's encode_batch with T threads
-     (the Encoding built as Megatron-LM builds it, v2 pattern).
+     (the Encoding built as Megatron-LM builds it, v2 pattern); and --tokenizer-type
+     Llama2Tokenizer on a .model of Llama 2's shape (BPE, identity normalizer, byte fallback; the
+     sentencepiece package trains it here) vs sentencepiece's encode with T threads.
   2. GPTDataset index building on 1 M documents / 100 M tokens (bench_data) vs numpy's
      RandomState.shuffle of the same document and sample indices (what Megatron-LM spends in numpy).
   3. Sample fetch: samples/s of build_batch vs a numpy re-statement of Megatron's __getitem__.
@@ -140,6 +142,17 @@ tok.encode_batch(texts)
 print(size / (time.perf_counter() - t0) / 1e6)
 """
 
+SENTENCEPIECE_SCRIPT = r"""
+import json, sys, time, sentencepiece
+texts = [json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")]
+size = sum(len(l) for l in open(sys.argv[1], encoding="utf-8"))
+sp = sentencepiece.SentencePieceProcessor(model_file=sys.argv[2])
+sp.encode(texts[:200], num_threads=int(sys.argv[3]))
+t0 = time.perf_counter()
+sp.encode(texts, num_threads=int(sys.argv[3]))
+print(size / (time.perf_counter() - t0) / 1e6)
+"""
+
 TIKTOKEN_SCRIPT = r"""
 import base64, json, sys, time, tiktoken
 texts = [json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")]
@@ -260,6 +273,27 @@ def main():
                                     TIKTOKEN_V2], check=True, capture_output=True, text=True).stdout)
         print(f"threads {t}: preprocess_data {ours:.2f} MB/s | tiktoken encode_batch {ref:.2f} MB/s | "
               f"ratio vs tiktoken {ours / ref:.2f}x")
+
+    import io
+    import sentencepiece
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=model, minloglevel=2, model_type="bpe", vocab_size=32000,
+        byte_fallback=True, normalization_rule_name="identity", remove_extra_whitespaces=False, split_digits=True,
+        max_sentence_length=1 << 20, input_sentence_size=20000, shuffle_input_sentence=True)
+    sp_model = os.path.join(work, "tokenizer.model")
+    open(sp_model, "wb").write(model.getvalue())
+    print("\n== SentencePiece .model of Llama 2's shape, 32000 pieces (Llama2Tokenizer; MB/s of JSONL) ==")
+    for t in args.threads:
+        proc = subprocess.run([binary("preprocess_data"), "--input", corpus, "--output-prefix",
+                               os.path.join(work, "sp"), "--tokenizer-type", "Llama2Tokenizer", "--tokenizer-model",
+                               sp_model, "--append-eod", "--workers", str(t), "--log-interval", "100000000"],
+                              check=True, capture_output=True, text=True)
+        ours = float(re.search(r"([0-9.]+) MB/s\)\.\s*$", proc.stderr).group(1)) * 1.048576
+        ref = float(subprocess.run([sys.executable, "-c", SENTENCEPIECE_SCRIPT, corpus, sp_model, str(t)],
+                                   check=True, capture_output=True, text=True).stdout)
+        print(f"threads {t}: preprocess_data {ours:.2f} MB/s | sentencepiece encode {ref:.2f} MB/s | "
+              f"ratio vs sentencepiece {ours / ref:.2f}x")
 
     if args.skip_index:
         return

@@ -30,10 +30,10 @@ class MEGATRON_API Tokenizer {
 };
 
 struct MEGATRON_API TokenizerOptions {
-  std::string tokenizer_type;  // GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | NullTokenizer
+  std::string tokenizer_type;  // as --tokenizer-type names them (build_tokenizer lists them)
   std::string vocab_file;
   std::string merge_file;
-  std::string tokenizer_model;         // HuggingFaceTokenizer: a tokenizer.json or its folder; TikTokenizer: its JSON
+  std::string tokenizer_model;         // the file (or folder) of a HuggingFace, TikToken or SentencePiece tokenizer
   bool include_special_tokens = true;  // HuggingFaceTokenizer: add the post-processor's BOS/EOS
   std::string tiktoken_pattern = "v2";
   int64_t tiktoken_num_special_tokens = 1000;

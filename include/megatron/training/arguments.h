@@ -64,10 +64,10 @@ struct MEGATRON_API Arguments {
   std::vector<std::string> data_path;  // prefix, or weight prefix weight prefix ...
   std::string split = "969, 30, 1";
   bool mock_data = false;
-  std::string tokenizer_type;  // GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | NullTokenizer
+  std::string tokenizer_type;  // arguments_table.h lists the types
   std::string vocab_file;
   std::string merge_file;
-  std::string tokenizer_model;  // HuggingFaceTokenizer: a tokenizer.json or its folder; TikTokenizer: its JSON
+  std::string tokenizer_model;  // the file (or folder) of a HuggingFace, TikToken or SentencePiece tokenizer
   bool tokenizer_hf_no_include_special_tokens = false;
   std::string tiktoken_pattern;  // empty: v2
   int64_t tiktoken_num_special_tokens = 1000;

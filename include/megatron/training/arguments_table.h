@@ -130,12 +130,16 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(data, data_path, kSaved, any(), "dataset prefix, or weight prefix weight prefix ...")                           \
   X(data, split, kSaved, any(), "train, valid, test proportions")                                                   \
   X(data, mock_data, kSaved, any(), "synthetic data instead of --data-path")                                        \
-  X(tokenizer, tokenizer_type, kSaved, one_of("GPT2BPETokenizer|HuggingFaceTokenizer|TikTokenizer|NullTokenizer"), \
-    "GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | NullTokenizer")                                       \
+  X(tokenizer, tokenizer_type, kSaved,                                                                              \
+    one_of("GPT2BPETokenizer|HuggingFaceTokenizer|TikTokenizer|SentencePieceTokenizer|GPTSentencePieceTokenizer|"   \
+           "Llama2Tokenizer|NullTokenizer"),                                                                          \
+    "GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | SentencePieceTokenizer | GPTSentencePieceTokenizer | " \
+    "Llama2Tokenizer | NullTokenizer")                                                                              \
   X(tokenizer, vocab_file, kSaved, any(), "GPT-2 vocab.json")                                                       \
   X(tokenizer, merge_file, kSaved, any(), "GPT-2 merges.txt")                                                       \
   X(tokenizer, tokenizer_model, kSaved, any(),                                                                      \
-    "HuggingFaceTokenizer: a tokenizer.json, or the folder holding it; TikTokenizer: Megatron-LM's tiktoken JSON")  \
+    "HuggingFaceTokenizer: a tokenizer.json, or the folder holding it; TikTokenizer: Megatron-LM's tiktoken JSON; " \
+    "the SentencePiece types: a .model file")                                                                      \
   X(tokenizer, tokenizer_hf_no_include_special_tokens, kSaved, any(),                                              \
     "HuggingFaceTokenizer: leave out the post-processor's tokens (BOS/EOS) when tokenizing")                        \
   X(tokenizer, tiktoken_pattern, kSaved, one_of("v1|v2"), "TikTokenizer's split pattern (default v2)")              \
