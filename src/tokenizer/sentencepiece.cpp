@@ -1,5 +1,6 @@
 #include "megatron/tokenizer/sentencepiece.h"
 
+#include "bpe.h"
 #include "sentencepiece_model.h"
 #include "utf8.h"
 
@@ -9,9 +10,9 @@
 #include <array>
 #include <cfloat>
 #include <cstdio>
+#include <cstring>
 #include <queue>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace megatron::tokenizer {
 namespace {
@@ -20,6 +21,52 @@ using detail::PieceType;
 using Result = std::vector<std::pair<std::string_view, int32_t>>;  // (piece, id) in order
 // BPE: an unused piece's last merge, to split it back into what it was made of.
 using RevMerge = std::unordered_map<std::string_view, std::pair<std::string_view, std::string_view>>;
+
+// string_view -> id over keys that outlive it, by open addressing: std::unordered_map's hashing
+// and node chasing were a third of BPE encoding time.
+class PieceIndex {
+ public:
+  // The value slot of key, inserted with value `absent` when new; `inserted` says which.
+  int32_t& find_or_insert(std::string_view key, int32_t absent, bool& inserted) {
+    if ((size_ + 1) * 2 > slots_.size()) grow();
+    Slot& s = slots_[index_of(key, detail::hash_bytes(key))];
+    inserted = !s.used;
+    if (inserted) {
+      s = Slot{detail::hash_bytes(key), key, absent, true};
+      ++size_;
+    }
+    return s.value;
+  }
+  const int32_t* find(std::string_view key) const {
+    if (slots_.empty()) return nullptr;
+    const Slot& s = slots_[index_of(key, detail::hash_bytes(key))];
+    return s.used ? &s.value : nullptr;
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    std::string_view key;
+    int32_t value = 0;
+    bool used = false;
+  };
+  size_t index_of(std::string_view key, uint64_t h) const {
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (!s.used || (s.hash == h && s.key == key)) return i;
+    }
+  }
+  void grow() {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    slots_.assign(old.empty() ? 1024 : old.size() * 2, Slot{});
+    mask_ = slots_.size() - 1;
+    for (const Slot& s : old)
+      if (s.used) slots_[index_of(s.key, s.hash)] = s;
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0, size_ = 0;
+};
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
 constexpr float kUnkPenalty = 10.0f;                 // unigram: an unknown character costs min score - 10
@@ -32,19 +79,18 @@ struct SentencePieceTokenizer::Impl {
   std::unique_ptr<detail::SymbolMatcher> symbols;
   std::unique_ptr<detail::SpNormalizer> normalizer;
   // Keys view model.pieces' strings, which never move after loading.
-  std::unordered_map<std::string_view, int32_t> pieces;    // normal, user-defined and unused
-  std::unordered_map<std::string_view, int32_t> reserved;  // control, unknown and byte
-  std::unordered_set<std::string_view> prefixes;           // unigram: every prefix of a piece
+  PieceIndex pieces;    // normal, user-defined and unused
+  PieceIndex reserved;  // control, unknown and byte
+  PieceIndex prefixes;  // unigram: every prefix of a normal piece -> the piece's id, or -1
   std::array<int32_t, 256> byte_ids{};
   int32_t unk = -1, bos = -1, eos = -1;
   float min_score = FLT_MAX, max_score = FLT_MIN;  // FLT_MIN, as sentencepiece starts it
 
   PieceType type(int32_t id) const { return model.pieces[static_cast<size_t>(id)].type; }
   int32_t piece_to_id(std::string_view w) const {
-    auto r = reserved.find(w);
-    if (r != reserved.end()) return r->second;
-    auto p = pieces.find(w);
-    return p != pieces.end() ? p->second : unk;
+    if (const int32_t* r = reserved.find(w)) return *r;
+    const int32_t* p = pieces.find(w);
+    return p != nullptr ? *p : unk;
   }
   void encode_bpe(std::string_view text, Result& out) const;
   void encode_unigram(std::string_view text, Result& out) const;
@@ -63,9 +109,11 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file) : 
   for (size_t i = 0; i < sp.pieces.size(); ++i) {
     const auto& p = sp.pieces[i];
     const auto id = static_cast<int32_t>(i);
-    const bool normal = p.type == PieceType::kNormal || p.type == PieceType::kUserDefined || p.type == PieceType::kUnused;
-    TORCH_CHECK(!p.piece.empty() && (normal ? m.pieces : m.reserved).emplace(p.piece, id).second, "[tokenizer] ",
-                model_file, ": piece ", i, " ('", p.piece, "') is empty or defined twice");
+    const bool normal =
+        p.type == PieceType::kNormal || p.type == PieceType::kUserDefined || p.type == PieceType::kUnused;
+    bool inserted = false;
+    if (!p.piece.empty()) (normal ? m.pieces : m.reserved).find_or_insert(p.piece, id, inserted);
+    TORCH_CHECK(inserted, "[tokenizer] ", model_file, ": piece ", i, " ('", p.piece, "') is empty or defined twice");
     if (p.type == PieceType::kUserDefined) user_defined.push_back(p.piece);
     if (p.type == PieceType::kUnknown) m.unk = id;
     if (p.type == PieceType::kNormal) {
@@ -79,7 +127,9 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file) : 
       m.byte_ids[value] = id;
     }
     if (normal) {
-      for (size_t k = 1; k <= p.piece.size(); ++k) m.prefixes.insert(std::string_view(p.piece).substr(0, k));
+      for (size_t k = 1; k < p.piece.size(); ++k)
+        m.prefixes.find_or_insert(std::string_view(p.piece).substr(0, k), -1, inserted);
+      m.prefixes.find_or_insert(p.piece, id, inserted) = id;
     }
   }
   TORCH_CHECK(m.unk >= 0, "[tokenizer] ", model_file, ": the model has no unknown piece (<unk>)");
@@ -101,13 +151,16 @@ void SentencePieceTokenizer::Impl::encode_bpe(std::string_view text, Result& out
     std::string_view piece;
     bool freeze;
   };
-  struct Pair {
-    int left, right;
-    float score;
-    size_t size;
+  // A candidate merge as (score, then leftmost first) packed into one key for a max-heap, with
+  // the merged size; its right symbol is the left one's next whenever it is not stale.
+  using Pair = std::pair<uint64_t, uint32_t>;
+  auto key = [](float score, int left) {
+    uint32_t bits;
+    std::memcpy(&bits, &score, 4);
+    bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);  // orders as the floats do
+    return static_cast<uint64_t>(bits) << 32 | (0xFFFFFFFFu - static_cast<uint32_t>(left));
   };
-  auto lower = [](const Pair& a, const Pair& b) { return a.score < b.score || (a.score == b.score && a.left > b.left); };
-  std::priority_queue<Pair, std::vector<Pair>, decltype(lower)> agenda(lower);
+  std::priority_queue<Pair> agenda;
   std::vector<Symbol> syms;
   for (std::string_view rest = text; !rest.empty();) {
     bool frozen = false;
@@ -120,24 +173,27 @@ void SentencePieceTokenizer::Impl::encode_bpe(std::string_view text, Result& out
   auto maybe_add = [&](int left, int right) {
     if (left < 0 || right < 0 || syms[left].freeze || syms[right].freeze) return;
     const std::string_view joined(syms[left].piece.data(), syms[left].piece.size() + syms[right].piece.size());
-    auto it = pieces.find(joined);
-    if (it == pieces.end()) return;
-    agenda.push({left, right, model.pieces[static_cast<size_t>(it->second)].score, joined.size()});
+    const int32_t* id = pieces.find(joined);
+    if (id == nullptr) return;
+    agenda.emplace(key(model.pieces[static_cast<size_t>(*id)].score, left), static_cast<uint32_t>(joined.size()));
     // An unused piece still merges, and is then split back into the two it was made of.
-    if (type(it->second) == PieceType::kUnused) rev_merge[joined] = {syms[left].piece, syms[right].piece};
+    if (type(*id) == PieceType::kUnused) rev_merge[joined] = {syms[left].piece, syms[right].piece};
   };
   for (size_t i = 1; i < syms.size(); ++i) maybe_add(static_cast<int>(i) - 1, static_cast<int>(i));
   while (!agenda.empty()) {
-    const Pair top = agenda.top();
+    const auto [top, size] = agenda.top();
     agenda.pop();
-    Symbol &l = syms[top.left], &r = syms[top.right];
-    if (l.piece.empty() || r.piece.empty() || l.piece.size() + r.piece.size() != top.size) continue;  // stale
-    l.piece = std::string_view(l.piece.data(), top.size);
+    const auto left = static_cast<int>(0xFFFFFFFFu - static_cast<uint32_t>(top));
+    Symbol& l = syms[left];
+    if (l.piece.empty() || l.next < 0) continue;  // stale
+    Symbol& r = syms[l.next];
+    if (l.piece.size() + r.piece.size() != size) continue;  // stale
+    l.piece = std::string_view(l.piece.data(), size);
     l.next = r.next;
-    if (r.next >= 0) syms[r.next].prev = top.left;
+    if (r.next >= 0) syms[r.next].prev = left;
     r.piece = std::string_view();
-    maybe_add(l.prev, top.left);
-    maybe_add(top.left, l.next);
+    maybe_add(l.prev, left);
+    maybe_add(left, l.next);
   }
   for (int i = syms.empty() ? -1 : 0; i >= 0; i = syms[i].next) resegment(syms[i].piece, rev_merge, out);
 }
@@ -172,15 +228,15 @@ void SentencePieceTokenizer::Impl::encode_unigram(std::string_view text, Result&
     bool has_single = false;
     for (int64_t end = start + 1; end <= size; ++end) {
       const std::string_view sub = text.substr(static_cast<size_t>(start), static_cast<size_t>(end - start));
-      if (!prefixes.count(sub)) break;
-      auto it = pieces.find(sub);
-      if (it == pieces.end() || type(it->second) == PieceType::kUnused) continue;
+      const int32_t* found = prefixes.find(sub);
+      if (found == nullptr) break;
+      const int32_t id = *found;
+      if (id < 0 || type(id) == PieceType::kUnused) continue;
       const auto length = end - start;
-      const float score = type(it->second) == PieceType::kUserDefined
-                              ? static_cast<float>(length) * max_score - 0.1f
-                              : model.pieces[static_cast<size_t>(it->second)].score;
+      const float score = type(id) == PieceType::kUserDefined ? static_cast<float>(length) * max_score - 0.1f
+                                                              : model.pieces[static_cast<size_t>(id)].score;
       Node& target = best[static_cast<size_t>(end)];
-      if (target.starts_at == -1 || score + till_here > target.score) target = {it->second, score + till_here, start};
+      if (target.starts_at == -1 || score + till_here > target.score) target = {id, score + till_here, start};
       if (length == mblen) has_single = true;
     }
     if (!has_single) {
@@ -271,8 +327,14 @@ std::string SentencePieceTokenizer::detokenize(const std::vector<int32_t>& ids) 
   return out;
 }
 
-int64_t SentencePieceTokenizer::vocab_size() const { return static_cast<int64_t>(impl_->model.pieces.size()); }
-int32_t SentencePieceTokenizer::eod() const { return impl_->eos; }
-int32_t SentencePieceTokenizer::bos() const { return impl_->bos; }
+int64_t SentencePieceTokenizer::vocab_size() const {
+  return static_cast<int64_t>(impl_->model.pieces.size());
+}
+int32_t SentencePieceTokenizer::eod() const {
+  return impl_->eos;
+}
+int32_t SentencePieceTokenizer::bos() const {
+  return impl_->bos;
+}
 
 }  // namespace megatron::tokenizer

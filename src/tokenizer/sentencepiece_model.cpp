@@ -61,8 +61,8 @@ class WireReader {
     TORCH_CHECK(false, "[tokenizer] ", where_, ": not a SentencePiece model (a varint longer than 10 bytes)");
   }
   void need(uint64_t n) {
-    TORCH_CHECK(n <= data_.size() - at_, "[tokenizer] ", where_, ": truncated or not a SentencePiece model (",
-                n, " bytes wanted at byte ", at_, " of ", data_.size(), ")");
+    TORCH_CHECK(n <= data_.size() - at_, "[tokenizer] ", where_, ": truncated or not a SentencePiece model (", n,
+                " bytes wanted at byte ", at_, " of ", data_.size(), ")");
   }
 
   std::string_view data_;
