@@ -11,6 +11,18 @@
 
 namespace megatron::tokenizer::detail {
 
+// Doubles an open-addressing table (1024 slots at first) and puts each used slot back through
+// place(slot), which finds its new index.
+template <typename Slot, typename Used, typename Place>
+void grow_table(std::vector<Slot>& slots, size_t& mask, Used&& used, Place&& place) {
+  std::vector<Slot> old;
+  old.swap(slots);
+  slots.assign(old.empty() ? 1024 : old.size() * 2, Slot{});
+  mask = slots.size() - 1;
+  for (const Slot& s : old)
+    if (used(s)) slots[place(s)] = s;
+}
+
 // (left id, right id) -> (rank, merged id); the lowest rank merges first. An open-addressing
 // table: std::unordered_map's modulo and node chasing were most of a long word's merge time.
 class MergeTable {
@@ -46,12 +58,8 @@ class MergeTable {
     }
   }
   void grow() {
-    std::vector<Slot> old;
-    old.swap(slots_);
-    slots_.assign(old.empty() ? 1024 : old.size() * 2, Slot{});
-    mask_ = slots_.size() - 1;
-    for (const Slot& s : old)
-      if (s.key != 0) slots_[index_of(s.key)] = s;
+    grow_table(
+        slots_, mask_, [](const Slot& s) { return s.key != 0; }, [this](const Slot& s) { return index_of(s.key); });
   }
   std::vector<Slot> slots_;
   size_t mask_ = 0, size_ = 0;

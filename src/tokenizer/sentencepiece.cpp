@@ -22,26 +22,39 @@ using Result = std::vector<std::pair<std::string_view, int32_t>>;  // (piece, id
 // BPE: an unused piece's last merge, to split it back into what it was made of.
 using RevMerge = std::unordered_map<std::string_view, std::pair<std::string_view, std::string_view>>;
 
+// FNV-1a, which extends a prefix's hash by one byte: the unigram lattice looks up every prefix.
+constexpr uint64_t kFnvOffset = 0xCBF29CE484222325ULL;
+inline uint64_t fnv_extend(uint64_t h, char c) {
+  return (h ^ static_cast<unsigned char>(c)) * 0x100000001B3ULL;
+}
+inline uint64_t fnv(std::string_view s) {
+  uint64_t h = kFnvOffset;
+  for (char c : s) h = fnv_extend(h, c);
+  return h;
+}
+
 // string_view -> id over keys that outlive it, by open addressing: std::unordered_map's hashing
 // and node chasing were a third of BPE encoding time.
 class PieceIndex {
  public:
   // The value slot of key, inserted with value `absent` when new; `inserted` says which.
-  int32_t& find_or_insert(std::string_view key, int32_t absent, bool& inserted) {
+  int32_t& find_or_insert(std::string_view key, uint64_t h, int32_t absent, bool& inserted) {
     if ((size_ + 1) * 2 > slots_.size()) grow();
-    Slot& s = slots_[index_of(key, detail::hash_bytes(key))];
+    Slot& s = slots_[index_of(key, h)];
     inserted = !s.used;
     if (inserted) {
-      s = Slot{detail::hash_bytes(key), key, absent, true};
+      s = Slot{h, key, absent, true};
       ++size_;
     }
     return s.value;
   }
-  const int32_t* find(std::string_view key) const {
+  // h: fnv(key)
+  const int32_t* find(std::string_view key, uint64_t h) const {
     if (slots_.empty()) return nullptr;
-    const Slot& s = slots_[index_of(key, detail::hash_bytes(key))];
+    const Slot& s = slots_[index_of(key, h)];
     return s.used ? &s.value : nullptr;
   }
+  const int32_t* find(std::string_view key) const { return find(key, fnv(key)); }
 
  private:
   struct Slot {
@@ -51,25 +64,24 @@ class PieceIndex {
     bool used = false;
   };
   size_t index_of(std::string_view key, uint64_t h) const {
-    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+    for (size_t i = (h ^ (h >> 32)) & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (!s.used || (s.hash == h && s.key == key)) return i;
     }
   }
   void grow() {
-    std::vector<Slot> old;
-    old.swap(slots_);
-    slots_.assign(old.empty() ? 1024 : old.size() * 2, Slot{});
-    mask_ = slots_.size() - 1;
-    for (const Slot& s : old)
-      if (s.used) slots_[index_of(s.key, s.hash)] = s;
+    detail::grow_table(
+        slots_, mask_, [](const Slot& s) { return s.used; }, [this](const Slot& s) { return index_of(s.key, s.hash); });
   }
   std::vector<Slot> slots_;
   size_t mask_ = 0, size_ = 0;
 };
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
-constexpr float kUnkPenalty = 10.0f;                 // unigram: an unknown character costs min score - 10
+constexpr float kUnkPenalty = 10.0f;
+// Real pieces are a few characters (the trainer's limit is 16 by default); a longer one in a
+// corrupt or hostile file would make the unigram lattice slow.
+constexpr size_t kMaxPieceBytes = 1024;  // unigram: an unknown character costs min score - 10
 
 }  // namespace
 
@@ -112,7 +124,9 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file) : 
     const bool normal =
         p.type == PieceType::kNormal || p.type == PieceType::kUserDefined || p.type == PieceType::kUnused;
     bool inserted = false;
-    if (!p.piece.empty()) (normal ? m.pieces : m.reserved).find_or_insert(p.piece, id, inserted);
+    TORCH_CHECK(p.piece.size() <= kMaxPieceBytes, "[tokenizer] ", model_file, ": piece ", i, " is ", p.piece.size(),
+                " bytes long; pieces over ", kMaxPieceBytes, " bytes are refused");
+    if (!p.piece.empty()) (normal ? m.pieces : m.reserved).find_or_insert(p.piece, fnv(p.piece), id, inserted);
     TORCH_CHECK(inserted, "[tokenizer] ", model_file, ": piece ", i, " ('", p.piece, "') is empty or defined twice");
     if (p.type == PieceType::kUserDefined) user_defined.push_back(p.piece);
     if (p.type == PieceType::kUnknown) m.unk = id;
@@ -126,10 +140,13 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file) : 
                   "[tokenizer] ", model_file, ": byte piece ", i, " is '", p.piece, "', expected <0xXX>");
       m.byte_ids[value] = id;
     }
-    if (normal) {
-      for (size_t k = 1; k < p.piece.size(); ++k)
-        m.prefixes.find_or_insert(std::string_view(p.piece).substr(0, k), -1, inserted);
-      m.prefixes.find_or_insert(p.piece, id, inserted) = id;
+    if (normal && sp.model_type == 1) {  // unigram
+      uint64_t h = kFnvOffset;
+      for (size_t k = 1; k <= p.piece.size(); ++k) {
+        h = fnv_extend(h, p.piece[k - 1]);
+        int32_t& value = m.prefixes.find_or_insert(std::string_view(p.piece).substr(0, k), h, -1, inserted);
+        if (k == p.piece.size()) value = id;
+      }
     }
   }
   TORCH_CHECK(m.unk >= 0, "[tokenizer] ", model_file, ": the model has no unknown piece (<unk>)");
@@ -226,9 +243,11 @@ void SentencePieceTokenizer::Impl::encode_unigram(std::string_view text, Result&
     detail::decode_utf8(text, static_cast<size_t>(start), one_char);
     const auto mblen = static_cast<int64_t>(std::min<size_t>(one_char, static_cast<size_t>(size - start)));
     bool has_single = false;
+    uint64_t h = kFnvOffset;
     for (int64_t end = start + 1; end <= size; ++end) {
       const std::string_view sub = text.substr(static_cast<size_t>(start), static_cast<size_t>(end - start));
-      const int32_t* found = prefixes.find(sub);
+      h = fnv_extend(h, sub.back());
+      const int32_t* found = prefixes.find(sub, h);
       if (found == nullptr) break;
       const int32_t id = *found;
       if (id < 0 || type(id) == PieceType::kUnused) continue;

@@ -65,16 +65,23 @@ def tiktoken():
 
 
 def sentencepiece():
-    """Small .model files trained by the sentencepiece package: Llama 2's BPE shape and NFKC unigram."""
+    """Small .model files trained by the sentencepiece package: Llama 2's BPE shape, and unigram with a
+    few normalization rules (a character map of 1 KB rather than NFKC's 240 KB, so the fuzzer runs fast)."""
     import sentencepiece as spm
+    import tempfile
     texts = ["hello world, it's 2024!", "caf\u00e9 na\u00efve \u65e5\u672c\u8a9e \U0001f600", "don't   stop now"] * 20
     text = "  Hello  world <mask> \uff46\uff55\uff4c\uff4c caf\u00e9\u0301 \U0001f44d 123 x".encode() + b"\xff"
     for name, config in [("bpe", dict(model_type="bpe", vocab_size=320, byte_fallback=True,
                                       normalization_rule_name="identity", remove_extra_whitespaces=False)),
                          ("unigram", dict(model_type="unigram", vocab_size=60, user_defined_symbols=["<mask>"]))]:
         model = io.BytesIO()
-        spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_writer=model, minloglevel=2,
-                                       hard_vocab_limit=False, **config)
+        with tempfile.NamedTemporaryFile("w", suffix=".tsv") as rules:
+            rules.write("FF46\t66\nFF55\t75\nFF4C\t6C\n2460\t31\n3000\t20\nFB01\t66 69\n")  # full-width, (1), fi
+            rules.flush()
+            if name == "unigram":
+                config["normalization_rule_tsv"] = rules.name
+            spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_writer=model, minloglevel=2,
+                                           hard_vocab_limit=False, **config)
         put("sentencepiece", name, struct.pack("<I", len(model.getvalue())) + model.getvalue() + text)
 
 

@@ -24,12 +24,19 @@ CONFIGS = {
                                           user_defined_symbols=["<mask>", "@@"], character_coverage=0.98),
     "bpe_symbols_unknowns": dict(model_type="bpe", vocab_size=800, user_defined_symbols=["<mask>", "@@"],
                                  character_coverage=0.98),
+    # A character map of its own rules (full-width letters, circled digits, ligatures, one to many).
+    "unigram_custom_rules": dict(model_type="unigram", vocab_size=800, normalization_rule_tsv=[
+        "FF46\t66", "FF55\t75", "FF4C\t6C", "2460\t31", "2461\t32", "3000\t20", "FB01\t66 69", "FB02\t66 6C"]),
 }
 PROBE = SPECIAL + random_strings(300, 11) + [
     "<mask>x@@ y", "  <s> hi </s>  ", "ｆｕｌｌｗｉｄｔｈ ①②　ｶﾀｶﾅ", "\u00a0\u3000 a \t b", "ﬁ ﬂ ㍿ ½"]
 
 
 def train(tmp_path, name, **config):
+    if isinstance(config.get("normalization_rule_tsv"), list):
+        rules = tmp_path / f"{name}.tsv"
+        rules.write_text("\n".join(config["normalization_rule_tsv"]) + "\n")
+        config = dict(config, normalization_rule_tsv=str(rules))
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(corpus()), model_writer=model, minloglevel=2, **config)
     path = tmp_path / f"{name}.model"
@@ -71,7 +78,12 @@ def test_preprocess_data_with_llama2_tokenizer(tmp_path):
 def test_what_cannot_be_read_is_named(tmp_path):
     good = train(tmp_path, "good", **CONFIGS["llama2_bpe"]).read_bytes()
     word = train(tmp_path, "word", model_type="word", vocab_size=300).read_bytes()
+    from sentencepiece import sentencepiece_model_pb2
+    long_piece = sentencepiece_model_pb2.ModelProto()
+    long_piece.ParseFromString(good)
+    long_piece.pieces[300].piece = "x" * 2000  # would make the unigram lattice quadratic
     cases = {"truncated.model": (good[:1000], "truncated or not a SentencePiece model"),
+             "long.model": (long_piece.SerializeToString(), "piece 300 is 2000 bytes long"),
              "json.model": (b'{"model": 1}', "not a SentencePiece model"),
              "word.model": (word, "model type 3 is not supported")}
     for name, (data, message) in cases.items():
