@@ -27,13 +27,12 @@ void grow_table(std::vector<Slot>& slots, size_t& mask, Used&& used, Place&& pla
 // table: std::unordered_map's modulo and node chasing were most of a long word's merge time.
 class MergeTable {
  public:
-  // Keeps the first rank a pair is given (a later duplicate line changes nothing).
+  // A pair given twice keeps its last rank, as a Python dict or Rust HashMap of the merges does.
   void add(int32_t left, int32_t right, int32_t rank, int32_t merged) {
     if ((size_ + 1) * 2 > slots_.size()) grow();
     Slot& s = slots_[index_of(key(left, right))];
-    if (s.key != 0) return;
+    if (s.key == 0) ++size_;
     s = Slot{key(left, right), {rank, merged}};
-    ++size_;
   }
   const std::pair<int32_t, int32_t>* find(int32_t left, int32_t right) const {
     if (slots_.empty()) return nullptr;
@@ -105,6 +104,8 @@ class WordCache {
 
   void insert(std::string_view word, uint64_t h, const int32_t* ids, size_t n) {
     if (word.empty() || word.size() > 0xFFFF || n > 0xFFFF) return;
+    // Long words fill the arenas before the slots: bound their bytes too (and keep offsets in 32 bits).
+    if (keys_.size() + word.size() > kMaxArenaBytes || (ids_.size() + n) * sizeof(int32_t) > kMaxArenaBytes) clear();
     if (slots_.empty() || (count_ + 1) * 2 > slots_.size()) {
       if (slots_.size() >= kMaxSlots) {
         clear();
@@ -141,6 +142,7 @@ class WordCache {
     uint16_t key_len = 0, val_len = 0;
   };
   static constexpr size_t kMaxSlots = 1 << 20;
+  static constexpr size_t kMaxArenaBytes = size_t{64} << 20;
 
   void grow() {
     std::vector<Slot> old;

@@ -52,6 +52,7 @@ Decoder build_decoder(const json& spec, const std::string& where) {
     };
   }
   TORCH_CHECK(spec.is_object() && spec.contains("type"), "[tokenizer] ", where, ": expected an object with a \"type\"");
+  const NestingGuard nesting(where);
   const std::string type = spec.at("type").get<std::string>();
   if (type == "Sequence") {
     std::vector<Decoder> steps;
@@ -85,7 +86,7 @@ Decoder build_decoder(const json& spec, const std::string& where) {
     };
   }
   if (type == "Metaspace") {  // the replacement back to spaces, dropped from the first token
-    const std::string replacement = spec.at("replacement").get<std::string>();
+    const std::string replacement = one_character(spec, "replacement", where);
     std::string scheme = spec.value("prepend_scheme", std::string());
     if (scheme.empty()) scheme = spec.value("add_prefix_space", true) ? "always" : "never";
     const bool strip_first = scheme != "never";
@@ -139,23 +140,22 @@ Decoder build_decoder(const json& spec, const std::string& where) {
       tokens.assign(1, all);
     };
   }
-  if (type == "Strip") {  // up to `start` leading and `stop` trailing copies of one character per token
-    const std::string content = spec.at("content").get<std::string>();
-    const int64_t start = spec.value("start", int64_t{0}), stop = spec.value("stop", int64_t{0});
-    return [content, start, stop](std::vector<std::string>& tokens) {
-      if (content.empty()) return;
-      for (std::string& t : tokens) {
-        size_t b = 0, e = t.size();
-        for (int64_t k = 0; k < start && t.compare(b, content.size(), content) == 0 && b < e; ++k) b += content.size();
-        for (int64_t k = 0;
-             k < stop && e >= b + content.size() && t.compare(e - content.size(), content.size(), content) == 0; ++k)
-          e -= content.size();
-        t = t.substr(b, e - b);
-      }
-    };
-  }
-  TORCH_CHECK(false, "[tokenizer] ", where, ": decoder type '", type,
+  TORCH_CHECK(type == "Strip", "[tokenizer] ", where, ": decoder type '", type,
               "' is not supported (supported: ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence)");
+  // Strip: up to `start` leading and `stop` trailing copies of one character per token
+  const std::string content = spec.at("content").get<std::string>();
+  const int64_t start = spec.value("start", int64_t{0}), stop = spec.value("stop", int64_t{0});
+  return [content, start, stop](std::vector<std::string>& tokens) {
+    if (content.empty()) return;
+    for (std::string& t : tokens) {
+      size_t b = 0, e = t.size();
+      for (int64_t k = 0; k < start && t.compare(b, content.size(), content) == 0 && b < e; ++k) b += content.size();
+      for (int64_t k = 0;
+           k < stop && e >= b + content.size() && t.compare(e - content.size(), content.size(), content) == 0; ++k)
+        e -= content.size();
+      t = t.substr(b, e - b);
+    }
+  };
 }
 
 }  // namespace megatron::tokenizer::detail

@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 
 namespace megatron::tokenizer::detail {
 namespace {
@@ -31,9 +32,9 @@ Behavior behavior_of(const json& spec, const std::string& where) {
   if (b == "Isolated") return Behavior::kIsolated;
   if (b == "MergedWithPrevious") return Behavior::kMergedWithPrevious;
   if (b == "MergedWithNext") return Behavior::kMergedWithNext;
-  if (b == "Contiguous") return Behavior::kContiguous;
-  TORCH_CHECK(false, "[tokenizer] ", where, ": Split behavior '", b,
+  TORCH_CHECK(b == "Contiguous", "[tokenizer] ", where, ": Split behavior '", b,
               "' is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous");
+  return Behavior::kContiguous;
 }
 
 // The pieces a span list becomes under a behavior (tokenizers' NormalizedString::split).
@@ -121,7 +122,14 @@ std::function<void(std::string_view, const std::function<void(size_t, size_t)>&)
   }
   const std::string literal = pattern.at("String").get<std::string>();
   return [literal](std::string_view text, const std::function<void(size_t, size_t)>& found) {
-    if (literal.empty()) return;
+    if (literal.empty()) {  // tokenizers compiles it as an empty regex: it matches at every character boundary
+      for (size_t at = 0, len = 0; at <= text.size(); at += len) {
+        found(at, at);
+        if (at < text.size()) decode_utf8(text, at, len);
+        if (at == text.size()) break;
+      }
+      return;
+    }
     for (size_t at = text.find(literal); at != std::string_view::npos; at = text.find(literal, at + literal.size()))
       found(at, at + literal.size());
   };
@@ -153,6 +161,29 @@ bool is_ascii(const std::string& s) {
     if (static_cast<unsigned char>(c) >= 0x80) return false;
   return true;
 }
+
+}  // namespace
+
+NestingGuard::NestingGuard(const std::string& where) {
+  TORCH_CHECK(++depth() <= 32, "[tokenizer] ", where, ": Sequences nested deeper than 32");
+}
+NestingGuard::~NestingGuard() {
+  --depth();
+}
+int& NestingGuard::depth() {
+  thread_local int d = 0;
+  return d;
+}
+
+std::string one_character(const json& spec, const char* key, const std::string& where) {
+  const std::string c = spec.at(key).get<std::string>();
+  size_t len = 0;
+  TORCH_CHECK(!c.empty() && decode_utf8(c, 0, len) != kInvalid && len == c.size(), "[tokenizer] ", where, ": ", key,
+              ": expected one character, found '", c, "'");
+  return c;
+}
+
+namespace {
 
 std::string type_of(const json& spec, const std::string& where) {
   TORCH_CHECK(spec.is_object() && spec.contains("type"), "[tokenizer] ", where, ": expected an object with a \"type\"");
@@ -193,7 +224,9 @@ void Regex::for_each_match(std::string_view text, const std::function<void(size_
   const OnigUChar* end = str + text.size();
   std::unique_ptr<OnigRegion, void (*)(OnigRegion*)> region(onig_region_new(),
                                                             [](OnigRegion* r) { onig_region_free(r, 1); });
+  // The onig crate's find_iter: empty matches count, except one right where the last match ended.
   size_t at = 0;
+  std::optional<size_t> last_match_end;
   while (at <= text.size()) {
     const int rc = onig_search(re, str, end, str + at, end, region.get(), ONIG_OPTION_NONE);
     if (rc == ONIG_MISMATCH) return;
@@ -203,14 +236,15 @@ void Regex::for_each_match(std::string_view text, const std::function<void(size_
       TORCH_CHECK(false, "[tokenizer] ", where_, ": regex search failed: ", reinterpret_cast<const char*>(message));
     }
     const auto b = static_cast<size_t>(region->beg[0]), e = static_cast<size_t>(region->end[0]);
-    if (e > b) {
-      found(b, e);
-      at = e;
-    } else {  // an empty match: step over one character
+    if (e == b && last_match_end == e) {  // step over one character and search again
       size_t len = 1;
-      if (b < text.size()) decode_utf8(text, b, len);
-      at = b + len;
+      if (at < text.size()) decode_utf8(text, at, len);
+      at += len;
+      continue;
     }
+    at = e;
+    last_match_end = e;
+    found(b, e);
   }
 }
 
@@ -220,6 +254,7 @@ bool whitespace_at(std::string_view s, size_t i, size_t& len) {
 
 Normalizer build_normalizer(const json& spec, const std::string& where) {
   if (spec.is_null()) return {};
+  const NestingGuard nesting(where);
   const std::string type = type_of(spec, where);
   if (type == "Sequence") {
     std::vector<Normalizer> steps;
@@ -258,26 +293,25 @@ Normalizer build_normalizer(const json& spec, const std::string& where) {
       text.swap(out);
     };
   }
-  if (type == "Strip") {
-    const bool left = spec.value("strip_left", true), right = spec.value("strip_right", true);
-    return [left, right](std::string& text) {
-      size_t b = 0, len;
-      while (left && b < text.size() && whitespace_at(text, b, len)) b += len;
-      size_t e = right ? b : text.size();
-      for (size_t i = b; right && i < text.size();) {  // e: the end of the last non-space character
-        const bool space = whitespace_at(text, i, len);
-        i += len;
-        if (!space) e = i;
-      }
-      text = text.substr(b, e - b);
-    };
-  }
-  TORCH_CHECK(false, "[tokenizer] ", where, ": normalizer type '", type,
+  TORCH_CHECK(type == "Strip", "[tokenizer] ", where, ": normalizer type '", type,
               "' is not supported (supported: NFC, NFD, NFKC, NFKD, Prepend, Replace, Strip, Sequence)");
+  const bool left = spec.value("strip_left", true), right = spec.value("strip_right", true);
+  return [left, right](std::string& text) {
+    size_t b = 0, len;
+    while (left && b < text.size() && whitespace_at(text, b, len)) b += len;
+    size_t e = right ? b : text.size();
+    for (size_t i = b; right && i < text.size();) {  // e: the end of the last non-space character
+      const bool space = whitespace_at(text, i, len);
+      i += len;
+      if (!space) e = i;
+    }
+    text = text.substr(b, e - b);
+  };
 }
 
 PreTokenizer build_pre_tokenizer(const json& spec, const std::string& where, bool& byte_level) {
   if (spec.is_null()) return {};
+  const NestingGuard nesting(where);
   const std::string type = type_of(spec, where);
   TORCH_CHECK(!byte_level, "[tokenizer] ", where, ": a ", type,
               " pre-tokenizer after ByteLevel is not supported (ByteLevel must come last)");
@@ -313,7 +347,7 @@ PreTokenizer build_pre_tokenizer(const json& spec, const std::string& where, boo
     };
   }
   if (type == "Metaspace") {
-    const std::string replacement = spec.at("replacement").get<std::string>();
+    const std::string replacement = one_character(spec, "replacement", where);
     std::string scheme = spec.value("prepend_scheme", std::string());
     if (scheme.empty()) scheme = spec.value("add_prefix_space", true) ? "always" : "never";  // before 0.15
     TORCH_CHECK(scheme == "always" || scheme == "first" || scheme == "never", "[tokenizer] ", where,
@@ -354,17 +388,16 @@ PreTokenizer build_pre_tokenizer(const json& spec, const std::string& where, boo
       split_pieces(pieces, Behavior::kRemoved, [](const std::string& t) { return char_spans(t, is_space); });
     };
   }
-  if (type == "Whitespace") {  // keeps the matches of \w+|[^\w\s]+
-    auto regex = std::make_shared<Regex>("\\w+|[^\\w\\s]+", where + ": Whitespace");
-    return [regex](std::vector<Piece>& pieces) {
-      split_pieces(pieces, Behavior::kRemoved, [&](const std::string& t) {
-        return spans_from(t, true, [&](std::string_view text, auto&& emit) { regex->for_each_match(text, emit); });
-      });
-    };
-  }
-  TORCH_CHECK(false, "[tokenizer] ", where, ": pre-tokenizer type '", type,
+  TORCH_CHECK(type == "Whitespace", "[tokenizer] ", where, ": pre-tokenizer type '", type,
               "' is not supported (supported: ByteLevel, Split, Metaspace, Digits, Whitespace, WhitespaceSplit, "
               "Sequence)");
+  // Whitespace keeps the matches of \w+|[^\w\s]+
+  auto regex = std::make_shared<Regex>("\\w+|[^\\w\\s]+", where + ": Whitespace");
+  return [regex](std::vector<Piece>& pieces) {
+    split_pieces(pieces, Behavior::kRemoved, [&](const std::string& t) {
+      return spans_from(t, true, [&](std::string_view text, auto&& emit) { regex->for_each_match(text, emit); });
+    });
+  };
 }
 
 }  // namespace megatron::tokenizer::detail

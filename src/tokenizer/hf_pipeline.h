@@ -52,6 +52,16 @@ PreTokenizer build_pre_tokenizer(const nlohmann::json& spec, const std::string& 
 using Decoder = std::function<void(std::vector<std::string>&)>;
 Decoder build_decoder(const nlohmann::json& spec, const std::string& where);  // hf_decoder.cpp
 
+// Counts the nesting of Sequence specs on this thread: a hostile file must not overflow the stack.
+struct NestingGuard {
+  explicit NestingGuard(const std::string& where);
+  ~NestingGuard();
+  static int& depth();
+};
+
+// spec[key], which must be one UTF-8 character (Metaspace's replacement).
+std::string one_character(const nlohmann::json& spec, const char* key, const std::string& where);
+
 // Rust's char::is_whitespace (the White_Space property), on the code point at s[i].
 bool whitespace_at(std::string_view s, size_t i, size_t& len);
 

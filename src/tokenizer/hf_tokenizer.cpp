@@ -143,6 +143,7 @@ void HuggingFaceTokenizer::Impl::load_post_processor(const json& spec) {
   if (spec.is_null()) return;
   const std::string where = json_path + ": post_processor";
   const std::string type = spec.value("type", std::string());
+  const detail::NestingGuard nesting(where);
   auto id_of = [&](const std::string& token) {
     const int32_t id = lookup(token);
     TORCH_CHECK(id >= 0, "[tokenizer] ", where, ": token '", token, "' is not in the vocabulary");
@@ -312,16 +313,17 @@ void HuggingFaceTokenizer::Impl::encode_text(std::string_view text, bool first, 
 
 HuggingFaceTokenizer::HuggingFaceTokenizer(const std::string& path, bool include_special_tokens)
     : impl_(std::make_unique<Impl>()) {
-  TORCH_CHECK(fs::exists(path), "[tokenizer] --tokenizer-model ", path,
+  std::error_code ec;  // the non-throwing forms: a filesystem error is the same missing-file message
+  TORCH_CHECK(fs::exists(path, ec), "[tokenizer] --tokenizer-model ", path,
               ": no such file or folder (a Hugging Face Hub name needs network access: download the tokenizer "
               "folder and pass its path)");
-  const fs::path json_file = fs::is_directory(path) ? fs::path(path) / "tokenizer.json" : fs::path(path);
-  TORCH_CHECK(fs::is_regular_file(json_file), "[tokenizer] --tokenizer-model ", path,
+  const fs::path json_file = fs::is_directory(path, ec) ? fs::path(path) / "tokenizer.json" : fs::path(path);
+  TORCH_CHECK(fs::is_regular_file(json_file, ec), "[tokenizer] --tokenizer-model ", path,
               ": expected a tokenizer.json in the folder (the fast tokenizer's file; a folder with only a slow "
               "tokenizer's files is not supported)");
   impl_->json_path = json_file.string();
   const fs::path config = json_file.parent_path() / "tokenizer_config.json";
-  if (fs::is_regular_file(config)) impl_->config_path = config.string();
+  if (fs::is_regular_file(config, ec)) impl_->config_path = config.string();
   impl_->include_special_tokens = include_special_tokens;
   json j, cfg;
   try {

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <array>
 #include <cfloat>
-#include <cstdio>
 #include <cstring>
 #include <queue>
 #include <unordered_map>
@@ -95,6 +94,7 @@ struct SentencePieceTokenizer::Impl {
   PieceIndex reserved;  // control, unknown and byte
   PieceIndex prefixes;  // unigram: every prefix of a normal piece -> the piece's id, or -1
   std::array<int32_t, 256> byte_ids{};
+  std::unordered_map<int32_t, char> byte_value;  // each byte piece's byte
   int32_t unk = -1, bos = -1, eos = -1;
   float min_score = FLT_MAX, max_score = FLT_MIN;  // FLT_MIN, as sentencepiece starts it
 
@@ -129,16 +129,25 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file) : 
     if (!p.piece.empty()) (normal ? m.pieces : m.reserved).find_or_insert(p.piece, fnv(p.piece), id, inserted);
     TORCH_CHECK(inserted, "[tokenizer] ", model_file, ": piece ", i, " ('", p.piece, "') is empty or defined twice");
     if (p.type == PieceType::kUserDefined) user_defined.push_back(p.piece);
-    if (p.type == PieceType::kUnknown) m.unk = id;
+    if (p.type == PieceType::kUnknown) {
+      TORCH_CHECK(m.unk < 0, "[tokenizer] ", model_file, ": pieces ", m.unk, " and ", i, " are both the unknown piece");
+      m.unk = id;
+    }
     if (p.type == PieceType::kNormal) {
       m.min_score = std::min(m.min_score, p.score);
       m.max_score = std::max(m.max_score, p.score);
     }
     if (p.type == PieceType::kByte) {
-      unsigned value = 0;
-      TORCH_CHECK(p.piece.size() == 6 && std::sscanf(p.piece.c_str(), "<0x%2X>", &value) == 1 && value < 256,
-                  "[tokenizer] ", model_file, ": byte piece ", i, " is '", p.piece, "', expected <0xXX>");
-      m.byte_ids[value] = id;
+      // Exactly <0xXX> with upper-case hex digits, as sentencepiece writes and accepts them.
+      auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
+      const bool ok = p.piece.size() == 6 && p.piece.compare(0, 3, "<0x") == 0 && p.piece[5] == '>' &&
+                      hex(p.piece[3]) >= 0 && hex(p.piece[4]) >= 0;
+      TORCH_CHECK(ok, "[tokenizer] ", model_file, ": byte piece ", i, " is '", p.piece, "', expected <0xXX>");
+      const int value = hex(p.piece[3]) * 16 + hex(p.piece[4]);
+      TORCH_CHECK(m.byte_ids[static_cast<size_t>(value)] < 0, "[tokenizer] ", model_file, ": byte piece ", i, " ('",
+                  p.piece, "') is defined twice");
+      m.byte_ids[static_cast<size_t>(value)] = id;
+      m.byte_value[id] = static_cast<char>(value);
     }
     if (normal && sp.model_type == 1) {  // unigram
       uint64_t h = kFnvOffset;
@@ -152,8 +161,11 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file) : 
   TORCH_CHECK(m.unk >= 0, "[tokenizer] ", model_file, ": the model has no unknown piece (<unk>)");
   TORCH_CHECK(!sp.byte_fallback || *std::min_element(m.byte_ids.begin(), m.byte_ids.end()) >= 0, "[tokenizer] ",
               model_file, ": byte_fallback is set but the 256 <0xXX> pieces are not all there");
-  m.bos = m.piece_to_id("<s>") == m.unk ? -1 : m.piece_to_id("<s>");
-  m.eos = m.piece_to_id("</s>") == m.unk ? -1 : m.piece_to_id("</s>");
+  // As sentencepiece's bos_id() and eos_id(): the trainer's bos/eos pieces when they are control pieces.
+  for (auto [piece, id] : {std::pair{&sp.bos_piece, &m.bos}, {&sp.eos_piece, &m.eos}}) {
+    const int32_t found = m.piece_to_id(*piece);
+    *id = found >= 0 && m.type(found) == PieceType::kControl ? found : -1;
+  }
   m.symbols = std::make_unique<detail::SymbolMatcher>(user_defined);
   m.normalizer = std::make_unique<detail::SpNormalizer>(m.model, *m.symbols, model_file);
 }
@@ -252,6 +264,8 @@ void SentencePieceTokenizer::Impl::encode_unigram(std::string_view text, Result&
       const int32_t id = *found;
       if (id < 0 || type(id) == PieceType::kUnused) continue;
       const auto length = end - start;
+      // In float: the sentencepiece package's near-ties come out as float sums do (test_sentencepiece's
+      // long runs of one letter tell the two apart).
       const float score = type(id) == PieceType::kUserDefined ? static_cast<float>(length) * max_score - 0.1f
                                                               : model.pieces[static_cast<size_t>(id)].score;
       Node& target = best[static_cast<size_t>(end)];
@@ -301,7 +315,10 @@ void SentencePieceTokenizer::tokenize_into(std::string_view text, std::vector<in
 std::string SentencePieceTokenizer::detokenize(const std::vector<int32_t>& ids) const {
   const Impl& m = *impl_;
   std::string out, bytes;
-  bool at_start = true;  // the dummy prefix's U+2581 is dropped from the first piece
+  // sentencepiece's Decode: the dummy prefix's U+2581 is dropped from the first piece that
+  // decodes to something (with extra-whitespace removal, from every piece until one does).
+  const bool strip = m.model.add_dummy_prefix || m.model.remove_extra_whitespaces;
+  bool at_start = true;
   auto flush_bytes = [&] {
     // Byte pieces join into UTF-8; each byte that does not decode becomes U+FFFD.
     for (size_t i = 0, len; i < bytes.size(); i += len) {
@@ -319,20 +336,23 @@ std::string SentencePieceTokenizer::detokenize(const std::vector<int32_t>& ids) 
                 " outside the vocabulary [0, ", m.model.pieces.size(), ")");
     const auto& p = m.model.pieces[static_cast<size_t>(id)];
     if (p.type == PieceType::kByte) {
-      bytes.push_back(static_cast<char>(std::stoi(p.piece.substr(3, 2), nullptr, 16)));
+      bytes.push_back(m.byte_value.at(id));
       continue;
     }
     flush_bytes();
     if (p.type == PieceType::kControl) continue;
     if (p.type == PieceType::kUnknown) {
-      out += " \xE2\x81\x87 ";  // sentencepiece's unk_surface, " ⁇ "
-      at_start = false;
+      out += m.model.unk_surface;
+      at_start = at_start && m.model.unk_surface.empty();
       continue;
     }
     std::string_view piece = p.piece;
-    if (at_start && !m.model.treat_whitespace_as_suffix && piece.compare(0, kSpace.size(), kSpace) == 0)
+    bool stripped = false;
+    if (at_start && strip && piece.compare(0, kSpace.size(), kSpace) == 0) {
       piece.remove_prefix(kSpace.size());
-    at_start = false;
+      stripped = !m.model.remove_extra_whitespaces;
+    }
+    if (stripped || !piece.empty()) at_start = false;
     for (size_t i = 0; i < piece.size();) {
       if (piece.compare(i, kSpace.size(), kSpace) == 0) {
         out.push_back(' ');

@@ -99,7 +99,13 @@ SpModel read_sp_model(const std::string& path) {
                   ", expected 1..6");
       m.pieces.push_back(std::move(p));
     } else if (number == 2 && wire == 2) {  // trainer_spec
-      WireReader(bytes, path).for_each([&](int n, int w, uint64_t v, std::string_view) {
+      WireReader(bytes, path).for_each([&](int n, int w, uint64_t v, std::string_view b) {
+        if (w == 2) {
+          if (n == 44) m.unk_surface = std::string(b);
+          if (n == 45) m.unk_piece = std::string(b);
+          if (n == 46) m.bos_piece = std::string(b);
+          if (n == 47) m.eos_piece = std::string(b);
+        }
         if (w != 0) return;
         if (n == 3) m.model_type = static_cast<int>(v);
         if (n == 24) m.treat_whitespace_as_suffix = v != 0;

@@ -22,6 +22,8 @@ struct SpModel {
   int model_type = 1;  // TrainerSpec.ModelType: 1 unigram, 2 BPE, 3 word, 4 char
   bool byte_fallback = false;
   bool treat_whitespace_as_suffix = false;
+  std::string unk_piece = "<unk>", bos_piece = "<s>", eos_piece = "</s>";
+  std::string unk_surface = " \xE2\x81\x87 ";  // " ⁇ "
   // NormalizerSpec, with the protocol buffer's defaults.
   std::string normalizer_name;
   std::string precompiled_charsmap;

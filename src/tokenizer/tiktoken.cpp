@@ -118,6 +118,8 @@ TikTokenizer::TikTokenizer(const std::string& path, const std::string& pattern, 
     TORCH_CHECK(false, "[tokenizer] ", path, ": not valid JSON: ", e.what());
   }
   const auto inner = static_cast<size_t>(vocab_size - num_special_tokens);
+  TORCH_CHECK(inner >= 256, "[tokenizer] TikTokenizer: --vocab-size ", vocab_size,
+              " leaves fewer than the 256 single-byte tokens after ", num_special_tokens, " special tokens");
   TORCH_CHECK(list.is_array() && list.size() >= inner, "[tokenizer] ", path,
               ": expected a JSON list of at least --vocab-size - --tiktoken-num-special-tokens = ", inner,
               " tokens, found ", list.is_array() ? std::to_string(list.size()) + " tokens" : list.type_name());
@@ -138,6 +140,9 @@ TikTokenizer::TikTokenizer(const std::string& path, const std::string& pattern, 
                 ", \"token_bytes\": <base64>, ...}, found ", entry.dump().substr(0, 200));
     TORCH_CHECK(i >= 256 || bytes == std::string(1, static_cast<char>(i)), "[tokenizer] ", path, ": entry ", i,
                 ": the first 256 tokens must be the single bytes 0..255 in order");
+    // Real tokens are short; a huge one in a hostile file would make the pair listing below quadratic.
+    TORCH_CHECK(bytes.size() <= 1024, "[tokenizer] ", path, ": entry ", i, " is ", bytes.size(),
+                " bytes long; tokens over 1024 bytes are refused");
     TORCH_CHECK(!bytes.empty() && m.ids.emplace(bytes, static_cast<int32_t>(i) + m.num_special).second, "[tokenizer] ",
                 path, ": entry ", i, ": its bytes are empty or repeat an earlier token's");
     m.id_to_bytes[i + static_cast<size_t>(m.num_special)] = bytes;

@@ -153,3 +153,33 @@ def test_hugging_face_export_carries_the_tokenizer(tmp_path):
     generated = transformers.pipeline("text-generation", model=str(hf))("the cat", max_new_tokens=4, do_sample=False,
                                                                         pad_token_id=eos)[0]["generated_text"]
     assert generated == tokenizer.decode(greedy[0], skip_special_tokens=True)
+
+
+def test_empty_matches_and_repeated_merges_as_tokenizers(tmp_path):
+    """Regexes that match empty strings split where tokenizers' onig find_iter yields them; an empty
+    String pattern splits between characters; a merge listed twice keeps its last rank."""
+    base = json.loads(FAMILIES["gpt2"](corpus()).to_str())
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    variants = {
+        "lookahead": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "(?=[0-9])"}, "behavior": "Isolated", "invert": False},
+            byte_level]}},
+        "empty_string": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"String": ""}, "behavior": "MergedWithNext", "invert": False},
+            byte_level]}},
+    }
+    merges = base["model"]["merges"]
+    repeated = dict(base, model=dict(base["model"], merges=merges + merges[:50]))
+    texts = ["a1b2", "xx1 yx", "", "x", "12 34 hello world", "café 日本 x1"] + SPECIAL[:20]
+    for name, change in list(variants.items()) + [("repeated_merges", {})]:
+        spec = dict(repeated if name == "repeated_merges" else base, **change)
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(spec))
+        ref = Tokenizer.from_file(str(path))
+        ours = megatron_cpp.HuggingFaceTokenizer(str(path))
+        for text in texts:
+            assert ours.tokenize(text) == ref.encode(text).ids, (name, text)
+    spec = dict(base, pre_tokenizer={"type": "Metaspace", "replacement": "", "prepend_scheme": "always"})
+    (tmp_path / "metaspace.json").write_text(json.dumps(spec))
+    with pytest.raises(RuntimeError, match="replacement: expected one character, found ''"):
+        megatron_cpp.HuggingFaceTokenizer(str(tmp_path / "metaspace.json"))

@@ -5,6 +5,7 @@ character map, user-defined symbols and unknown characters. Our ids equal its en
 our text its decode_ids, on a multilingual corpus and on invalid UTF-8."""
 import io
 import json
+import random
 
 import pytest
 
@@ -19,6 +20,8 @@ CONFIGS = {
     "llama2_bpe": dict(model_type="bpe", vocab_size=1000, byte_fallback=True, normalization_rule_name="identity",
                        remove_extra_whitespaces=False, split_digits=True, character_coverage=0.99),
     "bpe_nfkc": dict(model_type="bpe", vocab_size=800),
+    "bpe_no_dummy_prefix": dict(model_type="bpe", vocab_size=800, add_dummy_prefix=False,
+                                remove_extra_whitespaces=False, byte_fallback=True),
     "unigram_nfkc": dict(model_type="unigram", vocab_size=800),
     "unigram_byte_fallback_symbols": dict(model_type="unigram", vocab_size=800, byte_fallback=True,
                                           user_defined_symbols=["<mask>", "@@"], character_coverage=0.98),
@@ -56,6 +59,11 @@ def test_ids_and_text_equal_sentencepiece(tmp_path, name):
         assert ours.detokenize(expected) == ref.decode_ids(expected), (name, text)
     for raw in INVALID:
         assert ours.tokenize(raw) == ref.encode_as_ids(raw.decode("utf-8", "replace")), (name, raw)
+    # Any ids, control, unknown and byte pieces among them, decode as decode_ids decodes them.
+    rng = random.Random(5)
+    for _ in range(300):
+        ids = [rng.randrange(ref.get_piece_size()) for _ in range(rng.randint(0, 12))]
+        assert ours.detokenize(ids) == ref.decode_ids(ids), (name, ids)
 
 
 def test_preprocess_data_with_llama2_tokenizer(tmp_path):

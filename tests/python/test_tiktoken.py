@@ -103,3 +103,9 @@ def test_what_cannot_be_read_is_named(vocabulary, tmp_path):
         assert str(tmp_path / name) in str(e.value) and message in str(e.value), (name, str(e.value))
     with pytest.raises(RuntimeError, match="--tiktoken-pattern: expected v1 or v2, found 'v3'"):
         megatron_cpp.TikTokenizer(str(path), "v3", NUM_SPECIAL, NUM_SPECIAL + len(entries))
+
+
+def test_a_vocabulary_short_of_the_256_bytes_is_refused(vocabulary):
+    path, _ = vocabulary
+    with pytest.raises(RuntimeError, match="leaves fewer than the 256 single-byte tokens"):
+        megatron_cpp.TikTokenizer(str(path), "v2", 1000, 1100)
