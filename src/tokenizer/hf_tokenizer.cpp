@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -38,6 +39,34 @@ std::string token_name(const json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_object() && v.contains("content")) return v.at("content").get<std::string>();
   return "";
+}
+
+// A Hub name ("meta-llama/Meta-Llama-3-8B", as Megatron-LM scripts pass to AutoTokenizer) read
+// from the local Hugging Face cache, as huggingface_hub lays it out offline:
+// <cache>/models--<org>--<name>/refs/main holds the snapshot under <cache>/.../snapshots/.
+// Returns "" when the name is not cached.
+std::string cached_hub_snapshot(const std::string& name) {
+  if (name.empty() || name.front() == '/' || name.front() == '.' || name.find('/') == std::string::npos) return "";
+  auto env = [](const char* key) { return std::getenv(key) != nullptr ? std::string(std::getenv(key)) : ""; };
+  fs::path cache;
+  if (!env("HF_HUB_CACHE").empty()) {
+    cache = env("HF_HUB_CACHE");
+  } else if (!env("HF_HOME").empty()) {
+    cache = fs::path(env("HF_HOME")) / "hub";
+  } else {
+    const std::string base = !env("XDG_CACHE_HOME").empty() ? env("XDG_CACHE_HOME") : env("HOME") + "/.cache";
+    cache = fs::path(base) / "huggingface" / "hub";
+  }
+  std::string folder = "models--" + name;
+  for (size_t at = folder.find('/'); at != std::string::npos; at = folder.find('/', at + 2))
+    folder.replace(at, 1, "--");
+  const fs::path repo = cache / folder;
+  std::ifstream ref(repo / "refs" / "main");
+  std::string snapshot;
+  if (!(ref >> snapshot) || snapshot.find('/') != std::string::npos) return "";
+  std::error_code ec;
+  const fs::path dir = repo / "snapshots" / snapshot;
+  return fs::is_directory(dir, ec) ? dir.string() : "";
 }
 
 }  // namespace
@@ -311,12 +340,14 @@ void HuggingFaceTokenizer::Impl::encode_text(std::string_view text, bool first, 
   normalized_added.split(normal, words, [&](int32_t id) { out.push_back(id); });
 }
 
-HuggingFaceTokenizer::HuggingFaceTokenizer(const std::string& path, bool include_special_tokens)
+HuggingFaceTokenizer::HuggingFaceTokenizer(const std::string& model, bool include_special_tokens)
     : impl_(std::make_unique<Impl>()) {
   std::error_code ec;  // the non-throwing forms: a filesystem error is the same missing-file message
-  TORCH_CHECK(fs::exists(path, ec), "[tokenizer] --tokenizer-model ", path,
-              ": no such file or folder (a Hugging Face Hub name needs network access: download the tokenizer "
-              "folder and pass its path)");
+  std::string path = model;
+  if (!fs::exists(path, ec)) path = cached_hub_snapshot(model);
+  TORCH_CHECK(!path.empty() && fs::exists(path, ec), "[tokenizer] --tokenizer-model ", model,
+              ": no such file or folder, and no Hugging Face cache snapshot of that name (there is no network "
+              "access: download the tokenizer folder, or run huggingface-cli download, and pass it)");
   const fs::path json_file = fs::is_directory(path, ec) ? fs::path(path) / "tokenizer.json" : fs::path(path);
   TORCH_CHECK(fs::is_regular_file(json_file, ec), "[tokenizer] --tokenizer-model ", path,
               ": expected a tokenizer.json in the folder (the fast tokenizer's file; a folder with only a slow "

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
 #include "hf_schema.h"
 #include "megatron/tokenizer/hf_tokenizer.h"
@@ -35,11 +36,17 @@ int64_t model_max_length(const Arguments& args) {
 // tokenizer.json as it is; its tokenizer_config.json (and special_tokens_map.json) too when there
 // is one, else a config naming the fast tokenizer class and the eos/bos tokens.
 SpecialTokenIds export_hf_tokenizer(const Arguments& args, const std::string& out_dir) {
-  TORCH_CHECK(fs::exists(args.tokenizer_model),
-              "[convert_checkpoint] the checkpoint was trained with "
-              "HuggingFaceTokenizer and --tokenizer-model ",
-              args.tokenizer_model, ", which is not there; pass --tokenizer-model to export its tokenizer");
-  const tokenizer::HuggingFaceTokenizer tok(args.tokenizer_model, !args.tokenizer_hf_no_include_special_tokens);
+  std::unique_ptr<tokenizer::HuggingFaceTokenizer> built;
+  try {
+    built = std::make_unique<tokenizer::HuggingFaceTokenizer>(args.tokenizer_model,
+                                                              !args.tokenizer_hf_no_include_special_tokens);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false,
+                "[convert_checkpoint] the checkpoint was trained with HuggingFaceTokenizer and --tokenizer-model ",
+                args.tokenizer_model, ", which cannot be read here (", e.what_without_backtrace(),
+                "); pass --tokenizer-model to export its tokenizer");
+  }
+  const tokenizer::HuggingFaceTokenizer& tok = *built;
   copy_file(tok.tokenizer_json(), out_dir, "tokenizer.json");
   if (!tok.tokenizer_config().empty()) {
     copy_file(tok.tokenizer_config(), out_dir, "tokenizer_config.json");

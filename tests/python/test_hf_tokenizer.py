@@ -183,3 +183,21 @@ def test_empty_matches_and_repeated_merges_as_tokenizers(tmp_path):
     (tmp_path / "metaspace.json").write_text(json.dumps(spec))
     with pytest.raises(RuntimeError, match="replacement: expected one character, found ''"):
         megatron_cpp.HuggingFaceTokenizer(str(tmp_path / "metaspace.json"))
+
+
+def test_a_hub_name_reads_the_local_hugging_face_cache(tmp_path, monkeypatch):
+    """--tokenizer-model meta-llama/... (as Megatron-LM scripts pass it to AutoTokenizer) finds the
+    snapshot huggingface_hub left in its cache; nothing is downloaded."""
+    ref = FAMILIES["llama3"](corpus())
+    repo = tmp_path / "hub" / "models--acme--tiny-llama"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0123abcd")
+    (repo / "snapshots" / "0123abcd").mkdir(parents=True)
+    ref.save(str(repo / "snapshots" / "0123abcd" / "tokenizer.json"))
+    with pytest.raises(RuntimeError, match="no Hugging Face cache snapshot of that name"):
+        megatron_cpp.HuggingFaceTokenizer("acme/tiny-llama")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    ours = megatron_cpp.HuggingFaceTokenizer("acme/tiny-llama")
+    assert ours.tokenize("hello world") == ref.encode("hello world").ids
+    with pytest.raises(RuntimeError, match="no Hugging Face cache snapshot"):
+        megatron_cpp.HuggingFaceTokenizer("acme/not-cached")

@@ -19,10 +19,12 @@ namespace megatron::tokenizer {
 
 class MEGATRON_API HuggingFaceTokenizer : public Tokenizer {
  public:
-  // path: a tokenizer.json, or a folder holding one. A tokenizer_config.json beside it names the
-  // eos/bos tokens (as transformers reads them). include_special_tokens: add the post-processor's
-  // tokens (Megatron-LM's default; --tokenizer-hf-no-include-special-tokens turns it off).
-  explicit HuggingFaceTokenizer(const std::string& path, bool include_special_tokens = true);
+  // model: a tokenizer.json, a folder holding one, or a Hugging Face Hub name found in the local
+  // Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub; nothing is
+  // downloaded). A tokenizer_config.json beside it names the eos/bos tokens (as transformers reads
+  // them). include_special_tokens: add the post-processor's tokens (Megatron-LM's default;
+  // --tokenizer-hf-no-include-special-tokens turns it off).
+  explicit HuggingFaceTokenizer(const std::string& model, bool include_special_tokens = true);
   ~HuggingFaceTokenizer() override;
 
   void tokenize_into(std::string_view text, std::vector<int32_t>& out) const override;
