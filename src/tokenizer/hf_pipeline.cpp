@@ -1,6 +1,7 @@
 #include "hf_pipeline.h"
 
 #include "gpt2_pretokenizer.h"
+#include "llama3_pretokenizer.h"
 #include "unicode_tables.h"
 #include "utf8.h"
 
@@ -325,9 +326,20 @@ PreTokenizer build_pre_tokenizer(const json& spec, const std::string& where, boo
     };
   }
   if (type == "Split") {
-    auto finder = pattern_finder(spec.at("pattern"), where + ": Split");
     const Behavior behavior = behavior_of(spec, where);
     const bool invert = spec.value("invert", false);
+    const json& pattern = spec.at("pattern");
+    const std::string regex = pattern.contains("Regex") ? pattern.at("Regex").get<std::string>() : "";
+    if ((regex == kLlama3Pattern || regex == kQwen2Pattern) && behavior == Behavior::kIsolated && !invert) {
+      const int max_digits = regex == kLlama3Pattern ? 3 : 1;
+      return [max_digits](std::vector<Piece>& pieces) {
+        split_pieces(pieces, Behavior::kIsolated, [&](const std::string& t) {
+          return spans_from(
+              t, false, [&](std::string_view text, auto&& emit) { for_each_llama3_pretoken(text, max_digits, emit); });
+        });
+      };
+    }
+    auto finder = pattern_finder(pattern, where + ": Split");
     return [finder, behavior, invert](std::vector<Piece>& pieces) {
       split_pieces(pieces, behavior, [&](const std::string& t) { return spans_from(t, invert, finder); });
     };

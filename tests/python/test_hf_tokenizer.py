@@ -4,6 +4,7 @@ tokenizers; our ids equal tokenizers' own on a multilingual corpus (emoji, CJK, 
 invalid UTF-8), with and without the post-processor's tokens, and our decoding equals its decoder.
 preprocess_data, pretrain_gpt and the Hugging Face export take it too."""
 import json
+import random
 
 import numpy as np
 import pytest
@@ -201,3 +202,21 @@ def test_a_hub_name_reads_the_local_hugging_face_cache(tmp_path, monkeypatch):
     assert ours.tokenize("hello world") == ref.encode("hello world").ids
     with pytest.raises(RuntimeError, match="no Hugging Face cache snapshot"):
         megatron_cpp.HuggingFaceTokenizer("acme/not-cached")
+
+
+@pytest.mark.parametrize("name", ["llama3", "qwen2"])
+def test_hand_written_split_of_llama3_and_qwen2_patterns(name, tmp_path):
+    """Their patterns run on a hand-written scanner (llama3_pretokenizer.h), not Oniguruma: random
+    strings of the characters each alternative turns on (contractions in any case and the long s
+    that folds to s, newlines in whitespace runs, digit runs, marks, Unicode spaces) split as
+    tokenizers splits them."""
+    ref = FAMILIES[name](corpus())
+    ref.save(str(tmp_path / "tokenizer.json"))
+    ours = megatron_cpp.HuggingFaceTokenizer(str(tmp_path))
+    pieces = ["a", "B", "z", "'", "s", "S", "\u017f", "t", "T", "r", "e", "E", "v", "m", "l", "L", "d", "D", " ", "  ",
+              "\t", "\n", "\r", "\r\n", "\u00a0", "\u3000", "1", "2", "\u0663", "\u00bd", "!", "?", ".", "-", "\U0001f600",
+              "\u65e5", "\u00e9", "e\u0301", "\u2028", "\x0b", "\x0c", "\x85", "\u01c5", "\u02b0", "\u0301"]
+    rng = random.Random(3)
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        assert ours.tokenize(text) == ref.encode(text).ids, text
