@@ -1,9 +1,17 @@
 #include "bpe.h"
 
+#include "megatron/tokenizer/gpt2_bpe.h"
+#include "utf8.h"
+
+#include <c10/util/Exception.h>
+
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <fstream>
 #include <functional>
+#include <sstream>
+#include <unordered_map>
 
 namespace megatron::tokenizer::detail {
 
@@ -77,6 +85,30 @@ void bpe_merge(std::vector<int32_t>& ids, const MergeTable& merges) {
   size_t k = 0;
   for (int64_t i = 0; i >= 0; i = next[i]) ids[k++] = ids[i];
   ids.resize(k);
+}
+
+std::string read_whole_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  TORCH_CHECK(in, "[tokenizer] ", path, ": cannot open the ", what);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool byte_level_bytes(std::string_view token, std::string& bytes) {
+  static const std::unordered_map<uint32_t, char> to_byte = [] {
+    std::unordered_map<uint32_t, char> m;
+    for (int b = 0; b < 256; ++b) m[bytes_to_unicode()[static_cast<size_t>(b)]] = static_cast<char>(b);
+    return m;
+  }();
+  bytes.clear();
+  size_t len;
+  for (size_t i = 0; i < token.size(); i += len) {
+    auto it = to_byte.find(decode_utf8(token, i, len));
+    if (it == to_byte.end()) return false;
+    bytes.push_back(it->second);
+  }
+  return true;
 }
 
 uint64_t new_tokenizer_instance_id() {

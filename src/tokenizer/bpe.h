@@ -166,6 +166,13 @@ class WordCache {
   std::vector<int32_t> ids_;
 };
 
+// The whole file, or one error naming it and what it was meant to hold.
+std::string read_whole_file(const std::string& path, const char* what);
+
+// A byte-level token's raw bytes (GPT-2's bytes_to_unicode undone), or false when one of its
+// characters maps to no byte (a special token spelled literally).
+bool byte_level_bytes(std::string_view token, std::string& bytes);
+
 // A fresh id for each tokenizer object: it keys the per-thread word caches.
 uint64_t new_tokenizer_instance_id();
 

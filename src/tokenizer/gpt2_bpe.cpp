@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -16,14 +15,6 @@ namespace {
 
 using detail::append_utf8;
 using detail::decode_utf8;
-
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  TORCH_CHECK(in, "[tokenizer] ", path, ": cannot open the ", what);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 
@@ -50,15 +41,12 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::str
     : merges_(std::make_unique<detail::MergeTable>()), instance_id_(detail::new_tokenizer_instance_id()) {
   nlohmann::json vocab;
   try {
-    vocab = nlohmann::json::parse(read_file(vocab_file, "vocabulary (--vocab-file)"));
+    vocab = nlohmann::json::parse(detail::read_whole_file(vocab_file, "vocabulary (--vocab-file)"));
   } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers out of range
     TORCH_CHECK(false, "[tokenizer] ", vocab_file, ": not valid JSON: ", e.what());
   }
   TORCH_CHECK(vocab.is_object() && !vocab.empty(), "[tokenizer] ", vocab_file,
               ": expected a JSON object of token -> id");
-  // Token strings spell bytes through bytes_to_unicode; invert that to get each token's bytes.
-  std::unordered_map<uint32_t, uint8_t> unicode_to_byte;
-  for (int b = 0; b < 256; ++b) unicode_to_byte[bytes_to_unicode()[b]] = static_cast<uint8_t>(b);
   int64_t max_id = -1;
   for (const auto& [token, id] : vocab.items()) {
     TORCH_CHECK(id.is_number_unsigned() && id.get<uint64_t>() <= static_cast<uint64_t>(INT32_MAX), "[tokenizer] ",
@@ -69,18 +57,10 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::str
   for (const auto& [token, id] : vocab.items()) {
     const auto tid = id.get<int32_t>();
     vocab_[token] = tid;
+    // Token strings spell bytes through bytes_to_unicode; a special token such as <|endoftext|>
+    // is spelled literally.
     std::string bytes;
-    for (size_t i = 0; i < token.size();) {
-      size_t len;
-      const uint32_t cp = decode_utf8(token, i, len);
-      auto it = unicode_to_byte.find(cp);
-      if (it == unicode_to_byte.end()) {
-        bytes = token;  // a special token such as <|endoftext|> spelled literally
-        break;
-      }
-      bytes.push_back(static_cast<char>(it->second));
-      i += len;
-    }
+    if (!detail::byte_level_bytes(token, bytes)) bytes = token;
     id_to_bytes_[static_cast<size_t>(tid)] = bytes;
   }
   for (int b = 0; b < 256; ++b) {
@@ -92,7 +72,7 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::str
   auto eod = vocab_.find("<|endoftext|>");
   eod_ = eod == vocab_.end() ? -1 : eod->second;
 
-  const std::string merges = read_file(merges_file, "merges (--merge-file)");
+  const std::string merges = detail::read_whole_file(merges_file, "merges (--merge-file)");
   std::istringstream lines(merges);
   std::string line;
   int32_t rank = 0;

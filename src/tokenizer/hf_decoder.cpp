@@ -1,13 +1,11 @@
 // tokenizer.json decoders, each as the tokenizers package's decode_chain transforms the tokens.
-#include "gpt2_pretokenizer.h"
+#include "bpe.h"
 #include "hf_pipeline.h"
 #include "megatron/tokenizer/gpt2_bpe.h"
 #include "utf8.h"
 
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
-
-#include <unordered_map>
 
 namespace megatron::tokenizer::detail {
 namespace {
@@ -63,25 +61,8 @@ Decoder build_decoder(const json& spec, const std::string& where) {
   }
   if (type == "ByteLevel") {  // each token's characters back to bytes; a token with an unmapped one stays as it is
     return [](std::vector<std::string>& tokens) {
-      static const std::unordered_map<uint32_t, char> to_byte = [] {
-        std::unordered_map<uint32_t, char> m;
-        for (int b = 0; b < 256; ++b) m[bytes_to_unicode()[static_cast<size_t>(b)]] = static_cast<char>(b);
-        return m;
-      }();
-      std::string out;
-      for (const std::string& t : tokens) {
-        std::string bytes;
-        size_t len;
-        for (size_t i = 0; i < t.size(); i += len) {
-          auto it = to_byte.find(decode_utf8(t, i, len));
-          if (it == to_byte.end()) {
-            bytes = t;
-            break;
-          }
-          bytes.push_back(it->second);
-        }
-        out += bytes;
-      }
+      std::string out, bytes;
+      for (const std::string& t : tokens) out += byte_level_bytes(t, bytes) ? bytes : t;
       tokens.assign(1, out);
     };
   }

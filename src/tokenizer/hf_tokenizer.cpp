@@ -17,7 +17,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 namespace megatron::tokenizer {
@@ -25,14 +24,6 @@ namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TORCH_CHECK(in, "[tokenizer] ", path, ": cannot open for reading");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // A special-token entry of tokenizer_config.json: a string, or an object with "content".
 std::string token_name(const json& v) {
@@ -250,21 +241,9 @@ void HuggingFaceTokenizer::Impl::load(const json& j) {
                   " is outside the vocabulary [0, ", max_id + 1, ")");
   }
   if (byte_level) {
-    static const auto to_byte = [] {
-      std::unordered_map<uint32_t, char> m;
-      for (int b = 0; b < 256; ++b) m[bytes_to_unicode()[static_cast<size_t>(b)]] = static_cast<char>(b);
-      return m;
-    }();
+    std::string bytes;
     for (const auto& [token, id] : vocab) {
-      std::string bytes;
-      size_t len;
-      bool all = true;
-      for (size_t i = 0; i < token.size() && all; i += len) {
-        auto it = to_byte.find(detail::decode_utf8(token, i, len));
-        all = it != to_byte.end();
-        if (all) bytes.push_back(it->second);
-      }
-      if (all) byte_vocab.emplace(std::move(bytes), id);
+      if (detail::byte_level_bytes(token, bytes)) byte_vocab.emplace(bytes, id);
     }
   }
 }
@@ -358,8 +337,9 @@ HuggingFaceTokenizer::HuggingFaceTokenizer(const std::string& model, bool includ
   impl_->include_special_tokens = include_special_tokens;
   json j, cfg;
   try {
-    j = json::parse(read_text(impl_->json_path));
-    if (!impl_->config_path.empty()) cfg = json::parse(read_text(impl_->config_path));
+    j = json::parse(detail::read_whole_file(impl_->json_path, "tokenizer.json"));
+    if (!impl_->config_path.empty())
+      cfg = json::parse(detail::read_whole_file(impl_->config_path, "tokenizer_config.json"));
     impl_->load(j);
     for (auto [key, id] : {std::pair{"eos_token", &impl_->eos}, {"bos_token", &impl_->bos}}) {
       const std::string name = cfg.is_object() && cfg.contains(key) ? token_name(cfg[key]) : "";

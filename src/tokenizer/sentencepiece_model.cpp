@@ -4,14 +4,13 @@
 // of the dozen fields read here is small: varints, 32-bit floats and length-prefixed bytes.
 #include "sentencepiece_model.h"
 
+#include "bpe.h"
 #include "utf8.h"
 
 #include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace megatron::tokenizer::detail {
 namespace {
@@ -80,11 +79,7 @@ float as_float(uint64_t bits) {
 }  // namespace
 
 SpModel read_sp_model(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TORCH_CHECK(in, "[tokenizer] --tokenizer-model ", path, ": cannot open for reading");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string data = ss.str();
+  const std::string data = read_whole_file(path, "SentencePiece model (--tokenizer-model)");
   SpModel m;
   WireReader(data, path).for_each([&](int number, int wire, uint64_t value, std::string_view bytes) {
     if (number == 1 && wire == 2) {  // pieces

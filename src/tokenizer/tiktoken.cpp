@@ -12,8 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 namespace megatron::tokenizer {
@@ -107,13 +105,10 @@ TikTokenizer::TikTokenizer(const std::string& path, const std::string& pattern, 
               vocab_size);
   m.num_special = static_cast<int32_t>(num_special_tokens);
   m.vocab_size = vocab_size;
-  std::ifstream in(path, std::ios::binary);
-  TORCH_CHECK(in, "[tokenizer] --tokenizer-model ", path, ": cannot open for reading");
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = detail::read_whole_file(path, "tiktoken JSON (--tokenizer-model)");
   nlohmann::json list;
   try {
-    list = nlohmann::json::parse(text.str());
+    list = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     TORCH_CHECK(false, "[tokenizer] ", path, ": not valid JSON: ", e.what());
   }
