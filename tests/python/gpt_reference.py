@@ -59,10 +59,10 @@ class Norm(nn.Module):
         return x / torch.sqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def rope_tables(cfg: Config, seq_len: int):
+def rope_tables(cfg: Config, seq_len: int, device=None):
     rot = int(cfg.head_dim * cfg.rotary_percent)
-    inv_freq = 1.0 / (cfg.rotary_base ** (torch.arange(0, rot, 2, dtype=torch.float32) / rot))
-    angles = torch.arange(seq_len, dtype=torch.float32)[:, None] * inv_freq[None, :]  # [s, rot/2]
+    inv_freq = 1.0 / (cfg.rotary_base ** (torch.arange(0, rot, 2, dtype=torch.float32, device=device) / rot))
+    angles = torch.arange(seq_len, dtype=torch.float32, device=device)[:, None] * inv_freq[None, :]  # [s, rot/2]
     angles = torch.cat([angles, angles], dim=-1)                                       # [s, rot]
     return angles.cos(), angles.sin(), rot
 
@@ -101,7 +101,7 @@ class Attention(nn.Module):
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             return self.o_proj(out.transpose(1, 2).reshape(b, s, cfg.num_heads * d))
         scores = q @ k.transpose(-1, -2) / math.sqrt(d)
-        causal = torch.ones(s, s, dtype=torch.bool).triu(1)
+        causal = torch.ones(s, s, dtype=torch.bool, device=scores.device).triu(1)
         scores = scores.masked_fill(causal, float("-inf"))
         out = scores.softmax(-1) @ v  # [b, heads, s, d]
         return self.o_proj(out.transpose(1, 2).reshape(b, s, cfg.num_heads * d))
@@ -148,9 +148,9 @@ class GPT(nn.Module):
         x = self.wte(idx)
         rope = None
         if self.wpe is not None:
-            x = x + self.wpe(torch.arange(s))[None]
+            x = x + self.wpe(torch.arange(s, device=idx.device))[None]
         else:
-            rope = rope_tables(self.cfg, s)
+            rope = rope_tables(self.cfg, s, idx.device)
         for block in self.blocks:
             x = block(x, rope)
         x = self.ln_f(x)
