@@ -7,7 +7,9 @@ Same shapes, AdamW, gradient clipping, micro-batch accumulation, no dropout; bf1
 (pretrain_gpt: bf16 model with fp32 main weights; PyTorch: autocast over fp32 weights, as nanoGPT),
 fp32 on CPU. FLOPs per token follow PaLM (appendix B): 6 N + 12 L H Q T, with N the parameters
 without the position embedding; MFU divides by --peak-tflops (989 for an H100/H200 in bf16,
-dense). Rounds alternate; the best of each side counts.
+dense). Rounds alternate; the best of each side counts. With --kernels N (CUDA), one more run of
+each side records its last two iterations with the PyTorch profiler and prints the GPU time per
+iteration by kind of kernel, and each side's N longest kernels: where the ratios come from.
 
     .venv/bin/python tools/bench/gpt_train_bench.py --model gpt2-124m          # on a GPU
     .venv/bin/python tools/bench/gpt_train_bench.py --config configs/gpt2-tiny.toml --device cpu
@@ -19,6 +21,7 @@ import gc
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -70,8 +73,10 @@ def flops_per_token(c: dict, vocab: int) -> float:
     return 6 * n + 12 * layers * h * s
 
 
-def cpp_ms_per_iteration(binary: Path, c: dict, a: argparse.Namespace) -> tuple[float, float | None]:
-    """ms per iteration of the second half, and the peak allocated MB that pretrain_gpt reports on CUDA."""
+def cpp_ms_per_iteration(binary: Path, c: dict, a: argparse.Namespace,
+                         trace: Path | None = None) -> tuple[float, float | None]:
+    """ms per iteration of the second half, and the peak allocated MB that pretrain_gpt reports on CUDA.
+    With trace, the last two iterations' Kineto trace is copied there."""
     with tempfile.TemporaryDirectory() as tmp:
         metrics = Path(tmp) / "metrics.jsonl"
         cmd = [str(binary), "--num-layers", str(c["num-layers"]), "--hidden-size", str(c["hidden-size"]),
@@ -86,6 +91,9 @@ def cpp_ms_per_iteration(binary: Path, c: dict, a: argparse.Namespace) -> tuple[
             cmd.append("--bf16")
         if a.tf32:
             cmd.append("--tf32")
+        if trace is not None:
+            cmd += ["--profile", "--use-pytorch-profiler", "--profile-step-start", str(a.iters - 2),
+                    "--profile-step-end", str(a.iters), "--tensorboard-dir", str(Path(tmp) / "tb")]
         env = dict(os.environ, LOCAL_RANK="0")
         if a.device.startswith("cuda"):  # this process's cached blocks would crowd pretrain_gpt out
             gc.collect()
@@ -95,12 +103,15 @@ def cpp_ms_per_iteration(binary: Path, c: dict, a: argparse.Namespace) -> tuple[
             hint = (" (out of memory: try a smaller --micro-batch-size)" if "out of memory" in run.stderr.lower()
                     else "")
             sys.exit(f"gpt_train_bench: pretrain_gpt failed{hint}:\n{run.stderr[-3000:]}")
+        if trace is not None:
+            shutil.copy(next((Path(tmp) / "tb").glob("*.pt.trace.json")), trace)
         records = [json.loads(line) for line in metrics.read_text().splitlines()]
         peak = re.search(r"max allocated: ([0-9.]+)", run.stdout + run.stderr)
         return records[-1]["elapsed_ms"], float(peak.group(1)) if peak else None  # the second half: past start-up
 
 
-def python_ms_per_iteration(c: dict, a: argparse.Namespace, compiled: bool) -> tuple[float, float | None]:
+def python_ms_per_iteration(c: dict, a: argparse.Namespace, compiled: bool,
+                            trace: Path | None = None) -> tuple[float, float | None]:
     torch.manual_seed(0)
     h = c["hidden-size"]
     cfg = Config(vocab_size=a.vocab, hidden_size=h, num_layers=c["num-layers"], num_heads=c["num-attention-heads"],
@@ -117,7 +128,11 @@ def python_ms_per_iteration(c: dict, a: argparse.Namespace, compiled: bool) -> t
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     times = []
-    for _ in range(a.iters):
+    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                  torch.profiler.ProfilerActivity.CUDA])
+    for i in range(a.iters):
+        if trace is not None and i == a.iters - 2:
+            profiler.start()
         if device.type == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
@@ -131,6 +146,9 @@ def python_ms_per_iteration(c: dict, a: argparse.Namespace, compiled: bool) -> t
         if device.type == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
+    if trace is not None:
+        profiler.stop()
+        profiler.export_chrome_trace(str(trace))
     half = times[len(times) // 2:]
     peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else None
     return 1000 * sum(half) / len(half), peak
@@ -148,6 +166,50 @@ def largest_micro_batch(c: dict, a: argparse.Namespace) -> int:
     sys.exit("gpt_train_bench: not even a micro-batch of 1 fits")
 
 
+# Kinds of GPU kernel, matched in order against the kernel's name (cuBLAS/cuDNN, ATen, Triton, ours).
+KERNEL_KINDS = [
+    ("attention", ("sdpa", "flash", "fmha", "attention", "cudnn")),
+    ("GEMM", ("gemm", "nvjet", "cutlass", "xmma", "sm90_")),
+    ("optimizer", ("multi_tensor_apply", "adam")),
+    ("cross entropy", ("cross_entropy", "log_softmax", "nll_loss", "megatron::tensor_parallel")),
+    ("LayerNorm", ("layer_norm", "gammabeta", "layernorm")),
+    ("reduction", ("reduce_kernel", "triton_red", "triton_per")),
+    ("element-wise", ("elementwise", "triton_poi", "fill", "copy", "cat", "dropout")),
+]
+
+
+def kernel_summary(trace: Path, iterations: int) -> tuple[dict, list]:
+    """GPU ms per iteration by kind, and (ms, launches, name) per kernel name, from a Kineto trace."""
+    events = json.loads(trace.read_text())["traceEvents"]
+    per_name: dict[str, list] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            entry = per_name.setdefault(e["name"], [0.0, 0])
+            entry[0] += e["dur"] / 1000 / iterations
+            entry[1] += 1 / iterations
+    kinds: dict[str, float] = {}
+    for name, (ms, _) in per_name.items():
+        low = name.lower()
+        kind = next((k for k, keys in KERNEL_KINDS if any(key in low for key in keys)), "other")
+        kinds[kind] = kinds.get(kind, 0.0) + ms
+    top = sorted(((ms, n, name) for name, (ms, n) in per_name.items()), reverse=True)
+    return kinds, top
+
+
+def print_kernels(traces: dict, top_n: int) -> None:
+    summaries = {side: kernel_summary(path, 2) for side, path in traces.items()}
+    kinds = [k for k, _ in KERNEL_KINDS] + ["other"]
+    print("\nGPU ms per iteration by kind of kernel (last two iterations, PyTorch profiler):")
+    print(f"{'':15}" + "".join(f"{side:>18}" for side in summaries))
+    for kind in kinds + ["total"]:
+        row = [sum(s[0].values()) if kind == "total" else s[0].get(kind, 0.0) for s in summaries.values()]
+        print(f"{kind:15}" + "".join(f"{ms:18.2f}" for ms in row))
+    for side, (_, top) in summaries.items():
+        print(f"\n{side}: the {top_n} longest kernels (ms per iteration, launches per iteration)")
+        for ms, n, name in top[:top_n]:
+            print(f"  {ms:8.2f} {n:6.0f}  {name[:110]}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", choices=sorted(MODELS), default="gpt2-124m")
@@ -163,6 +225,8 @@ def main() -> None:
                     help="also time torch.compile (default: on CUDA)")
     ap.add_argument("--tf32", action="store_true", help="TF32 for fp32 matmuls on both sides")
     ap.add_argument("--peak-tflops", type=float, help="for MFU (default: from the GPU's name)")
+    ap.add_argument("--kernels", type=int, metavar="N",
+                    help="profile each side once more and print GPU time by kind and its N longest kernels (CUDA)")
     ap.add_argument("--binary", default=default_binary(),
                     help="default: $MEGATRON_BUILD_DIR/bin, else build-gpu/bin, else build/bin")
     a = ap.parse_args()
@@ -209,6 +273,17 @@ def main() -> None:
         mfu = f"{100 * tflops / peak:5.1f}%" if peak else "     -"
         memory = f"{peaks[name]:9.0f}" if peaks.get(name) is not None else "        -"
         print(f"{name:18} {best:9.1f} {tok_s:11.0f} {tflops:8.2f} {mfu:>6} {memory} {ours / tok_s:20.3f}")
+
+    if a.kernels:
+        if not cuda:
+            sys.exit("gpt_train_bench: --kernels needs a CUDA device")
+        with tempfile.TemporaryDirectory() as tmp:
+            traces = {name: Path(tmp) / f"side{i}.json" for i, name in enumerate(sides)}
+            cpp_ms_per_iteration(Path(a.binary), c, a, traces["pretrain_gpt"])
+            python_ms_per_iteration(c, a, compiled=False, trace=traces["PyTorch eager"])
+            if a.compile:
+                python_ms_per_iteration(c, a, compiled=True, trace=traces["PyTorch compile"])
+            print_kernels(traces, a.kernels)
 
 
 if __name__ == "__main__":
