@@ -214,6 +214,14 @@ class Arguments:
     def data_path(self, arg0: collections.abc.Sequence[str]) -> None:
         ...
     @property
+    def ddp_bucket_size(self) -> int | None:
+        """
+        elements per data-parallel gradient bucket (default max(40M, 1M x data-parallel size))
+        """
+    @ddp_bucket_size.setter
+    def ddp_bucket_size(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
     def decoupled_lr(self) -> float | None:
         """
         learning rate of the input and output layer
@@ -896,7 +904,7 @@ class Arguments:
     @property
     def overlap_grad_reduce(self) -> bool:
         """
-        accepted, no effect: data-parallel gradients are reduced after the backward pass
+        all-reduce each data-parallel gradient bucket during the backward pass, as soon as the last micro-batch completes it (with --use-distributed-optimizer the reduce-scatter still follows the backward pass)
         """
     @overlap_grad_reduce.setter
     def overlap_grad_reduce(self, arg0: bool) -> None:

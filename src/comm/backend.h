@@ -4,8 +4,10 @@
 
 #include <c10/util/intrusive_ptr.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,17 @@ WorkHandle completed_work();
 // machine whose real communication is nearly free, a wait in the wrong place or work that should
 // overlap but runs in series then shows as time, in tests and benchmarks.
 std::chrono::microseconds injected_latency();
+// The collectives of one group share one link, as NCCL's run in order on the group's stream:
+// under an injected latency each completes D after the later of its launch and the completion
+// of the group's previous one, so that k collectives in flight together still take k x D.
+class InjectedLink {
+ public:
+  std::chrono::steady_clock::time_point ready_after(std::chrono::steady_clock::time_point launched);
+
+ private:
+  std::mutex mutex_;
+  std::chrono::steady_clock::time_point free_{};
+};
 // `work` held back until `ready`.
 WorkHandle complete_no_earlier_than(WorkHandle work, std::chrono::steady_clock::time_point ready,
                                     std::chrono::milliseconds timeout);

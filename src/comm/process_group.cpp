@@ -37,6 +37,7 @@ class ProcessGroupImpl {
   at::DeviceType device_type = at::kCPU;
   std::unique_ptr<Backend> host;  // null in torchrun-style GPU jobs of builds without Gloo
   std::unique_ptr<Backend> cuda;  // created on the first CUDA tensor
+  detail::InjectedLink link;      // under $MEGATRON_INJECT_COMM_LATENCY_US
 #if MEGATRON_WITH_NCCL
   std::shared_ptr<detail::NcclRendezvous> rendezvous;
 #endif
@@ -131,7 +132,7 @@ class CopyBackWork : public Work {
 };
 
 template <typename Start>
-WorkHandle in_place(at::Tensor& tensor, std::chrono::milliseconds timeout, Start start) {
+WorkHandle in_place(at::Tensor& tensor, std::chrono::milliseconds timeout, detail::InjectedLink& link, Start start) {
   const auto launched = std::chrono::steady_clock::now();
   WorkHandle work;
   if (tensor.is_contiguous()) {
@@ -142,7 +143,7 @@ WorkHandle in_place(at::Tensor& tensor, std::chrono::milliseconds timeout, Start
   }
   const auto latency = detail::injected_latency();
   if (latency.count() == 0 || !tensor.is_cpu()) return work;
-  return detail::complete_no_earlier_than(std::move(work), launched + latency, timeout);
+  return detail::complete_no_earlier_than(std::move(work), link.ready_after(launched), timeout);
 }
 
 void check_same_kind(const at::Tensor& a, const at::Tensor& b, const OpInfo& info) {
@@ -218,7 +219,7 @@ WorkHandle ProcessGroupImpl::start_all_reduce(at::Tensor& tensor, ReduceOp op, b
   auto info = this->info(std::string("all_reduce(") + to_string(op) + ")", {}, blocking);
   Backend& backend = backend_for(tensor, info.op);
   check_reduce_op(op, tensor, info);
-  return in_place(tensor, timeout, [&](at::Tensor& t) { return backend.all_reduce(t, op, info); });
+  return in_place(tensor, timeout, link, [&](at::Tensor& t) { return backend.all_reduce(t, op, info); });
 }
 
 WorkHandle ProcessGroupImpl::start_all_gather(at::Tensor& output, const at::Tensor& input, bool blocking) {
@@ -231,7 +232,7 @@ WorkHandle ProcessGroupImpl::start_all_gather(at::Tensor& output, const at::Tens
               "': output must hold group size ", size(), " x input's ", input.numel(),
               " elements = ", input.numel() * size(), ", but has ", output.numel());
   at::Tensor in = input.contiguous();
-  return in_place(output, timeout, [&](at::Tensor& out) { return backend.all_gather(out, in, info); });
+  return in_place(output, timeout, link, [&](at::Tensor& out) { return backend.all_gather(out, in, info); });
 }
 
 WorkHandle ProcessGroupImpl::start_reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op,
@@ -246,7 +247,7 @@ WorkHandle ProcessGroupImpl::start_reduce_scatter(at::Tensor& output, const at::
               input.numel(), " elements does not split into group size ", size(), " x output's ", output.numel(),
               " elements");
   at::Tensor in = input.contiguous();
-  return in_place(output, timeout, [&](at::Tensor& out) { return backend.reduce_scatter(out, in, op, info); });
+  return in_place(output, timeout, link, [&](at::Tensor& out) { return backend.reduce_scatter(out, in, op, info); });
 }
 
 WorkHandle ProcessGroupImpl::start_broadcast(at::Tensor& tensor, int src, bool blocking) {
@@ -256,7 +257,7 @@ WorkHandle ProcessGroupImpl::start_broadcast(at::Tensor& tensor, int src, bool b
   auto info = this->info("broadcast(src " + std::to_string(src) + ")",
                          src == rank ? std::vector<int>{} : std::vector<int>{src}, blocking);
   Backend& backend = backend_for(tensor, info.op);
-  return in_place(tensor, timeout, [&](at::Tensor& t) { return backend.broadcast(t, src, info); });
+  return in_place(tensor, timeout, link, [&](at::Tensor& t) { return backend.broadcast(t, src, info); });
 }
 
 WorkHandle ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
@@ -311,7 +312,9 @@ void ProcessGroup::send(const at::Tensor& tensor, int dst) {
   batch_isend_irecv({{P2POp::kSend, tensor.contiguous(), dst}})->wait();
 }
 void ProcessGroup::recv(at::Tensor& tensor, int src) {
-  in_place(tensor, impl_->timeout, [&](at::Tensor& t) { return batch_isend_irecv({{P2POp::kRecv, t, src}}); })->wait();
+  in_place(tensor, impl_->timeout, impl_->link, [&](at::Tensor& t) {
+    return batch_isend_irecv({{P2POp::kRecv, t, src}});
+  })->wait();
 }
 
 void ProcessGroup::barrier() {

@@ -1,5 +1,6 @@
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 #include <thread>
@@ -85,6 +86,12 @@ std::chrono::microseconds injected_latency() {
     return std::chrono::microseconds(us);
   }();
   return latency;
+}
+
+std::chrono::steady_clock::time_point InjectedLink::ready_after(std::chrono::steady_clock::time_point launched) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_ = std::max(launched, free_) + injected_latency();
+  return free_;
 }
 
 namespace {

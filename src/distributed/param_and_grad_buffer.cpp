@@ -4,8 +4,6 @@
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 
-#include <algorithm>
-
 namespace megatron::distributed {
 
 ParamAndGradBuffer::ParamAndGradBuffer(const std::vector<at::Tensor>& params,
@@ -60,27 +58,20 @@ void ParamAndGradBuffer::zero_grad() {
   grads_.zero_();
 }
 
-void ParamAndGradBuffer::collect_replaced_grads() {
+std::vector<size_t> ParamAndGradBuffer::collect_replaced_grads() {
   at::NoGradGuard no_grad;
+  std::vector<size_t> replaced;
   for (size_t i = 0; i < params_list_.size(); ++i) {
     at::Tensor& grad = params_list_[i].mutable_grad();
     if (grad.defined() && grad.is_same(grad_views_[i])) continue;
+    replaced.push_back(i);
     if (grad.defined())
       grad_views_[i].copy_(grad);
     else
       grad_views_[i].zero_();
     grad = grad_views_[i];
   }
-}
-
-void ParamAndGradBuffer::allreduce_grads(comm::ProcessGroup& group, int64_t bucket_numel) const {
-  if (group.size() == 1) return;
-  for (int64_t end = grads_.numel(); end > 0;) {
-    const int64_t begin = std::max<int64_t>(0, end - bucket_numel);
-    at::Tensor bucket = grads_.narrow(0, begin, end - begin);
-    group.all_reduce(bucket, comm::ReduceOp::kAvg);
-    end = begin;
-  }
+  return replaced;
 }
 
 }  // namespace megatron::distributed

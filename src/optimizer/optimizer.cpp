@@ -16,9 +16,6 @@ bool no_weight_decay(const OptimizerParam& p) {
   return is_bias || p.param.dim() == 1;
 }
 
-// Megatron-LM's default bucket: 40M elements per data-parallel all-reduce.
-constexpr int64_t kBucketNumel = 40'000'000;
-
 }  // namespace
 
 MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, OptimizerConfig config,
@@ -70,6 +67,10 @@ MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, Optimiz
     buffers_.push_back(
         std::make_unique<distributed::ParamAndGradBuffer>(tensors, used, counted, distributed_ ? dp_->size() : 1));
     const auto& buffer = *buffers_.back();
+    if (dp_ && dp_->size() > 1 && !distributed_) {
+      buckets_.push_back(std::make_unique<distributed::GradBuckets>(buffer, tensors, config_.bucket_numel));
+      if (config_.overlap_grad_reduce) buckets_.back()->enable_overlap();
+    }
     for (size_t r = 0; r < used.size(); ++r) {
       UpdateGroup g;
       g.buffer = b;
@@ -125,6 +126,39 @@ std::vector<int64_t> MegatronOptimizer::param_group_sizes() const {
 
 void MegatronOptimizer::zero_grad() {
   for (auto& b : buffers_) b->zero_grad();
+  grads_synced_ = false;
+}
+
+void MegatronOptimizer::start_grad_sync(int64_t accumulations) {
+  TORCH_CHECK(accumulations > 0, "[optimizer] start_grad_sync needs a positive number of backward passes, got ",
+              accumulations);
+  for (auto& b : buckets_) b->start(dp_, accumulations);
+}
+
+void MegatronOptimizer::finish_grad_sync() {
+  if (grads_synced_) return;
+  for (size_t k = 0; k < buffers_.size(); ++k) {
+    for (size_t i : buffers_[k]->collect_replaced_grads()) {
+      TORCH_CHECK(buckets_.empty() || !buckets_[k]->launched_with(i), "[optimizer] the gradient of ",
+                  params_[buffer_params_[k][i]].name,
+                  " was replaced after its bucket's all-reduce began (--overlap-grad-reduce); accumulate into "
+                  "its .grad in place instead");
+    }
+  }
+  for (auto& b : buckets_) b->finish(dp_);
+  grads_synced_ = true;
+}
+
+int64_t MegatronOptimizer::grad_bucket_count() const {
+  int64_t n = 0;
+  for (const auto& b : buckets_) n += static_cast<int64_t>(b->buckets().size());
+  return n;
+}
+
+int64_t MegatronOptimizer::grad_buckets_launched() const {
+  int64_t n = 0;
+  for (const auto& b : buckets_) n += b->launched();
+  return n;
 }
 
 std::vector<double> MegatronOptimizer::param_group_lrs() const {
@@ -141,10 +175,8 @@ void MegatronOptimizer::set_lr(double lr, std::optional<double> decoupled) {
 // The fp32 gradients of each group's main: the region's, averaged over data-parallel ranks, or
 // this rank's reduce-scattered shard with ZeRO-1.
 std::vector<at::Tensor> MegatronOptimizer::gather_grads() {
-  for (auto& b : buffers_) {
-    b->collect_replaced_grads();
-    if (dp_ && !distributed_) b->allreduce_grads(*dp_, kBucketNumel);
-  }
+  finish_grad_sync();
+  grads_synced_ = false;  // the next step syncs its own gradients
   std::vector<at::Tensor> grads;
   for (const auto& g : groups_) {
     const auto& region = region_of(g);

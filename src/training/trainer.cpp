@@ -152,6 +152,7 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   timers_.start("forward-backward");
   auto options = schedule_options(false);
   options.num_microbatches = record.global_batch_size / (args_.micro_batch_size * args_.data_parallel_size);
+  optim.start_grad_sync(options.num_microbatches);
   const double loss_scale = optim.loss_scale();
   if (loss_scale != 1.0) options.grad_scale_func = [loss_scale](const at::Tensor& loss) { return loss * loss_scale; };
   auto fb = forward_backward_func_(parts_.forward_step, raw(parts_.train), chunks(), options);
@@ -164,6 +165,7 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   // finite; the optimizer carries that flag to every rank sharing the model.
   at::Tensor loss_nonfinite = fb.loss_finite.defined() ? at::logical_not(fb.loss_finite) : at::Tensor();
   at::Tensor reduced = metrics.reduce(ps_.get_data_parallel_group(), loss_nonfinite);
+  optim.finish_grad_sync();  // as Megatron-LM's finalize_model_grads: the data-parallel average first
   distributed::finalize_model_grads(parts_.model, ps_);
   auto step = optim.step(reduced.defined() ? reduced[-1] : at::Tensor(), per_token_grad_scale(fb));
   // The iteration's one readback: metrics, then found_inf, skip_requested and the norm.

@@ -161,6 +161,14 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   parts.model = get_model(ctx, model_builder);
   std::tie(parts.vocab_size, parts.padded_vocab_size) = vocab_sizes(args, parts.model);
   parts.optimizer = get_megatron_optimizer(ctx, parts.model);
+  if (parts.optimizer->grad_bucket_count() > 0)
+    log_rank_0(LogLevel::kInfo,
+               "Number of buckets for gradient all-reduce: " + std::to_string(parts.optimizer->grad_bucket_count()) +
+                   (args.overlap_grad_reduce ? " (overlapped with the backward pass)" : ""));
+  if (args.overlap_grad_reduce && parts.optimizer->is_distributed())
+    log_rank_0(LogLevel::kWarn,
+               "--overlap-grad-reduce: with --use-distributed-optimizer the gradients are reduce-scattered after "
+               "the backward pass, not during it");
   parts.scheduler = std::make_unique<optimizer::OptimizerParamScheduler>(scheduler_config_from_args(args));
   parts.optimizer->set_lr(parts.scheduler->lr(), parts.scheduler->decoupled_lr());
   parts.forward_step = forward_step;

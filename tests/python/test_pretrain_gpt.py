@@ -73,8 +73,9 @@ def test_missing_data_names_the_file(tmp_path):
 
 
 def test_megatron_script_flags_and_early_exits(tmp_path, default_data):
-    """Flags from Megatron-LM's launch scripts run: the no-op switches are named in one warning,
-    --exit-interval and --exit-duration-in-mins save and stop early, as Megatron-LM does."""
+    """Flags from Megatron-LM's launch scripts run: the no-op switches are named in one warning
+    (--overlap-grad-reduce is not one: it overlaps), --exit-interval and --exit-duration-in-mins
+    save and stop early, as Megatron-LM does."""
     ckpt = tmp_path / "ckpt"
     switches = ["--use-mcore-models", "--use-flash-attn", "--overlap-grad-reduce", "--transformer-impl", "local",
                 "--no-gradient-accumulation-fusion", "--recompute-activations"]
@@ -84,7 +85,9 @@ def test_megatron_script_flags_and_early_exits(tmp_path, default_data):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     out = run.stdout + run.stderr
     assert ("these Megatron-LM flags have no effect in megatron-cpp (see --help): --use-mcore-models "
-            "--use-flash-attn --no-gradient-accumulation-fusion --overlap-grad-reduce") in out
+            "--use-flash-attn --no-gradient-accumulation-fusion\n") in out
+    # One bucket per parameter group (weights, then biases and norms) at the default 40M elements.
+    assert "Number of buckets for gradient all-reduce: 2 (overlapped with the backward pass)" in out
     assert "exiting program at iteration 4" in run.stdout
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
     train = [r for r in map(json.loads, open(tmp_path / "metrics.jsonl")) if r["type"] == "train"]

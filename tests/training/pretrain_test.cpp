@@ -1,11 +1,13 @@
 // pretrain() with pretrain_gpt's own callbacks, under mpirun on 4 ranks: every layout of
 // tensor x data parallelism (with and without sequence parallelism and the distributed
-// optimizer) reproduces the single-rank loss curve, the loss goes down, and a NaN
-// loss stops training with the iteration named. Every rank asserts.
+// optimizer) reproduces the single-rank loss curve, the loss goes down, a NaN loss stops
+// training with the iteration named, and --overlap-grad-reduce launches the data-parallel
+// reduce during the backward pass with bit-identical results. Every rank asserts.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include "distributed_test.h"
+#include "megatron/optimizer/optimizer.h"
 #include "megatron/readback.h"
 #include "subgroup_pretrain.h"
 #include "tiny_gpt_args.h"
@@ -121,6 +123,80 @@ TEST(Pretrain, NanLossStopsWithTheIterationNamed) {
       EXPECT_EQ(run.iterations[i].learning_rate, run.iterations[i - 1].learning_rate) << "iteration " << i + 1;
   }
   EXPECT_GT(skipped, 0);
+}
+
+// --overlap-grad-reduce: the bucket of the last layer's weight is all-reduced while autograd is
+// still computing the first layer's gradients, and only in the step's last backward pass; the
+// averaged gradients equal those of the reduce after backward, bit for bit.
+TEST(Pretrain, OverlappedGradReduceLaunchesBucketsDuringTheLastBackwardPass) {
+  MEGATRON_REQUIRE_WORLD_SIZE(2);
+  auto dp = megatron::testing::world();
+  auto grads_of = [&](bool overlap) {
+    at::manual_seed(7);
+    at::Tensor w1 = at::randn({64, 64}).requires_grad_(), w2 = at::randn({64, 64}).requires_grad_();
+    optimizer::OptimizerConfig c;
+    c.overlap_grad_reduce = overlap;
+    c.bucket_numel = 4096;  // one bucket per weight
+    optimizer::MegatronOptimizer opt({{"first.weight", w1}, {"last.weight", w2}}, c, dp, nullptr);
+    opt.zero_grad();
+    opt.start_grad_sync(2);
+    std::vector<int64_t> launched_before_first_layer;
+    for (int micro = 0; micro < 2; ++micro) {
+      at::manual_seed(100 * dp->rank() + micro);  // different data on every rank
+      at::Tensor x = at::randn({8, 64}).requires_grad_();
+      x.register_hook([&](const at::Tensor& g) {
+        launched_before_first_layer.push_back(opt.grad_buckets_launched());
+        return g;
+      });
+      const at::Tensor hidden = at::mm(x, w1.t()).tanh();  // the first layer's nodes come first
+      at::mm(hidden, w2.t()).sum().backward();
+    }
+    opt.finish_grad_sync();
+    EXPECT_EQ(opt.grad_buckets_launched(), 2) << "rank " << dp->rank();
+    return std::make_tuple(launched_before_first_layer, w1.grad().clone(), w2.grad().clone());
+  };
+  auto [overlapped_launches, w1_overlapped, w2_overlapped] = grads_of(true);
+  auto [serial_launches, w1_serial, w2_serial] = grads_of(false);
+  EXPECT_EQ(overlapped_launches, (std::vector<int64_t>{0, 1})) << "rank " << dp->rank();
+  EXPECT_EQ(serial_launches, (std::vector<int64_t>{0, 0})) << "rank " << dp->rank();
+  EXPECT_TRUE(at::equal(w1_overlapped, w1_serial)) << "rank " << dp->rank();
+  EXPECT_TRUE(at::equal(w2_overlapped, w2_serial)) << "rank " << dp->rank();
+  // Averaged: the same on every rank.
+  at::Tensor max = w2_overlapped.clone();
+  dp->all_reduce(max, comm::ReduceOp::kMax);
+  EXPECT_TRUE(at::equal(max, w2_overlapped)) << "rank " << dp->rank();
+}
+
+// Whole training runs: with small buckets and two micro-batches per step (DP 2), the overlapped
+// reduce gives exactly the losses, norms and weights of the reduce after backward, with TP and
+// sequence parallelism too.
+TEST(Pretrain, OverlappedGradReduceTrainsBitIdentically) {
+  MEGATRON_REQUIRE_WORLD_SIZE(4);
+  const std::vector<Layout> layouts = {{1, 1, 2}, {1, 1, 4}, {2, 1, 2, std::nullopt, true}};
+  for (const auto& l : layouts) {
+    SCOPED_TRACE(l.name());
+    auto run = [&](bool overlap) {
+      auto a = tiny_args();
+      a.overlap_grad_reduce = overlap;
+      a.ddp_bucket_size = 2000;
+      return megatron::testing::pretrain_layout(a, l, overlap ? "overlap" : "serial");
+    };
+    auto overlapped = run(true), serial = run(false);
+    if (!overlapped.member) continue;
+    ASSERT_EQ(overlapped.result.iterations.size(), serial.result.iterations.size());
+    for (size_t i = 0; i < serial.result.iterations.size(); ++i) {
+      EXPECT_EQ(overlapped.result.iterations[i].metrics.at("lm loss"),
+                serial.result.iterations[i].metrics.at("lm loss"))
+          << "iteration " << i + 1 << ", rank " << megatron::testing::world()->rank();
+      EXPECT_EQ(overlapped.result.iterations[i].grad_norm, serial.result.iterations[i].grad_norm)
+          << "iteration " << i + 1 << ", rank " << megatron::testing::world()->rank();
+    }
+    for (size_t c = 0; c < serial.built.size(); ++c) {
+      auto mine = overlapped.built[c]->named_parameters();
+      for (const auto& p : serial.built[c]->named_parameters())
+        EXPECT_TRUE(at::equal(mine[p.key()], p.value())) << p.key() << ", rank " << megatron::testing::world()->rank();
+    }
+  }
 }
 
 }  // namespace

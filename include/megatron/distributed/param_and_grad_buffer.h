@@ -14,8 +14,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "megatron/comm/process_group.h"
-
 namespace megatron::distributed {
 
 class MEGATRON_API ParamAndGradBuffer {
@@ -42,16 +40,14 @@ class MEGATRON_API ParamAndGradBuffer {
   const std::vector<Region>& regions() const { return regions_; }
   at::Tensor params_of(const Region& r) const { return params_.narrow(0, r.offset, r.padded); }
   at::Tensor grads_of(const Region& r) const { return grads_.narrow(0, r.offset, r.padded); }
+  at::Tensor grads() const { return grads_; }
 
   // Zeroes the gradients, pointing each parameter's .grad at its view again first (callers may
   // have replaced it).
   void zero_grad();
   // Copies a .grad that something replaced since zero_grad() into its view, so that the buffer
-  // holds every gradient.
-  void collect_replaced_grads();
-  // Averages the gradients over `group` in place, in buckets of about bucket_numel elements
-  // from the end of the buffer (the last layers' gradients are complete first).
-  void allreduce_grads(comm::ProcessGroup& group, int64_t bucket_numel) const;
+  // holds every gradient. Returns the indices of the parameters whose .grad it copied.
+  std::vector<size_t> collect_replaced_grads();
 
  private:
   std::vector<at::Tensor> params_list_;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "megatron/comm/process_group.h"
+#include "megatron/distributed/grad_buckets.h"
 #include "megatron/distributed/param_and_grad_buffer.h"
 #include "megatron/optimizer/distrib_optimizer.h"
 #include "megatron/optimizer/grad_scaler.h"
@@ -35,6 +36,11 @@ struct MEGATRON_API OptimizerConfig {
   // ZeRO-1: fp32 main parameters and optimizer state sharded over the data-parallel ranks
   // (optimizer/distrib_optimizer.h); no effect with one data-parallel rank.
   bool use_distributed_optimizer = false;
+  // Data-parallel gradient buckets of about bucket_numel elements (Megatron-LM's default: 40M),
+  // all-reduced during the backward pass as each completes when overlap_grad_reduce is set
+  // (without the distributed optimizer; with it the reduce-scatter follows the backward pass).
+  int64_t bucket_numel = 40'000'000;
+  bool overlap_grad_reduce = false;
   // --decoupled-lr: the embedding and output-layer parameters form groups of their own, updated
   // with set_lr's `decoupled` rate.
   bool decoupled_lr = false;
@@ -73,6 +79,18 @@ class MEGATRON_API MegatronOptimizer {
   // Zeroes the model gradients; those of bf16/fp16 parameters become fp32 buffers that autograd
   // accumulates the micro-batches into (Megatron-LM's main_grad).
   void zero_grad();
+  // --overlap-grad-reduce: each parameter's gradient is complete after `accumulations` backward
+  // passes (the step's micro-batches); from then on its bucket is all-reduced as soon as every
+  // gradient in it is complete. No effect without overlap. Call after zero_grad().
+  void start_grad_sync(int64_t accumulations);
+  // The data-parallel average of the gradients (what overlap has not launched yet is launched
+  // now, then everything is waited for); before anything else reads or changes the gradients.
+  // step() calls it when the caller has not.
+  void finish_grad_sync();
+  // Buckets whose all-reduce was launched since start_grad_sync() (0 without overlap), and
+  // buckets in all (0 without data parallelism or with the distributed optimizer).
+  int64_t grad_buckets_launched() const;
+  int64_t grad_bucket_count() const;
   // Averages, unscales, clips and updates. `skip` (optional, a scalar on the device, non-zero to
   // skip) travels with the norm's reduction over the model-parallel ranks, so that the last
   // stage's non-finite loss skips the update on every rank sharing the model. `grad_scale`
@@ -142,6 +160,8 @@ class MEGATRON_API MegatronOptimizer {
   std::shared_ptr<comm::ProcessGroup> dp_, mp_;
   bool distributed_ = false;
   std::vector<std::unique_ptr<distributed::ParamAndGradBuffer>> buffers_;  // one per parameter dtype
+  std::vector<std::unique_ptr<distributed::GradBuckets>> buckets_;         // per buffer, without ZeRO-1
+  bool grads_synced_ = false;                                              // finish_grad_sync() ran since zero_grad()
   std::vector<std::vector<size_t>> buffer_params_;  // each buffer's parameters as params_ indices
   std::vector<UpdateGroup> groups_;
   std::vector<at::Tensor> main_params_;  // by params_ index, without ZeRO-1: views of the groups' main

@@ -53,6 +53,8 @@ struct MEGATRON_API Arguments {
   std::optional<int64_t> num_virtual_stages_per_pipeline_rank;
   bool sequence_parallel = false;
   bool use_distributed_optimizer = false;
+  bool overlap_grad_reduce = false;
+  std::optional<int64_t> ddp_bucket_size;  // elements; default max(40M, 1M x data-parallel size)
   double distributed_timeout_minutes = 10;
   std::optional<int64_t> local_rank;  // as the launcher passes it (deepspeed: --local_rank=N)
   // Megatron-DeepSpeed's: a DeepSpeed JSON config read into these settings (deepspeed_config.cpp).
@@ -187,7 +189,6 @@ struct MEGATRON_API Arguments {
   bool no_rope_fusion = false;
   bool no_gradient_accumulation_fusion = false;
   bool no_persist_layer_norm = false;
-  bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
   std::string distributed_backend = "nccl";  // nccl | gloo (gloo: a CPU job)
   bool deepspeed_activation_checkpointing = false;

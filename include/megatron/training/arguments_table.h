@@ -119,6 +119,11 @@ enum class ArgSaved { kSaved, kNotSaved };
     "model chunks per pipeline stage: the interleaved 1F1B schedule")                                               \
   X(distributed, sequence_parallel, kSaved, any(), "split norms and dropout along the sequence over TP")            \
   X(distributed, use_distributed_optimizer, kSaved, any(), "shard optimizer state over data-parallel ranks (ZeRO-1)") \
+  X(distributed, overlap_grad_reduce, kNotSaved, any(),                                                             \
+    "all-reduce each data-parallel gradient bucket during the backward pass, as soon as the last micro-batch "       \
+    "completes it (with --use-distributed-optimizer the reduce-scatter still follows the backward pass)")          \
+  X(distributed, ddp_bucket_size, kNotSaved, positive(),                                                            \
+    "elements per data-parallel gradient bucket (default max(40M, 1M x data-parallel size))")                      \
   X(distributed, distributed_timeout_minutes, kNotSaved, positive(), "collective timeout")                          \
   X(distributed, local_rank, kNotSaved, non_negative(),                                                             \
     "this process's rank on its node, as deepspeed (--local_rank=N) and torch.distributed.launch pass it; must "    \
@@ -267,8 +272,6 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(ignored, no_rope_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                       \
   X(ignored, no_gradient_accumulation_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")      \
   X(ignored, no_persist_layer_norm, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                \
-  X(ignored, overlap_grad_reduce, kNotSaved, any(),                                                                 \
-    "accepted, no effect: data-parallel gradients are reduced after the backward pass")                             \
   X(ignored, overlap_param_gather, kNotSaved, any(),                                                                \
     "accepted, no effect: the distributed optimizer gathers parameters after its step")                             \
   X(distributed, distributed_backend, kNotSaved, one_of("nccl|gloo"),                                               \

@@ -1,0 +1,60 @@
+// Megatron-LM's gradient buckets: a ParamAndGradBuffer's fp32 gradients cut into contiguous
+// ranges of about bucket_numel elements at parameter boundaries, from the end of each region
+// (the last layers' gradients are complete first), each averaged over the data-parallel group
+// by one collective. With overlap (--overlap-grad-reduce), a hook on each parameter's gradient
+// accumulator counts the step's backward passes; once every gradient of a bucket has had its
+// last one, the bucket's all-reduce is launched and runs under the rest of the backward pass.
+// Both ways issue the same asynchronous collective on the same ranges, so the results agree
+// bit for bit.
+#pragma once
+
+#include "megatron/export.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "megatron/comm/process_group.h"
+#include "megatron/distributed/param_and_grad_buffer.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace megatron::distributed {
+
+class MEGATRON_API GradBuckets {
+ public:
+  struct Bucket {
+    int64_t offset = 0, numel = 0;  // in the buffer
+    std::vector<size_t> params;     // indices into the buffer's parameters
+  };
+
+  // params: the buffer's parameters, in the order its constructor took them.
+  GradBuckets(const ParamAndGradBuffer& buffer, const std::vector<at::Tensor>& params, int64_t bucket_numel);
+  ~GradBuckets();
+
+  const std::vector<Bucket>& buckets() const;
+  // Hooks the parameters' gradient accumulators: from then on start() arms the overlap.
+  void enable_overlap();
+  // A step begins: each gradient is complete after `accumulations` backward passes.
+  void start(std::shared_ptr<comm::ProcessGroup> group, int64_t accumulations);
+  // Launches the buckets not launched yet (all of them without overlap), in order, then waits
+  // for every one: the gradients are then the data-parallel average.
+  void finish(const std::shared_ptr<comm::ProcessGroup>& group);
+  // Buckets launched since start().
+  int64_t launched() const;
+  // Whether the bucket holding parameter `param` was launched since start().
+  bool launched_with(size_t param) const;
+
+  struct State;  // shared with the accumulator hooks
+
+ private:
+  std::shared_ptr<State> state_;  // shared with the hooks, which outlive nothing they point to
+  std::vector<at::Tensor> params_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators_;  // keeps the hooked ones alive
+};
+
+}  // namespace megatron::distributed

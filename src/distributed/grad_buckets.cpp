@@ -1,0 +1,149 @@
+#include "megatron/distributed/grad_buckets.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <c10/util/Exception.h>
+
+#include <mutex>
+
+namespace megatron::distributed {
+
+struct GradBuckets::State {
+  at::Tensor grads;  // the buffer's fp32 gradients
+  std::vector<Bucket> buckets;
+  std::vector<size_t> bucket_of;  // by parameter
+  // This step's bookkeeping; the mutex guards it against an autograd engine that runs hooks on
+  // a device thread while the caller reads launched().
+  std::mutex mutex;
+  bool armed = false;
+  int64_t accumulations = 0;
+  std::shared_ptr<comm::ProcessGroup> group;
+  std::vector<int64_t> seen;     // backward passes per parameter
+  std::vector<size_t> missing;   // per bucket: parameters not yet complete
+  std::vector<comm::WorkHandle> work;  // per bucket, once launched
+  int64_t launched = 0;
+
+  void launch(size_t b) {
+    at::Tensor range = grads.narrow(0, buckets[b].offset, buckets[b].numel);
+    work[b] = group->all_reduce_async(range, comm::ReduceOp::kAvg);
+    ++launched;
+  }
+
+  void on_accumulated(size_t param) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!armed || ++seen[param] != accumulations) return;
+    const size_t b = bucket_of[param];
+    if (--missing[b] == 0) launch(b);
+  }
+};
+
+namespace {
+
+// Runs after AccumulateGrad has added a backward pass's gradient into the parameter's .grad.
+class AccumulatedHook : public torch::autograd::FunctionPostHook {
+ public:
+  AccumulatedHook(std::weak_ptr<GradBuckets::State> state, size_t param) : state_(std::move(state)), param_(param) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    if (auto state = state_.lock()) state->on_accumulated(param_);
+    return outputs;
+  }
+
+ private:
+  std::weak_ptr<GradBuckets::State> state_;
+  size_t param_;
+};
+
+}  // namespace
+
+GradBuckets::GradBuckets(const ParamAndGradBuffer& buffer, const std::vector<at::Tensor>& params,
+                         int64_t bucket_numel)
+    : state_(std::make_shared<State>()), params_(params) {
+  TORCH_CHECK(bucket_numel > 0, "[grad_buckets] the bucket size must be positive, got ", bucket_numel);
+  auto& s = *state_;
+  s.grads = buffer.grads();
+  s.bucket_of.assign(params.size(), 0);
+  // From the end of each region down, closing a bucket once it holds bucket_numel elements and
+  // at each region's start, so that a bucket never waits for another region's gradients.
+  const auto& regions = buffer.regions();
+  for (auto r = regions.rbegin(); r != regions.rend(); ++r) {
+    int64_t end = r->offset + r->padded;  // the region's padding rides with its last bucket
+    Bucket open;
+    for (auto m = r->members.rbegin(); m != r->members.rend(); ++m) {
+      open.params.push_back(m->index);
+      s.bucket_of[m->index] = s.buckets.size();
+      const int64_t begin = r->offset + m->offset;
+      if (end - begin >= bucket_numel || std::next(m) == r->members.rend()) {
+        open.offset = begin;
+        open.numel = end - begin;
+        s.buckets.push_back(std::move(open));
+        open = Bucket();
+        end = begin;
+      }
+    }
+  }
+}
+
+GradBuckets::~GradBuckets() = default;
+
+const std::vector<GradBuckets::Bucket>& GradBuckets::buckets() const {
+  return state_->buckets;
+}
+
+void GradBuckets::enable_overlap() {
+  if (!grad_accumulators_.empty()) return;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    TORCH_CHECK(params_[i].requires_grad() && params_[i].is_leaf(), "[grad_buckets] parameter ", i,
+                " is not a leaf that requires a gradient; --overlap-grad-reduce hooks its accumulator");
+    auto accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
+    accumulator->add_post_hook(std::make_unique<AccumulatedHook>(state_, i));
+    grad_accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+void GradBuckets::start(std::shared_ptr<comm::ProcessGroup> group, int64_t accumulations) {
+  auto& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.armed = !grad_accumulators_.empty() && group && group->size() > 1;
+  s.accumulations = accumulations;
+  s.group = std::move(group);
+  s.seen.assign(params_.size(), 0);
+  s.missing.clear();
+  for (const auto& b : s.buckets) s.missing.push_back(b.params.size());
+  s.work.assign(s.buckets.size(), nullptr);
+  s.launched = 0;
+}
+
+void GradBuckets::finish(const std::shared_ptr<comm::ProcessGroup>& group) {
+  auto& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.armed) {
+    // No overlap this step: every bucket now, with the collective the overlap would have used.
+    s.group = group;
+    s.work.assign(s.buckets.size(), nullptr);
+    s.launched = 0;
+  }
+  s.armed = false;
+  if (!group || group->size() == 1) return;
+  TORCH_CHECK(s.group == group, "[grad_buckets] finish() on another group than start()");
+  for (size_t b = 0; b < s.buckets.size(); ++b) {
+    if (!s.work[b]) s.launch(b);  // parameters without a gradient this step, or no overlap
+  }
+  for (auto& w : s.work) w->wait();
+  s.work.assign(s.buckets.size(), nullptr);
+}
+
+bool GradBuckets::launched_with(size_t param) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->work.size() > 0 && state_->work.at(state_->bucket_of.at(param)) != nullptr;
+}
+
+int64_t GradBuckets::launched() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->launched;
+}
+
+}  // namespace megatron::distributed
