@@ -294,6 +294,22 @@ class Arguments:
     def distributed_timeout_minutes(self, arg0: typing.SupportsFloat) -> None:
         ...
     @property
+    def domino(self) -> bool:
+        """
+        DeepSpeed-Domino: split each micro-batch in two along the batch, one half's tensor-parallel all-reduces under the other half's compute (even --micro-batch-size; no --sequence-parallel, no full recompute)
+        """
+    @domino.setter
+    def domino(self, arg0: bool) -> None:
+        ...
+    @property
+    def domino_intra_layer_overlap(self) -> bool:
+        """
+        with --domino: overlap within each layer only (DeepSpeed's domino_intra_layer_overlap), not across layers
+        """
+    @domino_intra_layer_overlap.setter
+    def domino_intra_layer_overlap(self, arg0: bool) -> None:
+        ...
+    @property
     def eod_mask_loss(self) -> bool:
         """
         no loss on EOD tokens

@@ -62,12 +62,16 @@ WorkHandle completed_work();
 // machine whose real communication is nearly free, a wait in the wrong place or work that should
 // overlap but runs in series then shows as time, in tests and benchmarks.
 std::chrono::microseconds injected_latency();
+// $MEGATRON_INJECT_COMM_US_PER_MB = T (default 0): each also takes T microseconds per MiB of its
+// tensor, as a link of limited bandwidth would (half a tensor, half the time).
+double injected_us_per_mib();
 // The collectives of one group share one link, as NCCL's run in order on the group's stream:
-// under an injected latency each completes D after the later of its launch and the completion
-// of the group's previous one, so that k collectives in flight together still take k x D.
+// under an injected latency each completes D (+ its bytes' time) after the later of its launch
+// and the completion of the group's previous one, so that k collectives in flight together still
+// take k x D.
 class InjectedLink {
  public:
-  std::chrono::steady_clock::time_point ready_after(std::chrono::steady_clock::time_point launched);
+  std::chrono::steady_clock::time_point ready_after(std::chrono::steady_clock::time_point launched, int64_t bytes);
 
  private:
   std::mutex mutex_;

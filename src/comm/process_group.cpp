@@ -35,9 +35,10 @@ class ProcessGroupImpl {
   int rank = 0;
   std::chrono::milliseconds timeout{0};
   at::DeviceType device_type = at::kCPU;
-  std::unique_ptr<Backend> host;  // null in torchrun-style GPU jobs of builds without Gloo
-  std::unique_ptr<Backend> cuda;  // created on the first CUDA tensor
-  detail::InjectedLink link;      // under $MEGATRON_INJECT_COMM_LATENCY_US
+  std::unique_ptr<Backend> host;                     // null in torchrun-style GPU jobs of builds without Gloo
+  std::unique_ptr<Backend> cuda;                     // created on the first CUDA tensor
+  detail::InjectedLink link;                         // under $MEGATRON_INJECT_COMM_LATENCY_US
+  std::function<void(const std::string&)> observer;  // set_issue_observer
 #if MEGATRON_WITH_NCCL
   std::shared_ptr<detail::NcclRendezvous> rendezvous;
 #endif
@@ -76,6 +77,7 @@ class ProcessGroupImpl {
 
   Backend& backend_for(const at::Tensor& tensor, const std::string& op) {
     TORCH_CHECK(tensor.defined(), "[comm] ", op, " on group '", name, "': undefined tensor");
+    if (observer) observer(op + " " + c10::str(tensor.sizes()));
     TORCH_CHECK(tensor.layout() == at::kStrided, "[comm] ", op, " on group '", name,
                 "': only dense tensors can be communicated, got layout ", tensor.layout());
     static const at::ScalarType kSupported[] = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kLong,
@@ -141,9 +143,8 @@ WorkHandle in_place(at::Tensor& tensor, std::chrono::milliseconds timeout, detai
     at::Tensor staging = tensor.contiguous();
     work = std::make_shared<CopyBackWork>(start(staging), tensor, staging, timeout);
   }
-  const auto latency = detail::injected_latency();
-  if (latency.count() == 0 || !tensor.is_cpu()) return work;
-  return detail::complete_no_earlier_than(std::move(work), link.ready_after(launched), timeout);
+  if ((detail::injected_latency().count() == 0 && detail::injected_us_per_mib() == 0) || !tensor.is_cpu()) return work;
+  return detail::complete_no_earlier_than(std::move(work), link.ready_after(launched, tensor.nbytes()), timeout);
 }
 
 void check_same_kind(const at::Tensor& a, const at::Tensor& b, const OpInfo& info) {
@@ -315,6 +316,10 @@ void ProcessGroup::recv(at::Tensor& tensor, int src) {
   in_place(tensor, impl_->timeout, impl_->link, [&](at::Tensor& t) {
     return batch_isend_irecv({{P2POp::kRecv, t, src}});
   })->wait();
+}
+
+void ProcessGroup::set_issue_observer(std::function<void(const std::string&)> observer) {
+  impl_->observer = std::move(observer);
 }
 
 void ProcessGroup::barrier() {

@@ -88,9 +88,25 @@ std::chrono::microseconds injected_latency() {
   return latency;
 }
 
-std::chrono::steady_clock::time_point InjectedLink::ready_after(std::chrono::steady_clock::time_point launched) {
+double injected_us_per_mib() {
+  static const double rate = [] {
+    const char* value = std::getenv("MEGATRON_INJECT_COMM_US_PER_MB");
+    if (value == nullptr || *value == '\0') return 0.0;
+    char* end = nullptr;
+    const double us = std::strtod(value, &end);
+    TORCH_CHECK(end != value && *end == '\0' && us >= 0 && us <= 60'000'000, "[comm] MEGATRON_INJECT_COMM_US_PER_MB='",
+                value, "': expected microseconds per MiB from 0 to 60000000");
+    return us;
+  }();
+  return rate;
+}
+
+std::chrono::steady_clock::time_point InjectedLink::ready_after(std::chrono::steady_clock::time_point launched,
+                                                                int64_t bytes) {
+  const auto transfer = std::chrono::microseconds(
+      static_cast<int64_t>(injected_us_per_mib() * static_cast<double>(bytes) / (1024.0 * 1024.0)));
   std::lock_guard<std::mutex> lock(mutex_);
-  free_ = std::max(launched, free_) + injected_latency();
+  free_ = std::max(launched, free_) + injected_latency() + transfer;
   return free_;
 }
 

@@ -21,8 +21,8 @@ struct GradBuckets::State {
   bool armed = false;
   int64_t accumulations = 0;
   std::shared_ptr<comm::ProcessGroup> group;
-  std::vector<int64_t> seen;     // backward passes per parameter
-  std::vector<size_t> missing;   // per bucket: parameters not yet complete
+  std::vector<int64_t> seen;           // backward passes per parameter
+  std::vector<size_t> missing;         // per bucket: parameters not yet complete
   std::vector<comm::WorkHandle> work;  // per bucket, once launched
   int64_t launched = 0;
 
@@ -59,8 +59,7 @@ class AccumulatedHook : public torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-GradBuckets::GradBuckets(const ParamAndGradBuffer& buffer, const std::vector<at::Tensor>& params,
-                         int64_t bucket_numel)
+GradBuckets::GradBuckets(const ParamAndGradBuffer& buffer, const std::vector<at::Tensor>& params, int64_t bucket_numel)
     : state_(std::make_shared<State>()), params_(params) {
   TORCH_CHECK(bucket_numel > 0, "[grad_buckets] the bucket size must be positive, got ", bucket_numel);
   auto& s = *state_;

@@ -1,9 +1,10 @@
-// A process group carried through an autograd context, for the backward collective of the
+// A process group (and a Domino handle) carried through an autograd context, for the backward collective of the
 // tensor-parallel mappings and layers. Private to src/tensor_parallel.
 #pragma once
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "megatron/tensor_parallel/domino.h"
 #include "megatron/tensor_parallel/mappings.h"
 
 namespace megatron::tensor_parallel::detail {
@@ -20,6 +21,16 @@ inline void save_group(torch::autograd::AutogradContext* ctx, const GroupPtr& gr
 
 inline GroupPtr load_group(torch::autograd::AutogradContext* ctx) {
   return c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule())->group;
+}
+
+// The same for a Domino handle (domino.h).
+struct PendingHolder : torch::CustomClassHolder {
+  explicit PendingHolder(PendingPtr p) : pending(std::move(p)) {}
+  PendingPtr pending;
+};
+
+inline PendingPtr load_pending(torch::autograd::AutogradContext* ctx) {
+  return c10::static_intrusive_pointer_cast<PendingHolder>(ctx->saved_data["pending"].toCapsule())->pending;
 }
 
 }  // namespace megatron::tensor_parallel::detail

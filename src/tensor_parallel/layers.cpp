@@ -30,9 +30,11 @@ at::Tensor empty_param(at::IntArrayRef shape) {
 // bit-identical to copy_to_tensor_model_parallel_region (or the sequence gather) + at::linear.
 struct LinearWithAsyncCommunication : torch::autograd::Function<LinearWithAsyncCommunication> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight,
-                            const at::Tensor& bias, GroupPtr g, bool sequence_parallel) {
+                            const at::Tensor& bias, GroupPtr g, bool sequence_parallel, PendingPtr grad_pending) {
     at::Tensor total = sequence_parallel ? all_gather_along_dim(input, g, 0) : input;
     detail::save_group(ctx, g);
+    if (grad_pending)
+      ctx->saved_data["pending"] = c10::IValue::make_capsule(c10::make_intrusive<detail::PendingHolder>(grad_pending));
     ctx->saved_data["sequence_parallel"] = sequence_parallel;
     const bool has_bias = bias.numel() > 0;
     ctx->saved_data["has_bias"] = has_bias;
@@ -74,8 +76,17 @@ struct LinearWithAsyncCommunication : torch::autograd::Function<LinearWithAsyncC
     // Under the collective: the weight and bias gradients.
     at::Tensor grad_weight = grad_2d.t().mm(total.reshape({-1, in_features}));
     at::Tensor grad_bias = ctx->saved_data["has_bias"].toBool() ? grad_2d.sum(0) : at::Tensor();
-    reduce->wait();
-    return {sequence_parallel ? grad_input_shard : grad_input, grad_weight, grad_bias, at::Tensor(), at::Tensor()};
+    if (ctx->saved_data.count("pending")) {
+      detail::load_pending(ctx)->work = reduce;  // Domino: waited by the LayerNorm backward's guard
+    } else {
+      reduce->wait();
+    }
+    return {sequence_parallel ? grad_input_shard : grad_input,
+            grad_weight,
+            grad_bias,
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor()};
   }
 };
 
@@ -117,7 +128,8 @@ std::vector<std::pair<std::string, ParamInit>> ColumnParallelLinearImpl::param_i
   return out;
 }
 
-at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& input, const at::Tensor& weight_arg) {
+at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& input, const at::Tensor& weight_arg,
+                                             const PendingPtr& grad_reduce) {
   const at::Tensor& w = weight_arg.defined() ? weight_arg : weight;
   TORCH_CHECK(w.defined(),
               "[ColumnParallelLinear] no weight: pass one to forward() when "
@@ -130,7 +142,7 @@ at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& input, const at::
   at::Tensor out = group_size(g) == 1 ? at::linear(input, w, bias)
                                       : LinearWithAsyncCommunication::apply(
                                             input, w, bias.defined() ? bias : at::empty({0}, w.options()), g,
-                                            options.sequence_parallel());
+                                            options.sequence_parallel(), grad_reduce);
   if (options.gather_output()) out = gather_from_tensor_model_parallel_region(out, g);
   return out;
 }
@@ -157,6 +169,12 @@ std::vector<std::pair<std::string, ParamInit>> RowParallelLinearImpl::param_init
       {"weight", ParamInit{ParamInit::kNormal, options.init_method_std(), layout}}};
   if (options.bias()) out.push_back({"bias", ParamInit{ParamInit::kZeros, 0.0, ShardLayout{}}});
   return out;
+}
+
+at::Tensor RowParallelLinearImpl::forward_partial(const at::Tensor& input) {
+  TORCH_CHECK(options.input_is_parallel() && !options.sequence_parallel(),
+              "[RowParallelLinear] forward_partial needs input_is_parallel and no sequence parallelism");
+  return at::linear(input, weight);
 }
 
 at::Tensor RowParallelLinearImpl::forward(const at::Tensor& input) {

@@ -14,10 +14,13 @@ using detail::save_group;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// The nonblocking collective, waited at once: MPI's nonblocking all-reduce may add more than two
+// ranks' partial sums in another order than its blocking one, and the overlapped layers (the
+// column-parallel backward, Domino) use the nonblocking one; this keeps them bit-identical.
 at::Tensor all_reduce(const at::Tensor& input, const GroupPtr& group) {
   if (group_size(group) == 1) return input;
   at::Tensor out = input.contiguous().clone();
-  group->all_reduce(out);
+  group->all_reduce_async(out)->wait();
   return out;
 }
 

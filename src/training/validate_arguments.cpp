@@ -160,6 +160,14 @@ void validate_distributed(Arguments& a, int64_t world) {
   ARG_CHECK(a.num_query_groups % tp == 0, "--num-query-groups (", a.num_query_groups,
             ") is not divisible by --tensor-model-parallel-size (", tp, ")");
   if (tp == 1) a.sequence_parallel = false;  // as Megatron-LM does
+  if (a.domino) {
+    ARG_CHECK(a.micro_batch_size % 2 == 0, "--domino splits each micro-batch in two: --micro-batch-size (",
+              a.micro_batch_size, ") must be even");
+    ARG_CHECK(!a.sequence_parallel, "--domino does not support --sequence-parallel yet; drop one of them");
+    ARG_CHECK(a.recompute_granularity != "full",
+              "--domino does not support --recompute-granularity full (or --checkpoint-activations); drop one");
+  }
+  ARG_CHECK(!a.domino_intra_layer_overlap || a.domino, "--domino-intra-layer-overlap needs --domino");
 }
 
 // --rampup-batch-size START INCREMENT SAMPLES, as Megatron-LM checks it: sample-based training,

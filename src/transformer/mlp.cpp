@@ -39,14 +39,22 @@ at::Tensor activate(const at::Tensor& x, Activation a) {
 }  // namespace
 
 at::Tensor MLPImpl::forward(const at::Tensor& hidden) {
-  at::Tensor h = linear_fc1(hidden);  // [s, b, ffn/tp] or [s, b, 2 * ffn/tp] = [gate, up]
+  return linear_fc2(activation(hidden, nullptr));
+}
+
+at::Tensor MLPImpl::forward_partial(const at::Tensor& hidden, const tensor_parallel::PendingPtr& fc1_grad_reduce) {
+  return linear_fc2->forward_partial(activation(hidden, fc1_grad_reduce));
+}
+
+at::Tensor MLPImpl::activation(const at::Tensor& hidden, const tensor_parallel::PendingPtr& fc1_grad_reduce) {
+  at::Tensor h = linear_fc1(hidden, at::Tensor(), fc1_grad_reduce);  // [s, b, ffn/tp] or [s, b, 2 * ffn/tp]
   if (config.gated_linear_unit()) {
     auto gu = h.chunk(2, -1);
     h = activate(gu[0], config.activation()) * gu[1];
   } else {
     h = activate(h, config.activation());
   }
-  return linear_fc2(h);
+  return h;
 }
 
 }  // namespace megatron::transformer

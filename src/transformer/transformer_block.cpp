@@ -54,7 +54,10 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& hidden_in, const at::
     return outs[0];
   };
   const bool recompute = is_training() && config.recompute_granularity() == RecomputeGranularity::kFull;
-  if (!recompute) {
+  if (config.domino()) {
+    TORCH_CHECK(!recompute, "[domino] --domino does not support --recompute-granularity full");
+    hidden = forward_domino(hidden, attention_mask, rotary_pos_emb);
+  } else if (!recompute) {
     hidden = run_layers(hidden, 0, num_local_layers);
   } else if (config.recompute_method() == RecomputeMethod::kUniform) {
     // Checkpoint chunks of recompute_num_layers layers (Megatron's "uniform").
@@ -67,6 +70,26 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& hidden_in, const at::
   }
   if (post_process) hidden = final_layernorm(hidden);
   return hidden;
+}
+
+// Domino: the micro-batch split in two along the batch, the layers run on the halves, the halves
+// rejoined before the final norm.
+at::Tensor TransformerBlockImpl::forward_domino(const at::Tensor& hidden, const at::Tensor& attention_mask,
+                                                const at::Tensor& rotary_pos_emb) {
+  TORCH_CHECK(hidden.size(1) % 2 == 0, "[domino] --domino splits each micro-batch in two: its size (", hidden.size(1),
+              ") must be even");
+  auto halves_in = hidden.chunk(2, 1);
+  DominoHalves halves{DominoHalf{halves_in[0].contiguous()}, DominoHalf{halves_in[1].contiguous()}};
+  std::array<at::Tensor, 2> masks{attention_mask, attention_mask};
+  if (attention_mask.defined() && attention_mask.size(0) > 1) {
+    auto m = attention_mask.chunk(2, 0);
+    masks = {m[0], m[1]};
+  }
+  for (int64_t i = 0; i < num_local_layers; ++i) {
+    RECORD_USER_SCOPE("decoder.layers." + std::to_string(i));
+    halves = layers->ptr<TransformerLayerImpl>(i)->forward_domino(halves, masks, rotary_pos_emb);
+  }
+  return at::cat({halves[0].resolve(config, is_training()), halves[1].resolve(config, is_training())}, 1);
 }
 
 }  // namespace megatron::transformer

@@ -43,6 +43,10 @@ TransformerConfig TransformerConfig::finalize() const {
     c.kv_channels_ = c.hidden_size_ / c.num_attention_heads_;
   }
   TORCH_CHECK(*c.kv_channels_ > 0, "[transformer_config] kv_channels must be positive");
+  TORCH_CHECK(!c.domino_ || !c.sequence_parallel_,
+              "[transformer_config] domino (--domino) does not support sequence_parallel (--sequence-parallel)");
+  TORCH_CHECK(!c.domino_ || c.recompute_granularity_ != RecomputeGranularity::kFull,
+              "[transformer_config] domino (--domino) does not support --recompute-granularity full");
   if (!c.num_query_groups_) c.num_query_groups_ = c.num_attention_heads_;
   const int64_t groups = *c.num_query_groups_;
   TORCH_CHECK(groups > 0 && c.num_attention_heads_ % groups == 0, "[transformer_config] num_attention_heads (",

@@ -1,8 +1,9 @@
 // pretrain() with pretrain_gpt's own callbacks, under mpirun on 4 ranks: every layout of
 // tensor x data parallelism (with and without sequence parallelism and the distributed
 // optimizer) reproduces the single-rank loss curve, the loss goes down, a NaN loss stops
-// training with the iteration named, and --overlap-grad-reduce launches the data-parallel
-// reduce during the backward pass with bit-identical results. Every rank asserts.
+// training with the iteration named, --overlap-grad-reduce launches the data-parallel reduce
+// during the backward pass with bit-identical results, and --domino gives plain tensor
+// parallelism's losses. Every rank asserts.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -195,6 +196,35 @@ TEST(Pretrain, OverlappedGradReduceTrainsBitIdentically) {
       auto mine = overlapped.built[c]->named_parameters();
       for (const auto& p : serial.built[c]->named_parameters())
         EXPECT_TRUE(at::equal(mine[p.key()], p.value())) << p.key() << ", rank " << megatron::testing::world()->rank();
+    }
+  }
+}
+
+// --domino at TP 2 and 4, with data and pipeline parallelism: the losses and gradient norms of
+// plain tensor parallelism within 1e-5 (each weight gradient is the sum of two half-batch terms).
+TEST(Pretrain, DominoGivesThePlainTensorParallelLosses) {
+  MEGATRON_REQUIRE_WORLD_SIZE(4);
+  const std::vector<std::pair<Layout, bool>> runs = {
+      {{2, 1, 1}, false}, {{4, 1, 1}, false}, {{2, 1, 2}, false}, {{2, 2, 1}, false}, {{2, 1, 2}, true}};
+  for (const auto& [l, intra_layer] : runs) {
+    SCOPED_TRACE(l.name() + (intra_layer ? " intra-layer" : ""));
+    auto a = tiny_args();
+    auto plain = megatron::testing::pretrain_layout(a, l, "plain");
+    a.domino = true;
+    a.domino_intra_layer_overlap = intra_layer;
+    auto domino = megatron::testing::pretrain_layout(a, l, "domino");
+    if (!domino.member) continue;
+    ASSERT_EQ(domino.result.iterations.size(), 12u);
+    ASSERT_EQ(plain.result.iterations.size(), 12u);
+    for (size_t i = 0; i < 12; ++i) {
+      const auto& want = plain.result.iterations[i];
+      const auto& got = domino.result.iterations[i];
+      ASSERT_EQ(got.metrics.count("lm loss"), want.metrics.count("lm loss"));  // the last stage's
+      if (want.metrics.count("lm loss"))
+        EXPECT_NEAR(got.metrics.at("lm loss"), want.metrics.at("lm loss"), 1e-5 * want.metrics.at("lm loss"))
+            << "iteration " << i + 1 << ", rank " << megatron::testing::world()->rank();
+      EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-5 * want.grad_norm)
+          << "iteration " << i + 1 << ", rank " << megatron::testing::world()->rank();
     }
   }
 }

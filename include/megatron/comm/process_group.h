@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -94,6 +95,9 @@ class MEGATRON_API ProcessGroup {
   // to each other at once without deadlock.
   WorkHandle batch_isend_irecv(const std::vector<P2POp>& ops);
   void barrier();
+  // Called with each operation's name and tensor shape as this rank issues it (nullptr: none).
+  // Tests use it to check that every rank issues the same collectives in the same order.
+  void set_issue_observer(std::function<void(const std::string&)> observer);
 
  private:
   friend class ProcessGroupImpl;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "megatron/tensor_parallel/domino.h"
 #include "megatron/tensor_parallel/mappings.h"
 #include "megatron/tensor_parallel/sharding.h"
 
@@ -47,7 +48,9 @@ class MEGATRON_API ColumnParallelLinearImpl : public torch::nn::Cloneable<Column
   explicit ColumnParallelLinearImpl(ColumnParallelLinearOptions options);
   void reset() override;
   // input [*, in] (or [s/tp, b, in] with sequence_parallel) -> [*, out/tp] or [*, out].
-  at::Tensor forward(const at::Tensor& input, const at::Tensor& weight = {});
+  // grad_reduce (Domino): backward leaves its input-gradient all-reduce in flight there, for
+  // wait_for_grad_reduce_in_backward to wait on (tensor parallelism without sequence parallelism).
+  at::Tensor forward(const at::Tensor& input, const at::Tensor& weight = {}, const PendingPtr& grad_reduce = nullptr);
   std::vector<std::pair<std::string, ParamInit>> param_inits() const override;
 
   ColumnParallelLinearOptions options;
@@ -81,6 +84,9 @@ class MEGATRON_API RowParallelLinearImpl : public torch::nn::Cloneable<RowParall
   void reset() override;
   // input [*, in/tp] (or [*, in]) -> [*, out] (or [s/tp, b, out] with sequence_parallel).
   at::Tensor forward(const at::Tensor& input);
+  // Domino: this rank's partial product [*, out], neither reduced nor biased (the caller reduces
+  // it, then adds `bias`). Needs input_is_parallel, no sequence parallelism.
+  at::Tensor forward_partial(const at::Tensor& input);
   std::vector<std::pair<std::string, ParamInit>> param_inits() const override;
 
   RowParallelLinearOptions options;

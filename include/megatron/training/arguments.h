@@ -55,6 +55,8 @@ struct MEGATRON_API Arguments {
   bool use_distributed_optimizer = false;
   bool overlap_grad_reduce = false;
   std::optional<int64_t> ddp_bucket_size;  // elements; default max(40M, 1M x data-parallel size)
+  bool domino = false;
+  bool domino_intra_layer_overlap = false;
   double distributed_timeout_minutes = 10;
   std::optional<int64_t> local_rank;  // as the launcher passes it (deepspeed: --local_rank=N)
   // Megatron-DeepSpeed's: a DeepSpeed JSON config read into these settings (deepspeed_config.cpp).

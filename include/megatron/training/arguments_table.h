@@ -124,6 +124,11 @@ enum class ArgSaved { kSaved, kNotSaved };
     "completes it (with --use-distributed-optimizer the reduce-scatter still follows the backward pass)")          \
   X(distributed, ddp_bucket_size, kNotSaved, positive(),                                                            \
     "elements per data-parallel gradient bucket (default max(40M, 1M x data-parallel size))")                      \
+  X(distributed, domino, kNotSaved, any(),                                                                          \
+    "DeepSpeed-Domino: split each micro-batch in two along the batch, one half's tensor-parallel all-reduces "      \
+    "under the other half's compute (even --micro-batch-size; no --sequence-parallel, no full recompute)")         \
+  X(distributed, domino_intra_layer_overlap, kNotSaved, any(),                                                      \
+    "with --domino: overlap within each layer only (DeepSpeed's domino_intra_layer_overlap), not across layers")   \
   X(distributed, distributed_timeout_minutes, kNotSaved, positive(), "collective timeout")                          \
   X(distributed, local_rank, kNotSaved, non_negative(),                                                             \
     "this process's rank on its node, as deepspeed (--local_rank=N) and torch.distributed.launch pass it; must "    \

@@ -20,6 +20,11 @@ class MEGATRON_API MLPImpl : public torch::nn::Cloneable<MLPImpl> {
   void reset() override;
   // [s, b, h] -> [s, b, h]
   at::Tensor forward(const at::Tensor& hidden);
+  // Domino: linear_fc2's partial product, neither reduced nor biased; linear_fc1's backward
+  // leaves its input-gradient all-reduce in `fc1_grad_reduce`.
+  at::Tensor forward_partial(const at::Tensor& hidden, const tensor_parallel::PendingPtr& fc1_grad_reduce);
+  // fc1 and the activation: [s, b, h] -> [s, b, ffn/tp].
+  at::Tensor activation(const at::Tensor& hidden, const tensor_parallel::PendingPtr& fc1_grad_reduce);
 
   TransformerConfig config;
   tensor_parallel::ColumnParallelLinear linear_fc1{nullptr};

@@ -34,6 +34,8 @@ class MEGATRON_API TransformerBlockImpl : public torch::nn::Cloneable<Transforme
   Norm final_layernorm{nullptr};
 
  private:
+  at::Tensor forward_domino(const at::Tensor& hidden, const at::Tensor& attention_mask,
+                            const at::Tensor& rotary_pos_emb);
   at::Tensor input_tensor_;
 };
 TORCH_MODULE(TransformerBlock);

@@ -70,6 +70,12 @@ struct MEGATRON_API TransformerConfig {
   // The TP group (nullptr: no tensor parallelism); its size must equal tensor_model_parallel_size.
   TORCH_ARG(std::shared_ptr<comm::ProcessGroup>, tp_group) = nullptr;
   TORCH_ARG(bool, sequence_parallel) = false;
+  // Domino (DeepSpeed-Domino): each micro-batch split in two along the batch inside the block,
+  // one half's tensor-parallel all-reduces running under the other half's compute; across layers
+  // too unless domino_intra_layer_overlap. Needs an even micro-batch, no sequence parallelism and
+  // no full recompute.
+  TORCH_ARG(bool, domino) = false;
+  TORCH_ARG(bool, domino_intra_layer_overlap) = false;
   // RNG states for dropout inside TP regions (see tensor_parallel/random.h); nullptr: the
   // default generator everywhere.
   TORCH_ARG(std::shared_ptr<tensor_parallel::RngTracker>, rng_tracker) = nullptr;

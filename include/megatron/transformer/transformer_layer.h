@@ -8,11 +8,25 @@
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
 
+#include <array>
+
 #include "megatron/transformer/attention.h"
 #include "megatron/transformer/mlp.h"
 #include "megatron/transformer/norm.h"
 
 namespace megatron::transformer {
+
+// Domino: one half of a micro-batch between two layers. Complete when `pending` is null; else the
+// half whose MLP all-reduce is still in flight (inter-layer overlap), whose value is
+// residual + dropout(reduced hidden + bias), finished by the next layer once it needs it.
+struct MEGATRON_API DominoHalf {
+  at::Tensor hidden;
+  tensor_parallel::PendingPtr pending;
+  at::Tensor residual, bias;
+  // The half's value, waiting for its all-reduce if one is in flight.
+  at::Tensor resolve(const TransformerConfig& config, bool train) const;
+};
+using DominoHalves = std::array<DominoHalf, 2>;
 
 class MEGATRON_API TransformerLayerImpl : public torch::nn::Cloneable<TransformerLayerImpl> {
  public:
@@ -21,6 +35,13 @@ class MEGATRON_API TransformerLayerImpl : public torch::nn::Cloneable<Transforme
   // [s, b, h] -> [s, b, h]
   at::Tensor forward(const at::Tensor& hidden, const at::Tensor& attention_mask = {},
                      const at::Tensor& rotary_pos_emb = {});
+  // Domino's schedule over the two halves of a micro-batch (attention_masks: each half's, or
+  // undefined): each half's attention and MLP all-reduces are launched as soon as their partial
+  // sums exist and waited where the result is needed, so that they run under the other half's
+  // compute; in backward, the column-parallel layers' input-gradient all-reduces are waited just
+  // before the LayerNorm backward. Half 1 comes back pending unless domino_intra_layer_overlap.
+  DominoHalves forward_domino(const DominoHalves& halves, const std::array<at::Tensor, 2>& attention_masks,
+                              const at::Tensor& rotary_pos_emb);
 
   TransformerConfig config;
   Norm input_layernorm{nullptr};

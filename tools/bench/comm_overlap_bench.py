@@ -1,0 +1,94 @@
+"""How much communication pretrain_gpt hides behind compute: --overlap-grad-reduce at DP 2, --domino at TP 2.
+
+Every collective on host tensors is given an injected cost (MEGATRON_INJECT_COMM_LATENCY_US, D per
+collective, and MEGATRON_INJECT_COMM_US_PER_MB, T per MiB of its tensor; a group's collectives run
+one after another on one link), so that communication costs time on a machine where it is nearly
+free. pretrain_gpt trains a small GPT (configs/gpt2-tiny.toml) under mpirun -np 2 four times in
+one run of this script: without and with the overlap, each without and with the injected cost.
+The exposed communication of each is t(cost) - t(0), from the median iteration time of the last
+half, and the overlap's share of the plain run's exposed time is what it hides.
+
+  --mode grad-reduce  DP 2: the gradient buckets' all-reduces, after the backward pass or (with
+                      --overlap-grad-reduce) each launched as the last micro-batch completes it;
+  --mode domino       TP 2: the tensor-parallel all-reduces, on the critical path or (with --domino)
+                      half a micro-batch's under the other half's compute.
+
+    .venv/bin/python tools/bench/comm_overlap_bench.py --mode grad-reduce --latency-us 2000
+    .venv/bin/python tools/bench/comm_overlap_bench.py --mode domino --us-per-mb 20000
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MODES = {
+    "grad-reduce": (["--ddp-bucket-size"], ["--overlap-grad-reduce"]),
+    "domino": (["--tensor-model-parallel-size", "2"], ["--domino"]),
+}
+
+
+def run(a: argparse.Namespace, overlap: bool, cost: bool) -> tuple[float, str]:
+    """Median ms per iteration over the last half, and pretrain_gpt's bucket line."""
+    binary = Path(os.environ.get("MEGATRON_BUILD_DIR", ROOT / "build")) / "bin" / "pretrain_gpt"
+    with tempfile.TemporaryDirectory() as tmp:
+        metrics = Path(tmp) / "metrics.jsonl"
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2", str(binary),
+               "--config", str(ROOT / "configs" / "gpt2-tiny.toml"), "--mock-data", "--vocab-size", "512",
+               "--micro-batch-size", str(a.micro_batch_size),
+               "--global-batch-size", str(a.micro_batches * a.micro_batch_size * (2 if a.mode == "grad-reduce" else 1)),
+               "--train-iters", str(a.iters), "--lr-warmup-iters", "1", "--log-interval", "1", "--eval-iters", "0",
+               "--metrics-file", str(metrics)]
+        base, switch = MODES[a.mode]
+        cmd += base + ([str(a.bucket_size)] if a.mode == "grad-reduce" else []) + (switch if overlap else [])
+        env = dict(os.environ, OMP_NUM_THREADS="1",
+                   MEGATRON_INJECT_COMM_LATENCY_US=str(a.latency_us if cost else 0),
+                   MEGATRON_INJECT_COMM_US_PER_MB=str(a.us_per_mb if cost else 0))
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            sys.exit(f"comm_overlap_bench: pretrain_gpt failed ({' '.join(cmd[7:])}):\n"
+                     f"{(out.stdout + out.stderr)[-3000:]}")
+        times = [json.loads(line)["elapsed_ms"] for line in metrics.read_text().splitlines()]
+        buckets = re.search(r"Number of buckets for gradient all-reduce: (\d+)", out.stdout + out.stderr)
+        return statistics.median(times[len(times) // 2:]), (f", {buckets.group(1)} gradient buckets of "
+                                                           f"~{a.bucket_size} elements" if buckets else "")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mode", choices=sorted(MODES), default="grad-reduce")
+    p.add_argument("--latency-us", type=int, default=0, help="injected latency per collective (D)")
+    p.add_argument("--us-per-mb", type=float, default=0, help="injected time per MiB of a collective's tensor (T)")
+    p.add_argument("--bucket-size", type=int, default=50000, help="--ddp-bucket-size (elements), grad-reduce mode")
+    p.add_argument("--micro-batch-size", type=int, default=8)
+    p.add_argument("--micro-batches", type=int, default=1, help="per rank and step")
+    p.add_argument("--iters", type=int, default=16)
+    a = p.parse_args()
+    if a.latency_us == 0 and a.us_per_mb == 0:
+        sys.exit("comm_overlap_bench: give --latency-us and/or --us-per-mb")
+    names = ("plain", "--overlap-grad-reduce" if a.mode == "grad-reduce" else "--domino")
+    rows, detail = {}, ""
+    for name, overlap in zip(names, (False, True)):
+        (free, detail), (slow, _) = run(a, overlap, False), run(a, overlap, True)
+        rows[name] = (free, slow, slow - free)
+    layout = "DP 2" if a.mode == "grad-reduce" else "TP 2"
+    print(f"{layout}, configs/gpt2-tiny.toml, {a.micro_batches} micro-batch(es) of {a.micro_batch_size}{detail}; "
+          f"injected per collective: {a.latency_us / 1e3:.1f} ms + {a.us_per_mb / 1e3:.1f} ms/MiB")
+    print(f"{'':22}{'free (ms)':>11}{'with cost (ms)':>16}{'exposed (ms)':>14}")
+    for name, (free, slow, exposed) in rows.items():
+        print(f"{name:22}{free:11.2f}{slow:16.2f}{exposed:14.2f}")
+    plain, overlapped = rows[names[0]], rows[names[1]]
+    print(f"communication share of the plain step: {plain[2] / plain[1]:.0%}; hidden by {names[1]}: "
+          f"{1 - max(overlapped[2], 0.0) / plain[2]:.0%}; step time with cost, {names[1]} / plain: "
+          f"{overlapped[1] / plain[1]:.3f}x, / plain without cost: {overlapped[1] / plain[0]:.3f}x")
+
+
+if __name__ == "__main__":
+    main()
