@@ -55,7 +55,7 @@ void PendingReduce::wait() {
 }
 
 at::Tensor start_reduce_from_tensor_model_parallel_region(const at::Tensor& partial, const GroupPtr& group,
-                                                         const PendingPtr& pending) {
+                                                          const PendingPtr& pending) {
   TORCH_CHECK(pending, "[domino] start_reduce needs a handle");
   return StartReduce::apply(partial, group, pending);
 }

@@ -24,9 +24,8 @@ using PendingPtr = std::shared_ptr<PendingReduce>;
 
 // forward: launches the all-reduce of `partial` over `group` in place and records it in
 // `pending`; the result is valid only after wait_for_reduce. backward: identity.
-MEGATRON_API at::Tensor start_reduce_from_tensor_model_parallel_region(const at::Tensor& partial,
-                                                                      const GroupPtr& group,
-                                                                      const PendingPtr& pending);
+MEGATRON_API at::Tensor start_reduce_from_tensor_model_parallel_region(const at::Tensor& partial, const GroupPtr& group,
+                                                                       const PendingPtr& pending);
 // forward: waits for `pending`, identity otherwise. backward: identity.
 MEGATRON_API at::Tensor wait_for_reduce(const at::Tensor& x, const PendingPtr& pending);
 // forward: identity. backward: waits for `pending` (the input-gradient all-reduce a
