@@ -1,9 +1,10 @@
 // convert_checkpoint: moves a megatron-cpp checkpoint (training/checkpointing.h) to another
 // tensor/pipeline-parallel layout, exports it to Hugging Face (config.json + model.safetensors:
-// GPT2LMHeadModel or LlamaForCausalLM), or imports a Hugging Face model as a "release" checkpoint.
+// GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM or BloomForCausalLM), or
+// imports a Hugging Face model as a "release" checkpoint.
 // The work is training::convert_checkpoint (training/checkpoint_conversion.h); this is its CLI.
 //   convert_checkpoint --load DIR --save OUT --target-tensor-parallel-size 1 --target-pipeline-model-parallel-size 1
-//   convert_checkpoint --load DIR --export-hf OUT_DIR
+//   convert_checkpoint --load DIR --export-hf OUT_DIR [--hf-model-type mistral]
 //   convert_checkpoint --import-hf HF_DIR --save OUT [--target-... --make-vocab-size-divisible-by 128]
 #include <c10/util/Exception.h>
 
@@ -37,7 +38,11 @@ int main(int argc, char** argv) {
   app.add_option("--merge-file", o.merge_file, "GPT-2 merges.txt to export (default: the one trained with)");
   app.add_option("--tokenizer-model", o.tokenizer_model,
                  "HuggingFaceTokenizer's tokenizer.json or folder to export (default: the one trained with)");
-  app.add_option("--import-hf", o.import_hf, "read a Hugging Face GPT-2 or Llama model from here");
+  app.add_option("--hf-model-type", o.hf_model_type,
+                 "with --export-hf: the model_type to write (gpt2, llama, qwen2, mistral, bloom; default: the first "
+                 "that fits the checkpoint)");
+  app.add_option("--import-hf", o.import_hf,
+                 "read a Hugging Face GPT-2, Llama, Qwen2, Mistral or BLOOM model from here");
   app.add_option("--make-vocab-size-divisible-by", o.make_vocab_size_divisible_by,
                  "vocabulary padding of an imported model")
       ->capture_default_str();

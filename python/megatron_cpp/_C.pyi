@@ -94,6 +94,14 @@ class Arguments:
     def adam_eps(self, arg0: typing.SupportsFloat) -> None:
         ...
     @property
+    def add_qkv_bias(self) -> bool:
+        """
+        bias on the Q, K, V projection even with --disable-bias-linear
+        """
+    @add_qkv_bias.setter
+    def add_qkv_bias(self, arg0: bool) -> None:
+        ...
+    @property
     def allow_save_rewind(self) -> bool:
         """
         let this run save into a --save whose tracker names a later iteration (moving it back, replacing those)
@@ -308,6 +316,14 @@ class Arguments:
         """
     @domino_intra_layer_overlap.setter
     def domino_intra_layer_overlap(self, arg0: bool) -> None:
+        ...
+    @property
+    def embed_layernorm(self) -> bool:
+        """
+        LayerNorm on the word embeddings, as BLOOM
+        """
+    @embed_layernorm.setter
+    def embed_layernorm(self, arg0: bool) -> None:
         ...
     @property
     def eod_mask_loss(self) -> bool:
@@ -942,6 +958,14 @@ class Arguments:
     def override_data_check(self, arg0: bool) -> None:
         ...
     @property
+    def pad_vocab_size_to(self) -> int | None:
+        """
+        pad the vocabulary to exactly this size (a multiple of TP; BLOOM's 250880)
+        """
+    @pad_vocab_size_to.setter
+    def pad_vocab_size_to(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
     def pipeline_model_parallel_size(self) -> int:
         """
         pipeline stages
@@ -952,7 +976,7 @@ class Arguments:
     @property
     def position_embedding_type(self) -> str:
         """
-        learned_absolute | rope
+        learned_absolute | rope | alibi (BLOOM's linear attention biases) | none
         """
     @position_embedding_type.setter
     def position_embedding_type(self, arg0: str) -> None:
@@ -1046,12 +1070,52 @@ class Arguments:
     def reset_position_ids(self, arg0: bool) -> None:
         ...
     @property
+    def rope_scaling_factor(self) -> float:
+        """
+        with --use-rope-scaling: the low frequencies' divisor
+        """
+    @rope_scaling_factor.setter
+    def rope_scaling_factor(self, arg0: typing.SupportsFloat) -> None:
+        ...
+    @property
+    def rope_scaling_high_freq_factor(self) -> float:
+        """
+        with --use-rope-scaling: wavelengths below original context / this are kept
+        """
+    @rope_scaling_high_freq_factor.setter
+    def rope_scaling_high_freq_factor(self, arg0: typing.SupportsFloat) -> None:
+        ...
+    @property
+    def rope_scaling_low_freq_factor(self) -> float:
+        """
+        with --use-rope-scaling: wavelengths above original context / this are scaled fully
+        """
+    @rope_scaling_low_freq_factor.setter
+    def rope_scaling_low_freq_factor(self, arg0: typing.SupportsFloat) -> None:
+        ...
+    @property
+    def rope_scaling_original_max_position_embeddings(self) -> int:
+        """
+        with --use-rope-scaling: the context length the frequencies were trained for
+        """
+    @rope_scaling_original_max_position_embeddings.setter
+    def rope_scaling_original_max_position_embeddings(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
     def rotary_base(self) -> float:
         """
         RoPE base
         """
     @rotary_base.setter
     def rotary_base(self, arg0: typing.SupportsFloat) -> None:
+        ...
+    @property
+    def rotary_interleaved(self) -> bool:
+        """
+        rotate channel pairs (2i, 2i+1) instead of the two halves
+        """
+    @rotary_interleaved.setter
+    def rotary_interleaved(self, arg0: bool) -> None:
         ...
     @property
     def rotary_percent(self) -> float:
@@ -1292,6 +1356,14 @@ class Arguments:
         """
     @use_pytorch_profiler.setter
     def use_pytorch_profiler(self, arg0: bool) -> None:
+        ...
+    @property
+    def use_rope_scaling(self) -> bool:
+        """
+        Llama 3's RoPE frequency scaling (Hugging Face rope_type llama3)
+        """
+    @use_rope_scaling.setter
+    def use_rope_scaling(self, arg0: bool) -> None:
         ...
     @property
     def use_rotary_position_embeddings(self) -> bool:
@@ -1649,7 +1721,7 @@ class GPTModel(torch._C.cpp.nn.Module):
     """
     Megatron's GPTModel: embedding (first stage), transformer block, final norm and output layer (last stage), with megatron/core's state-dict names.
     """
-    def __init__(self, config: TransformerConfig, vocab_size: typing.SupportsInt, max_sequence_length: typing.SupportsInt, *, make_vocab_size_divisible_by: typing.SupportsInt = 128, pre_process: bool = True, post_process: bool = True, pipeline_model_parallel_rank: typing.SupportsInt = 0, virtual_pipeline_model_parallel_rank: typing.SupportsInt = 0, share_embeddings_and_output_weights: bool = True, position_embedding_type: str = 'learned_absolute', rotary_percent: typing.SupportsFloat = 1.0, rotary_base: typing.SupportsFloat = 10000.0, parallel_output: bool = False, label_smoothing: typing.SupportsFloat = 0.0, seed: typing.SupportsInt = 1234) -> None:
+    def __init__(self, config: TransformerConfig, vocab_size: typing.SupportsInt, max_sequence_length: typing.SupportsInt, *, make_vocab_size_divisible_by: typing.SupportsInt = 128, pre_process: bool = True, post_process: bool = True, pipeline_model_parallel_rank: typing.SupportsInt = 0, virtual_pipeline_model_parallel_rank: typing.SupportsInt = 0, share_embeddings_and_output_weights: bool = True, position_embedding_type: str = 'learned_absolute', rotary_percent: typing.SupportsFloat = 1.0, rotary_base: typing.SupportsFloat = 10000.0, rope_scaling: dict | None = None, embed_layernorm: bool = False, pad_vocab_size_to: typing.SupportsInt | None = None, parallel_output: bool = False, label_smoothing: typing.SupportsFloat = 0.0, seed: typing.SupportsInt = 1234) -> None:
         ...
     def allreduce_sequence_parallel_grads(self) -> None:
         ...
@@ -2557,6 +2629,7 @@ class TransformerConfig:
     recompute_method: typing.Any
     recompute_num_layers: typing.Any
     rng_tracker: typing.Any
+    rotary_interleaved: typing.Any
     sequence_parallel: typing.Any
     tensor_model_parallel_size: typing.Any
     tp_group: typing.Any
@@ -2630,9 +2703,9 @@ def checkpoint_arguments(path: str) -> Arguments:
     """
     The Arguments a checkpoint file was saved with.
     """
-def convert_checkpoint(*, load: str = '', save: str = '', ckpt_step: typing.SupportsInt | None = None, target_tensor_model_parallel_size: typing.SupportsInt = 1, target_pipeline_model_parallel_size: typing.SupportsInt = 1, target_num_layers_per_virtual_pipeline_stage: typing.SupportsInt | None = None, export_hf: str = '', import_hf: str = '', make_vocab_size_divisible_by: typing.SupportsInt = 128, overwrite: bool = False, vocab_file: str = '', merge_file: str = '', tokenizer_model: str = '') -> typing.Any:
+def convert_checkpoint(*, load: str = '', save: str = '', ckpt_step: typing.SupportsInt | None = None, target_tensor_model_parallel_size: typing.SupportsInt = 1, target_pipeline_model_parallel_size: typing.SupportsInt = 1, target_num_layers_per_virtual_pipeline_stage: typing.SupportsInt | None = None, export_hf: str = '', import_hf: str = '', make_vocab_size_divisible_by: typing.SupportsInt = 128, overwrite: bool = False, vocab_file: str = '', merge_file: str = '', tokenizer_model: str = '', hf_model_type: str = '') -> typing.Any:
     """
-    tools/convert_checkpoint in-process: reads the checkpoint in load (or the Hugging Face model in import_hf), writes it to save at the target TP/PP/virtual-PP layout and/or exports it to export_hf (config.json + model.safetensors + the tokenizer's files; vocab_file, merge_file and tokenizer_model replace the paths it was trained with). Returns the iteration converted ('release' for an import). A save folder that already holds checkpoints is refused unless overwrite.
+    tools/convert_checkpoint in-process: reads the checkpoint in load (or the Hugging Face model in import_hf), writes it to save at the target TP/PP/virtual-PP layout and/or exports it to export_hf (config.json + model.safetensors + the tokenizer's files; vocab_file, merge_file and tokenizer_model replace the paths it was trained with; hf_model_type picks the architecture, by default the first that fits). Returns the iteration converted ('release' for an import). A save folder that already holds checkpoints is refused unless overwrite.
     """
 def copy_to_tensor_model_parallel_region(input: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
     """
@@ -2756,9 +2829,9 @@ def vocab_parallel_cross_entropy(vocab_parallel_logits: torch.Tensor, target: to
     """
     Per-token loss (fp32) from logits split over the vocabulary [..., V/tp] and target ids [...] into the full vocabulary, without gathering the logits.
     """
-def vocab_size_with_padding(vocab_size: typing.SupportsInt, make_vocab_size_divisible_by: typing.SupportsInt, tensor_model_parallel_size: typing.SupportsInt) -> int:
+def vocab_size_with_padding(vocab_size: typing.SupportsInt, make_vocab_size_divisible_by: typing.SupportsInt, tensor_model_parallel_size: typing.SupportsInt, pad_vocab_size_to: typing.SupportsInt | None = None) -> int:
     """
-    ceil(vocab / (divisible_by x tp)) x divisible_by x tp, as Megatron-LM pads it.
+    ceil(vocab / (divisible_by x tp)) x divisible_by x tp, as Megatron-LM pads it; or pad_vocab_size_to.
     """
 def warm_up_cpu_math() -> None:
     """

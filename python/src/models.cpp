@@ -11,7 +11,8 @@ void init_models(py::module_& m) {
 
   m.def("vocab_size_with_padding", &megatron::models::common::vocab_size_with_padding, py::arg("vocab_size"),
         py::arg("make_vocab_size_divisible_by"), py::arg("tensor_model_parallel_size"),
-        "ceil(vocab / (divisible_by x tp)) x divisible_by x tp, as Megatron-LM pads it.");
+        py::arg("pad_vocab_size_to") = py::none(),
+        "ceil(vocab / (divisible_by x tp)) x divisible_by x tp, as Megatron-LM pads it; or pad_vocab_size_to.");
 
   py::class_<gpt::ShardedParameter>(m, "ShardedParameter",
                                     "One parameter of this rank with how its full tensor is sharded and initialised.")
@@ -29,20 +30,39 @@ void init_models(py::module_& m) {
                        bool post_process, int64_t pipeline_model_parallel_rank,
                        int64_t virtual_pipeline_model_parallel_rank, bool share_embeddings_and_output_weights,
                        const std::string& position_embedding_type, double rotary_percent, double rotary_base,
-                       bool parallel_output, double label_smoothing, uint64_t seed) {
-             TORCH_CHECK_VALUE(position_embedding_type == "learned_absolute" || position_embedding_type == "rope",
-                               "[GPTModel] position_embedding_type: expected 'learned_absolute' or 'rope', found '",
-                               position_embedding_type, "'");
+                       std::optional<py::dict> rope_scaling, bool embed_layernorm,
+                       std::optional<int64_t> pad_vocab_size_to, bool parallel_output, double label_smoothing,
+                       uint64_t seed) {
              gpt::GPTModelOptions o(config, vocab_size, max_sequence_length);
+             if (rope_scaling) {  // Hugging Face's rope_scaling dict of the "llama3" type
+               gpt::RopeScaling s;
+               for (const auto& [key, value] : *rope_scaling) {
+                 const auto k = key.cast<std::string>();
+                 if (k == "factor")
+                   s.factor = value.cast<double>();
+                 else if (k == "low_freq_factor")
+                   s.low_freq_factor = value.cast<double>();
+                 else if (k == "high_freq_factor")
+                   s.high_freq_factor = value.cast<double>();
+                 else if (k == "original_max_position_embeddings")
+                   s.original_max_position_embeddings = value.cast<int64_t>();
+                 else
+                   TORCH_CHECK_VALUE(k == "rope_type" && value.cast<std::string>() == "llama3",
+                                     "[GPTModel] rope_scaling: unknown key '", k,
+                                     "' (or a rope_type other than llama3)");
+               }
+               o.rope_scaling(s);
+             }
              o.make_vocab_size_divisible_by(make_vocab_size_divisible_by)
+                 .pad_vocab_size_to(pad_vocab_size_to)
+                 .embed_layernorm(embed_layernorm)
                  .pre_process(pre_process)
                  .post_process(post_process)
                  .pipeline_model_parallel_rank(pipeline_model_parallel_rank)
                  .virtual_pipeline_model_parallel_rank(virtual_pipeline_model_parallel_rank)
                  .share_embeddings_and_output_weights(share_embeddings_and_output_weights)
-                 .position_embedding_type(position_embedding_type == "rope"
-                                              ? gpt::PositionEmbeddingType::kRope
-                                              : gpt::PositionEmbeddingType::kLearnedAbsolute)
+                 .position_embedding_type(megatron::models::common::parse_position_embedding_type(
+                     position_embedding_type, "[GPTModel] position_embedding_type"))
                  .rotary_percent(rotary_percent)
                  .rotary_base(rotary_base)
                  .parallel_output(parallel_output)
@@ -56,8 +76,9 @@ void init_models(py::module_& m) {
            py::arg("pipeline_model_parallel_rank") = 0, py::arg("virtual_pipeline_model_parallel_rank") = 0,
            py::arg("share_embeddings_and_output_weights") = true,
            py::arg("position_embedding_type") = "learned_absolute", py::arg("rotary_percent") = 1.0,
-           py::arg("rotary_base") = 10000.0, py::arg("parallel_output") = false, py::arg("label_smoothing") = 0.0,
-           py::arg("seed") = 1234)
+           py::arg("rotary_base") = 10000.0, py::arg("rope_scaling") = py::none(), py::arg("embed_layernorm") = false,
+           py::arg("pad_vocab_size_to") = py::none(), py::arg("parallel_output") = false,
+           py::arg("label_smoothing") = 0.0, py::arg("seed") = 1234)
       .def(
           "forward",
           [](gpt::GPTModelImpl& self, const at::Tensor& input_ids, std::optional<at::Tensor> position_ids,

@@ -191,7 +191,8 @@ void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp
   TORCH_CHECK(a.num_attention_heads % tp == 0 && a.num_query_groups % tp == 0, "[convert_checkpoint] ",
               a.num_attention_heads, " heads / ", a.num_query_groups,
               " query groups are not divisible by --target-tensor-parallel-size ", tp);
-  const int64_t padded = models::common::vocab_size_with_padding(f.true_vocab, a.make_vocab_size_divisible_by, tp);
+  const int64_t padded =
+      models::common::vocab_size_with_padding(f.true_vocab, a.make_vocab_size_divisible_by, tp, a.pad_vocab_size_to);
 
   const std::string final_dir = (fs::path(save) / iteration_dir_name(f.iteration)).string();
   const std::string staging = final_dir + ".tmp";
@@ -253,7 +254,7 @@ void export_hf(const FullCheckpoint& f, const ConvertOptions& o) {
   if (!o.vocab_file.empty()) a.vocab_file = o.vocab_file;
   if (!o.merge_file.empty()) a.merge_file = o.merge_file;
   if (!o.tokenizer_model.empty()) a.tokenizer_model = o.tokenizer_model;
-  const auto& arch = hf::architecture_of(f.a);
+  const auto& arch = hf::architecture_of(f.a, o.hf_model_type);
   const auto tensors = hf::export_tensors(arch, f.a, f.model, f.true_vocab);
   const auto dtype = f.model.at("embedding.word_embeddings.weight").scalar_type();
   const std::string torch_dtype = dtype == at::kBFloat16 ? "bfloat16" : (dtype == at::kHalf ? "float16" : "float32");

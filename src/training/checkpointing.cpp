@@ -71,6 +71,8 @@ void check_arguments(const Arguments& args, const TrainingState& state, const Ra
   same("--apply-layernorm-1p", args.apply_layernorm_1p, saved.apply_layernorm_1p);
   same("--swiglu", args.swiglu, saved.swiglu);
   same("--disable-bias-linear", args.disable_bias_linear, saved.disable_bias_linear);
+  same("--add-qkv-bias", args.add_qkv_bias, saved.add_qkv_bias);
+  same("--embed-layernorm", args.embed_layernorm, saved.embed_layernorm);
   same("--untie-embeddings-and-output-weights", args.untie_embeddings_and_output_weights,
        saved.untie_embeddings_and_output_weights);
   same("--tensor-model-parallel-size", args.tensor_model_parallel_size, saved.tensor_model_parallel_size);

@@ -15,6 +15,8 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
       .layernorm_epsilon(a.norm_epsilon)
       .layernorm_zero_centered_gamma(a.apply_layernorm_1p)
       .add_bias_linear(!a.disable_bias_linear)
+      .add_qkv_bias(!a.disable_bias_linear || a.add_qkv_bias)
+      .rotary_interleaved(a.rotary_interleaved)
       .gated_linear_unit(a.swiglu)
       .activation(a.swiglu ? transformer::Activation::kSilu
                            : (a.openai_gelu ? transformer::Activation::kGeluTanh : transformer::Activation::kGelu))

@@ -32,17 +32,21 @@ std::shared_ptr<torch::nn::Module> gpt_model_provider(const TrainingContext& ctx
   models::gpt::GPTModelOptions options(core_transformer_config_from_args(ctx), vocab_size,
                                        args.max_position_embeddings);
   options.make_vocab_size_divisible_by(args.make_vocab_size_divisible_by)
+      .pad_vocab_size_to(args.pad_vocab_size_to)
       .pre_process(pre_process)
       .post_process(post_process)
       .pipeline_model_parallel_rank(ctx.parallel_state.get_pipeline_model_parallel_rank())
       .virtual_pipeline_model_parallel_rank(ctx.virtual_pipeline_model_parallel_rank.value_or(0))
       .share_embeddings_and_output_weights(!args.untie_embeddings_and_output_weights)
-      .position_embedding_type(args.position_embedding_type == "rope"
-                                   ? models::gpt::PositionEmbeddingType::kRope
-                                   : models::gpt::PositionEmbeddingType::kLearnedAbsolute)
+      .position_embedding_type(models::common::parse_position_embedding_type(args.position_embedding_type))
       .rotary_percent(args.rotary_percent)
       .rotary_base(args.rotary_base)
+      .embed_layernorm(args.embed_layernorm)
       .seed(args.seed);
+  if (args.use_rope_scaling)
+    options.rope_scaling(models::common::RopeScaling{args.rope_scaling_factor, args.rope_scaling_low_freq_factor,
+                                                     args.rope_scaling_high_freq_factor,
+                                                     args.rope_scaling_original_max_position_embeddings});
   return models::gpt::GPTModel(options).ptr();
 }
 

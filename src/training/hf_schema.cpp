@@ -65,7 +65,7 @@ std::optional<std::vector<int64_t>> expected_shape(const std::string& name, cons
   };
   if (name == "embedding.word_embeddings.weight" || name == "output_layer.weight") return {{v, h}};
   if (name == "embedding.position_embeddings.weight") return {{a.max_position_embeddings, h}};
-  if (ends("layernorm.weight") || ends("layernorm.bias")) return {{h}};
+  if (ends("norm.weight") || ends("norm.bias")) return {{h}};
   if (ends("linear_qkv.weight")) return {{q + 2 * kv, h}};
   if (ends("linear_qkv.bias")) return {{q + 2 * kv}};
   if (ends("linear_proj.weight")) return {{h, q}};
@@ -131,6 +131,7 @@ bool present(const TensorRule& r, const Arguments& a) {
     case When::kWithBias: return !a.disable_bias_linear;
     case When::kUntied: return a.untie_embeddings_and_output_weights;
     case When::kAlways: return true;
+    case When::kNever: return false;
   }
   return true;
 }
@@ -224,7 +225,8 @@ void walk(const Architecture& arch, const Arguments& a, F&& fn) {
 }  // namespace
 
 const std::vector<Architecture>& architectures() {
-  static const std::vector<Architecture> all = {gpt2_architecture(), llama_architecture()};
+  static const std::vector<Architecture> all = {gpt2_architecture(), llama_architecture(), qwen2_architecture(),
+                                                mistral_architecture(), bloom_architecture()};
   return all;
 }
 
@@ -237,7 +239,13 @@ const Architecture& architecture_of_model_type(const std::string& type, const st
   TORCH_CHECK(false, "[convert_checkpoint] ", where, ": model_type \"", type, "\" is not supported (", supported, ")");
 }
 
-const Architecture& architecture_of(const Arguments& args) {
+const Architecture& architecture_of(const Arguments& args, const std::string& model_type) {
+  if (!model_type.empty()) {
+    const auto& arch = architecture_of_model_type(model_type, "--hf-model-type");
+    const std::string m = arch.mismatch(args);
+    TORCH_CHECK(m.empty(), "[convert_checkpoint] --hf-model-type ", model_type, ": ", arch.class_name, " ", m);
+    return arch;
+  }
   std::string why;
   for (const auto& arch : architectures()) {
     const std::string m = arch.mismatch(args);
@@ -301,7 +309,10 @@ std::string export_config(const Architecture& arch, const Arguments& args, int64
   std::ostringstream c;
   c << "{\n  \"architectures\": [" << json_string(arch.class_name)
     << "],\n  \"model_type\": " << json_string(arch.model_type) << ",\n";
-  for (const auto& rule : arch.config) c << "  " << json_string(rule.key) << ": " << rule.write(a) << ",\n";
+  for (const auto& rule : arch.config) {
+    const std::string value = rule.write(a);
+    if (!value.empty()) c << "  " << json_string(rule.key) << ": " << value << ",\n";
+  }
   for (const auto& [key, id] : {std::pair{"bos_token_id", special.bos}, {"eos_token_id", special.eos}}) {
     if (id >= 0) c << "  \"" << key << "\": " << id << ",\n";
   }

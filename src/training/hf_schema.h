@@ -28,7 +28,7 @@ enum class Transform {
 };
 
 // When a tensor exists.
-enum class When { kAlways, kWithBias, kUntied };
+enum class When { kAlways, kWithBias, kUntied, kNever };
 
 struct TensorRule {
   std::string megatron;         // "{i}" stands for a layer number
@@ -41,7 +41,7 @@ struct TensorRule {
 // One config.json key and the setting it carries.
 struct ConfigRule {
   std::string key;
-  // The value's JSON text for these settings.
+  // The value's JSON text for these settings ("": a key only read, never written).
   std::function<std::string(const Arguments&)> write;
   // Reads the key's value (nullptr when config.json lacks it) into the settings; `where` names
   // the file in errors.
@@ -60,14 +60,19 @@ struct Architecture {
   std::function<std::string(const Arguments&)> mismatch;
 };
 
-// The tables, one file each (hf_gpt2.cpp, hf_llama.cpp); architectures() lists them.
+// The tables (hf_gpt2.cpp, hf_llama.cpp for the Llama family, hf_bloom.cpp); architectures()
+// lists them, in the order architecture_of tries them.
 Architecture gpt2_architecture();
 Architecture llama_architecture();
+Architecture qwen2_architecture();
+Architecture mistral_architecture();
+Architecture bloom_architecture();
 const std::vector<Architecture>& architectures();
-// The architecture whose model_type is `type`, or whose settings these are; one clear error
-// otherwise (naming what was found and what is supported).
+// The architecture whose model_type is `type`, or whose settings these are (the first that fits,
+// or the one named by model_type when given: "mistral" for a Llama without biases); one clear
+// error otherwise (naming what was found and what is supported).
 const Architecture& architecture_of_model_type(const std::string& type, const std::string& where);
-const Architecture& architecture_of(const Arguments& args);
+const Architecture& architecture_of(const Arguments& args, const std::string& model_type = "");
 
 // Full megatron state dict -> Hugging Face tensors (contiguous, vocabulary rows cut to true_vocab).
 std::map<std::string, at::Tensor> export_tensors(const Architecture& arch, const Arguments& args,

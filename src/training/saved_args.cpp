@@ -111,10 +111,8 @@ void set(const char* k, const c10::IValue& v, std::optional<T>& out) {
 // check_checkpoint_args, tools/checkpoint): derived from the saved settings, never read back.
 void add_megatron_lm_names(GenericDict& d, const Arguments& a) {
   d.insert("add_bias_linear", !a.disable_bias_linear);
-  d.insert("add_qkv_bias", false);  // the QKV bias follows add_bias_linear
   d.insert("add_position_embedding", a.position_embedding_type == "learned_absolute");
   d.insert("use_rotary_position_embeddings", a.position_embedding_type == "rope");
-  d.insert("rotary_interleaved", false);
   d.insert("squared_relu", false);
   d.insert("expert_model_parallel_size", int64_t{1});
   d.insert("transformer_impl", "local");

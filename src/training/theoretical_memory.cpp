@@ -31,7 +31,8 @@ MemoryEstimate theoretical_memory(const Arguments& a, int64_t pipeline_rank, int
   const double ffn = a.ffn_hidden_size ? static_cast<double>(*a.ffn_hidden_size) : 4 * h;
   const double fc1 = a.swiglu ? 2 * ffn : ffn;
   const double multiple = static_cast<double>(a.make_vocab_size_divisible_by) * t;  // as vocab_size_with_padding
-  const double v = std::ceil(static_cast<double>(vocab_size) / multiple) * multiple;
+  const double v = a.pad_vocab_size_to ? static_cast<double>(*a.pad_vocab_size_to)
+                                       : std::ceil(static_cast<double>(vocab_size) / multiple) * multiple;
   const double s = static_cast<double>(a.seq_length), b = static_cast<double>(a.micro_batch_size);
   const bool first = pipeline_rank == 0, last = pipeline_rank + 1 == a.pipeline_model_parallel_size;
   const double layers = static_cast<double>(a.num_layers) / pp;

@@ -120,6 +120,15 @@ void validate_network_size(Arguments& a) {
   ARG_CHECK(a.position_embedding_type != "learned_absolute" || a.max_position_embeddings >= a.seq_length,
             "--max-position-embeddings (", a.max_position_embeddings, ") is smaller than --seq-length (", a.seq_length,
             ")");
+  ARG_CHECK(a.position_embedding_type == "rope" || (!a.use_rope_scaling && !a.rotary_interleaved),
+            "--use-rope-scaling and --rotary-interleaved need --position-embedding-type rope (it is ",
+            a.position_embedding_type, ")");
+  ARG_CHECK(!a.use_rope_scaling || a.rope_scaling_high_freq_factor > a.rope_scaling_low_freq_factor,
+            "--rope-scaling-high-freq-factor (", a.rope_scaling_high_freq_factor,
+            ") must exceed --rope-scaling-low-freq-factor (", a.rope_scaling_low_freq_factor, ")");
+  ARG_CHECK(!a.pad_vocab_size_to || *a.pad_vocab_size_to % a.tensor_model_parallel_size == 0, "--pad-vocab-size-to (",
+            a.pad_vocab_size_to.value_or(0), ") is not divisible by --tensor-model-parallel-size (",
+            a.tensor_model_parallel_size, ")");
   ARG_CHECK(a.kv_channels || a.hidden_size % a.num_attention_heads == 0, "--hidden-size (", a.hidden_size,
             ") is not divisible by --num-attention-heads (", a.num_attention_heads, "); set --kv-channels");
   if (!a.group_query_attention) a.num_query_groups = a.num_attention_heads;

@@ -13,7 +13,7 @@ namespace megatron::transformer {
 
 namespace tp = megatron::tensor_parallel;
 
-at::Tensor apply_rotary_pos_emb(const at::Tensor& t, const at::Tensor& freqs) {
+at::Tensor apply_rotary_pos_emb(const at::Tensor& t, const at::Tensor& freqs, bool interleaved) {
   const int64_t rot_dim = freqs.size(-1);
   const int64_t d = t.size(-1);
   TORCH_CHECK(rot_dim <= d && rot_dim % 2 == 0, "[rotary] rotary dim (", rot_dim,
@@ -22,8 +22,14 @@ at::Tensor apply_rotary_pos_emb(const at::Tensor& t, const at::Tensor& freqs) {
   at::Tensor f = freqs.to(at::kFloat);
   at::Tensor cos = f.cos().to(t.scalar_type()), sin = f.sin().to(t.scalar_type());
   at::Tensor rot = rot_dim == d ? t : t.narrow(-1, 0, rot_dim);
-  auto halves = rot.chunk(2, -1);
-  at::Tensor rotated = at::cat({-halves[1], halves[0]}, -1);
+  at::Tensor rotated;
+  if (interleaved) {  // pairs (2i, 2i+1) -> (-x_{2i+1}, x_{2i})
+    const auto even = rot.slice(-1, 0, rot_dim, 2), odd = rot.slice(-1, 1, rot_dim, 2);
+    rotated = at::stack({-odd, even}, -1).flatten(-2);
+  } else {
+    auto halves = rot.chunk(2, -1);
+    rotated = at::cat({-halves[1], halves[0]}, -1);
+  }
   at::Tensor out = rot * cos + rotated * sin;
   if (rot_dim == d) return out;
   return at::cat({out, t.narrow(-1, rot_dim, d - rot_dim)}, -1);
@@ -65,8 +71,11 @@ at::Tensor SelfAttentionImpl::core_attention(const at::Tensor& q, const at::Tens
     value = value.repeat_interleave(np / ng, 1);
   }
   const double p = is_training() ? config.attention_dropout() : 0.0;
+  // A bool mask marks what is masked out (SDPA's marks what is kept); a floating one is an
+  // additive bias that already holds the causal -inf (ALiBi).
   std::optional<at::Tensor> mask;
-  if (attention_mask.defined()) mask = attention_mask.logical_not();
+  if (attention_mask.defined())
+    mask = attention_mask.is_floating_point() ? attention_mask.to(query.scalar_type()) : attention_mask.logical_not();
   const bool causal = !attention_mask.defined();
   at::Tensor context;
   auto run = [&] { context = at::scaled_dot_product_attention(query, key, value, mask, p, causal); };
@@ -104,8 +113,8 @@ at::Tensor SelfAttentionImpl::context(const at::Tensor& hidden, const at::Tensor
   at::Tensor k = parts[1];
   at::Tensor v = parts[2];
   if (rotary_pos_emb.defined()) {
-    q = apply_rotary_pos_emb(q, rotary_pos_emb);
-    k = apply_rotary_pos_emb(k, rotary_pos_emb);
+    q = apply_rotary_pos_emb(q, rotary_pos_emb, config.rotary_interleaved());
+    k = apply_rotary_pos_emb(k, rotary_pos_emb, config.rotary_interleaved());
   }
   at::Tensor context;
   if (config.recompute_granularity() == RecomputeGranularity::kSelective && is_training()) {

@@ -4,8 +4,11 @@
 // loads the weights into an independent PyTorch GPT and compares.
 //   gpt_parity_dump --out FILE [--layers 2 --hidden 64 --heads 4 --groups 4 --ffn 256
 //     --vocab 300 --divisible-by 128 --max-seq 32 --seq 16 --batch 2 --norm layernorm|rmsnorm
-//     --mlp gelu|gelu_tanh|swiglu --bias 1 --position learned|rope --rotary-percent 1
-//     --rotary-base 10000 --tied 1 --seed 1234 --load STATE_DICT_FILE]
+//     --mlp gelu|gelu_tanh|swiglu --bias 1 --qkv-bias 0 --position learned|rope|alibi|none
+//     --rotary-percent 1 --rotary-base 10000 --rotary-interleaved 0 --rope-scaling-factor 0
+//     (> 0: Llama 3 scaling with --rope-low 1 --rope-high 4 --rope-original 8192) --embed-ln 0
+//     --pad-vocab-to 0 --eps 1e-5 --tied 1 --seed 1234 --load STATE_DICT_FILE
+//     --inputs FILE (a dict whose "input_ids" [b, s] replace the random ones)]
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/module.h>
 
@@ -40,10 +43,20 @@ int main(int argc, char** argv) {
                                          {"position", "learned"},
                                          {"rotary-percent", "1"},
                                          {"rotary-base", "10000"},
+                                         {"rotary-interleaved", "0"},
+                                         {"rope-scaling-factor", "0"},
+                                         {"rope-low", "1"},
+                                         {"rope-high", "4"},
+                                         {"rope-original", "8192"},
+                                         {"qkv-bias", "0"},
+                                         {"embed-ln", "0"},
+                                         {"pad-vocab-to", "0"},
+                                         {"eps", "1e-5"},
                                          {"tied", "1"},
                                          {"seed", "1234"},
                                          {"out", ""},
-                                         {"load", ""}};
+                                         {"load", ""},
+                                         {"inputs", ""}};
     for (int i = 1; i + 1 < argc; i += 2) {
       std::string key = argv[i];
       TORCH_CHECK(key.rfind("--", 0) == 0 && a.count(key.substr(2)), "[gpt_parity_dump] unknown option ", key);
@@ -54,6 +67,8 @@ int main(int argc, char** argv) {
 
     tr::TransformerConfig cfg(i64("layers"), i64("hidden"), i64("heads"));
     cfg.hidden_dropout(0.0).attention_dropout(0.0).add_bias_linear(i64("bias") != 0);
+    cfg.add_qkv_bias(i64("bias") != 0 || i64("qkv-bias") != 0).rotary_interleaved(i64("rotary-interleaved") != 0);
+    cfg.layernorm_epsilon(std::stod(a["eps"]));
     if (i64("groups") > 0) cfg.num_query_groups(i64("groups"));
     if (i64("ffn") > 0) cfg.ffn_hidden_size(i64("ffn"));
     TORCH_CHECK(a["norm"] == "layernorm" || a["norm"] == "rmsnorm", "[gpt_parity_dump] --norm: layernorm or rmsnorm");
@@ -68,11 +83,17 @@ int main(int argc, char** argv) {
     GPTModelOptions opts(cfg, i64("vocab"), i64("max-seq"));
     opts.make_vocab_size_divisible_by(i64("divisible-by"))
         .share_embeddings_and_output_weights(i64("tied") != 0)
-        .position_embedding_type(a["position"] == "rope" ? PositionEmbeddingType::kRope
-                                                         : PositionEmbeddingType::kLearnedAbsolute)
+        .position_embedding_type(megatron::models::common::parse_position_embedding_type(
+            a["position"] == "learned" ? "learned_absolute" : a["position"], "[gpt_parity_dump] --position"))
+        .embed_layernorm(i64("embed-ln") != 0)
         .rotary_percent(std::stod(a["rotary-percent"]))
         .rotary_base(std::stod(a["rotary-base"]))
         .seed(static_cast<uint64_t>(i64("seed")));
+    if (i64("pad-vocab-to") > 0) opts.pad_vocab_size_to(i64("pad-vocab-to"));
+    if (std::stod(a["rope-scaling-factor"]) > 0)
+      opts.rope_scaling(megatron::models::gpt::RopeScaling{std::stod(a["rope-scaling-factor"]),
+                                                           std::stod(a["rope-low"]), std::stod(a["rope-high"]),
+                                                           i64("rope-original")});
     GPTModel model(opts);
     if (!a["load"].empty()) model->load_state_dict_file(a["load"]);  // e.g. written by torch.save
     model->eval();
@@ -82,6 +103,10 @@ int main(int argc, char** argv) {
     at::Tensor ids = at::randint(i64("vocab"), {b, s + 1}, gen, at::kLong);
     at::Tensor input_ids = ids.narrow(1, 0, s).contiguous();
     at::Tensor labels = ids.narrow(1, 1, s).contiguous();
+    if (!a["inputs"].empty()) {
+      input_ids = megatron::models::common::load_tensor_dict(a["inputs"]).at("input_ids").to(at::kLong).contiguous();
+      labels = input_ids.roll(-1, 1).contiguous();
+    }
     at::Tensor logits;
     {
       at::NoGradGuard no_grad;

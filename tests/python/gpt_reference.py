@@ -1,7 +1,9 @@
 """A small, plain-PyTorch GPT written from the published architectures (GPT-2: learned positions,
 LayerNorm, GELU MLP, biases, tied embeddings; Llama: RoPE, RMSNorm, SwiGLU, grouped-query
-attention, no biases). Batch-first [b, s, h], separate q/k/v projections per head, attention
-written out as softmax(q k^T / sqrt(d) + causal mask) v. It shares no code with megatron-cpp;
+attention, no biases; Llama 3: RoPE frequency scaling; Qwen 2: bias on q/k/v only; BLOOM: ALiBi
+and a LayerNorm on the word embeddings; RoFormer/Meta-Llama's interleaved rotary pairs as complex
+products). Batch-first [b, s, h], separate q/k/v projections per head, attention written out as
+softmax(q k^T / sqrt(d) + bias + causal mask) v. It shares no code with megatron-cpp;
 `from_megatron_state_dict` is the only place that knows megatron's parameter names and layouts.
 """
 from __future__ import annotations
@@ -27,9 +29,14 @@ class Config:
     eps: float = 1e-5
     mlp: str = "gelu"          # "gelu", "gelu_tanh" or "swiglu"
     bias: bool = True
-    position: str = "learned"  # or "rope"
+    position: str = "learned"  # or "rope", "alibi", "none"
     rotary_percent: float = 1.0
     rotary_base: float = 10000.0
+    rotary_interleaved: bool = False
+    # Llama 3 scaling: (factor, low_freq_factor, high_freq_factor, original context) or None.
+    rope_scaling: tuple | None = None
+    qkv_bias: bool = False     # bias on q, k, v even without `bias` (Qwen 2)
+    embed_ln: bool = False     # LayerNorm on the word embeddings (BLOOM)
     tied: bool = True
     # True: torch's fused kernels (F.layer_norm / F.rms_norm, F.scaled_dot_product_attention)
     # instead of the written-out formulas; what an idiomatic PyTorch model uses (benchmarks).
@@ -59,20 +66,54 @@ class Norm(nn.Module):
         return x / torch.sqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
+def llama3_inv_freq(inv_freq, factor, low_freq_factor, high_freq_factor, original):
+    """Llama 3.1's published frequency scaling, frequency by frequency: long wavelengths divided by
+    `factor`, short ones kept, the band between blended linearly in original / wavelength."""
+    out = []
+    for f in inv_freq.tolist():
+        wavelen = 2 * math.pi / f
+        if wavelen < original / high_freq_factor:
+            out.append(f)
+        elif wavelen > original / low_freq_factor:
+            out.append(f / factor)
+        else:
+            smooth = (original / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+            out.append((1 - smooth) * f / factor + smooth * f)
+    return torch.tensor(out, dtype=torch.float32, device=inv_freq.device)
+
+
 def rope_tables(cfg: Config, seq_len: int, device=None):
     rot = int(cfg.head_dim * cfg.rotary_percent)
     inv_freq = 1.0 / (cfg.rotary_base ** (torch.arange(0, rot, 2, dtype=torch.float32, device=device) / rot))
+    if cfg.rope_scaling is not None:
+        inv_freq = llama3_inv_freq(inv_freq, *cfg.rope_scaling)
     angles = torch.arange(seq_len, dtype=torch.float32, device=device)[:, None] * inv_freq[None, :]  # [s, rot/2]
+    if cfg.rotary_interleaved:
+        return angles, None, rot
     angles = torch.cat([angles, angles], dim=-1)                                       # [s, rot]
     return angles.cos(), angles.sin(), rot
 
 
 def apply_rope(x, cos, sin, rot):
-    """x: [b, heads, s, d]; rotates the first `rot` channels, pairing channel i with i + rot/2."""
+    """x: [b, heads, s, d]; rotates the first `rot` channels, pairing channel i with i + rot/2; or,
+    when `sin` is None (`cos` holds the angles), channels (2i, 2i+1) as one complex number each."""
     x_rot, x_pass = x[..., :rot], x[..., rot:]
+    if sin is None:
+        pairs = torch.view_as_complex(x_rot.float().reshape(*x_rot.shape[:-1], rot // 2, 2).contiguous())
+        turned = torch.view_as_real(pairs * torch.polar(torch.ones_like(cos), cos)).flatten(-2)
+        return torch.cat([turned.to(x.dtype), x_pass], dim=-1)
     half = rot // 2
     rotated = torch.cat([-x_rot[..., half:], x_rot[..., :half]], dim=-1)
     return torch.cat([x_rot * cos + rotated * sin, x_pass], dim=-1)
+
+
+def alibi_slopes(n: int) -> list[float]:
+    """Press et al.'s slopes: 2^(-8/n), 2^(-16/n), ... for n a power of two; otherwise those of
+    the largest power of two below n, then every other slope of twice that."""
+    if math.log2(n).is_integer():
+        return [2 ** (-8 * (i + 1) / n) for i in range(n)]
+    p = 2 ** math.floor(math.log2(n))
+    return alibi_slopes(p) + alibi_slopes(2 * p)[0::2][:n - p]
 
 
 class Attention(nn.Module):
@@ -80,9 +121,10 @@ class Attention(nn.Module):
         super().__init__()
         self.cfg = cfg
         d = cfg.head_dim
-        self.q_proj = nn.Linear(cfg.hidden_size, cfg.num_heads * d, bias=cfg.bias)
-        self.k_proj = nn.Linear(cfg.hidden_size, cfg.num_kv_heads * d, bias=cfg.bias)
-        self.v_proj = nn.Linear(cfg.hidden_size, cfg.num_kv_heads * d, bias=cfg.bias)
+        qkv_bias = cfg.bias or cfg.qkv_bias
+        self.q_proj = nn.Linear(cfg.hidden_size, cfg.num_heads * d, bias=qkv_bias)
+        self.k_proj = nn.Linear(cfg.hidden_size, cfg.num_kv_heads * d, bias=qkv_bias)
+        self.v_proj = nn.Linear(cfg.hidden_size, cfg.num_kv_heads * d, bias=qkv_bias)
         self.o_proj = nn.Linear(cfg.num_heads * d, cfg.hidden_size, bias=cfg.bias)
 
     def forward(self, x, rope=None):
@@ -97,10 +139,13 @@ class Attention(nn.Module):
         if rep > 1:
             k = k.repeat_interleave(rep, dim=1)
             v = v.repeat_interleave(rep, dim=1)
-        if cfg.fused:
+        if cfg.fused and cfg.position != "alibi":
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             return self.o_proj(out.transpose(1, 2).reshape(b, s, cfg.num_heads * d))
         scores = q @ k.transpose(-1, -2) / math.sqrt(d)
+        if cfg.position == "alibi":  # BLOOM's form: head h adds slope_h x key position
+            slopes = torch.tensor(alibi_slopes(cfg.num_heads), dtype=scores.dtype, device=scores.device)
+            scores = scores + slopes[:, None, None] * torch.arange(s, dtype=scores.dtype, device=scores.device)
         causal = torch.ones(s, s, dtype=torch.bool, device=scores.device).triu(1)
         scores = scores.masked_fill(causal, float("-inf"))
         out = scores.softmax(-1) @ v  # [b, heads, s, d]
@@ -139,6 +184,7 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.wpe = nn.Embedding(cfg.max_seq_len, cfg.hidden_size) if cfg.position == "learned" else None
+        self.ln_emb = Norm(Config(**{**cfg.__dict__, "norm": "layernorm"})) if cfg.embed_ln else None
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.num_layers))
         self.ln_f = Norm(cfg)
         self.lm_head = None if cfg.tied else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
@@ -146,10 +192,12 @@ class GPT(nn.Module):
     def forward(self, idx, labels=None):
         b, s = idx.shape
         x = self.wte(idx)
+        if self.ln_emb is not None:
+            x = self.ln_emb(x)
         rope = None
         if self.wpe is not None:
             x = x + self.wpe(torch.arange(s, device=idx.device))[None]
-        else:
+        elif self.cfg.position == "rope":
             rope = rope_tables(self.cfg, s, idx.device)
         for block in self.blocks:
             x = block(x, rope)
@@ -169,6 +217,9 @@ def from_megatron_state_dict(cfg: Config, sd: dict[str, torch.Tensor]) -> GPT:
     per = cfg.num_heads // ng
     with torch.no_grad():
         model.wte.weight.copy_(sd["embedding.word_embeddings.weight"])
+        if model.ln_emb is not None:
+            model.ln_emb.weight.copy_(sd["embedding.word_embeddings.norm.weight"])
+            model.ln_emb.bias.copy_(sd["embedding.word_embeddings.norm.bias"])
         if model.wpe is not None:
             model.wpe.weight.copy_(sd["embedding.position_embeddings.weight"])
         for i, blk in enumerate(model.blocks):
@@ -191,11 +242,12 @@ def from_megatron_state_dict(cfg: Config, sd: dict[str, torch.Tensor]) -> GPT:
             else:
                 blk.mlp.up_proj.weight.copy_(fc1)
             blk.mlp.down_proj.weight.copy_(sd[p + "mlp.linear_fc2.weight"])
-            if cfg.bias:
+            if cfg.bias or cfg.qkv_bias:
                 bq = sd[p + "self_attention.linear_qkv.bias"].view(ng, per + 2, d)
                 blk.attn.q_proj.bias.copy_(bq[:, :per].reshape(-1))
                 blk.attn.k_proj.bias.copy_(bq[:, per].reshape(-1))
                 blk.attn.v_proj.bias.copy_(bq[:, per + 1].reshape(-1))
+            if cfg.bias:
                 blk.attn.o_proj.bias.copy_(sd[p + "self_attention.linear_proj.bias"])
                 b1 = sd[p + "mlp.linear_fc1.bias"]
                 if cfg.mlp == "swiglu":

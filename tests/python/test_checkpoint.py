@@ -141,10 +141,13 @@ def test_resharded_resume_continues_the_losses(tmp_path):
             assert loss == pytest.approx(full[it], rel=1e-5), (name, it)
 
 
-def our_logits(state: dict, tmp_path: Path, **opts) -> dict:
-    """gpt_parity_dump (TP1) with the checkpoint's weights: input ids and logits."""
+def our_logits(state: dict, tmp_path: Path, input_ids: torch.Tensor | None = None, **opts) -> dict:
+    """gpt_parity_dump (TP1) with the checkpoint's weights: input ids (random, or these) and logits."""
     torch.save(state, tmp_path / "state.pt")
     args = [DUMP, "--out", str(tmp_path / "dump.pt"), "--load", str(tmp_path / "state.pt")]
+    if input_ids is not None:
+        torch.save({"input_ids": input_ids}, tmp_path / "inputs.pt")
+        args += ["--inputs", str(tmp_path / "inputs.pt")]
     for k, v in opts.items():
         args += ["--" + k.replace("_", "-"), str(v)]
     run(args)
@@ -165,6 +168,34 @@ HF_CASES = {
                   arch="LlamaForCausalLM",
                   dump=dict(norm="rmsnorm", mlp="swiglu", bias=0, position="rope", tied=0, groups=2, ffn=48,
                             rotary_base=500)),
+    # Llama 3: rotary base 500000 and its frequency scaling (an original context of 8 tokens, so
+    # that a 16-token sequence reaches every band).
+    "llama3": dict(flags=["--position-embedding-type", "rope", "--normalization", "RMSNorm", "--swiglu",
+                          "--disable-bias-linear", "--untie-embeddings-and-output-weights", "--group-query-attention",
+                          "--num-query-groups", "2", "--ffn-hidden-size", "48", "--rotary-base", "500000",
+                          "--use-rope-scaling", "--rope-scaling-factor", "8",
+                          "--rope-scaling-original-max-position-embeddings", "8"],
+                   arch="LlamaForCausalLM",
+                   dump=dict(norm="rmsnorm", mlp="swiglu", bias=0, position="rope", tied=0, groups=2, ffn=48,
+                             rotary_base=500000, rope_scaling_factor=8, rope_original=8)),
+    "qwen2": dict(flags=["--position-embedding-type", "rope", "--normalization", "RMSNorm", "--swiglu",
+                         "--disable-bias-linear", "--add-qkv-bias", "--group-query-attention", "--num-query-groups",
+                         "2", "--ffn-hidden-size", "48", "--rotary-base", "1000000", "--norm-epsilon", "1e-6"],
+                  arch="Qwen2ForCausalLM",
+                  dump=dict(norm="rmsnorm", mlp="swiglu", bias=0, qkv_bias=1, position="rope", tied=1, groups=2,
+                            ffn=48, rotary_base=1000000, eps=1e-6)),
+    # A Llama without biases exports as Mistral when asked.
+    "mistral": dict(flags=["--position-embedding-type", "rope", "--normalization", "RMSNorm", "--swiglu",
+                           "--disable-bias-linear", "--untie-embeddings-and-output-weights", "--group-query-attention",
+                           "--num-query-groups", "2", "--ffn-hidden-size", "48"],
+                    arch="MistralForCausalLM", hf_model_type="mistral",
+                    dump=dict(norm="rmsnorm", mlp="swiglu", bias=0, position="rope", tied=0, groups=2, ffn=48)),
+    # BLOOM: ALiBi, the embeddings' LayerNorm, tanh GELU, an exactly padded vocabulary.
+    "bloom": dict(flags=["--position-embedding-type", "alibi", "--embed-layernorm", "--openai-gelu",
+                         "--pad-vocab-size-to", "260"],
+                  arch="BloomForCausalLM",
+                  dump=dict(norm="layernorm", mlp="gelu_tanh", bias=1, position="alibi", tied=1, embed_ln=1,
+                            pad_vocab_to=260)),
 }
 
 
@@ -177,7 +208,8 @@ def test_hugging_face_export_gives_our_logits(tmp_path, case):
     ck, hf, back = tmp_path / "ck", tmp_path / "hf", tmp_path / "back"
     # Trained at TP 2 so that the export merges shards.
     run([PRETRAIN, *tiny(2, "--tensor-model-parallel-size", "2", "--save", str(ck), *spec["flags"])], np=2)
-    run([CONVERT, "--load", str(ck), "--export-hf", str(hf)])
+    run([CONVERT, "--load", str(ck), "--export-hf", str(hf),
+         *(["--hf-model-type", spec["hf_model_type"]] if "hf_model_type" in spec else [])])
     config = json.loads((hf / "config.json").read_text())
     assert config["architectures"] == [spec["arch"]] and config["vocab_size"] == 250
     with safe_open(str(hf / "model.safetensors"), framework="pt") as f:
@@ -188,13 +220,24 @@ def test_hugging_face_export_gives_our_logits(tmp_path, case):
     # Our model at TP 1 from the same weights (the checkpoint resharded to TP 1).
     run([CONVERT, "--load", str(ck), "--save", str(tmp_path / "tp1")])
     state = torch.load(tmp_path / "tp1" / "iter_0000002" / "mp_rank_00" / "model_optim_rng.pt")["model"]
-    dump = our_logits(state, tmp_path, layers=4, hidden=32, heads=4, vocab=250, divisible_by=8, max_seq=16,
-                      seq=16, batch=2, **spec["dump"])
+    shape = dict(layers=4, hidden=32, heads=4, vocab=250, divisible_by=8, max_seq=16, seq=16, batch=2)
+    dump = our_logits(state, tmp_path, **shape, **spec["dump"])
     with torch.no_grad():
         theirs = model(dump["input_ids"]).logits
     ours = dump["logits"][..., :250]
     assert theirs.shape == ours.shape
     assert (theirs - ours).abs().max().item() <= 1e-4
+
+    # Greedy generation: each token transformers picks is the argmax of our logits there (all 8,
+    # not stopping at the end-of-document id).
+    prompt = dump["input_ids"][:, :6]
+    model.generation_config.eos_token_id = None
+    with torch.no_grad():
+        generated = model.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=0,
+                                   attention_mask=torch.ones_like(prompt))
+    assert generated.shape == (2, 14)
+    again = our_logits(state, tmp_path, input_ids=generated, **shape, **spec["dump"])
+    assert torch.equal(again["logits"][:, 5:13, :250].argmax(-1), generated[:, 6:14])
 
     # Import back: the same weights as a release checkpoint (padded rows are zero).
     run([CONVERT, "--import-hf", str(hf), "--save", str(back), "--make-vocab-size-divisible-by", "8"])
@@ -207,6 +250,64 @@ def test_hugging_face_export_gives_our_logits(tmp_path, case):
             assert torch.equal(got[:250], tensor[:250]) and not got[250:].any(), name
         else:
             assert torch.equal(got, tensor), name
+
+
+# transformers' own classes at tiny random configs: (config class, model class, config kwargs, dump options).
+HF_IMPORTS = {
+    "bloom": ("BloomConfig", "BloomForCausalLM",
+              dict(n_embed=32, n_layer=2, n_head=4, vocab_size=250, layer_norm_epsilon=1e-5),
+              dict(norm="layernorm", mlp="gelu_tanh", bias=1, position="alibi", tied=1, embed_ln=1)),
+    "llama3": ("LlamaConfig", "LlamaForCausalLM",
+               dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, max_position_embeddings=16, vocab_size=250, tie_word_embeddings=False,
+                    rope_scaling=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
+                                      high_freq_factor=4.0, original_max_position_embeddings=8)),
+               dict(norm="rmsnorm", eps=1e-6, mlp="swiglu", bias=0, position="rope", tied=0, groups=2, ffn=48,
+                    rotary_base=500000, rope_scaling_factor=8, rope_original=8)),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM",
+              dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, max_position_embeddings=16, vocab_size=250, tie_word_embeddings=True,
+                   rope_theta=1000000.0),
+              dict(norm="rmsnorm", eps=1e-6, mlp="swiglu", bias=0, qkv_bias=1, position="rope", tied=1, groups=2,
+                   ffn=48, rotary_base=1000000)),
+    "mistral": ("MistralConfig", "MistralForCausalLM",
+                dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, max_position_embeddings=16, vocab_size=250, sliding_window=None),
+                dict(norm="rmsnorm", eps=1e-6, mlp="swiglu", bias=0, position="rope", tied=0, groups=2, ffn=48)),
+}
+
+
+@pytest.mark.parametrize("family", sorted(HF_IMPORTS))
+def test_hugging_face_import_gives_their_logits_and_exports_back_bit_identical(tmp_path, family):
+    transformers = pytest.importorskip("transformers")
+    from safetensors.torch import load_file
+
+    config_class, model_class, kwargs, dump_opts = HF_IMPORTS[family]
+    torch.manual_seed(0)
+    theirs = getattr(transformers, model_class)(getattr(transformers, config_class)(**kwargs)).eval()
+    with torch.no_grad():  # norms and biases away from their initial 1 and 0, so that a dropped one shows
+        for name, p in theirs.named_parameters():
+            if "norm" in name or name.endswith("bias"):
+                p.add_(0.1 * torch.randn_like(p))
+    theirs.save_pretrained(tmp_path / "hf")
+    run([CONVERT, "--import-hf", str(tmp_path / "hf"), "--save", str(tmp_path / "ck"),
+         "--target-tensor-parallel-size", "2", "--make-vocab-size-divisible-by", "8"])
+    run([CONVERT, "--load", str(tmp_path / "ck"), "--save", str(tmp_path / "tp1")])
+    state = torch.load(tmp_path / "tp1" / "release" / "mp_rank_00" / "model_optim_rng.pt", weights_only=True)["model"]
+    dump = our_logits(state, tmp_path, layers=2, hidden=32, heads=4, vocab=250, divisible_by=8, max_seq=16, seq=16,
+                      batch=2, **dump_opts)
+    with torch.no_grad():
+        expected = theirs(dump["input_ids"]).logits
+    assert (dump["logits"][..., :250] - expected).abs().max().item() <= 1e-4
+
+    # Export of the imported checkpoint (at TP 2): the very tensors transformers saved.
+    run([CONVERT, "--load", str(tmp_path / "ck"), "--export-hf", str(tmp_path / "back"), "--hf-model-type",
+         theirs.config.model_type])
+    saved, back = load_file(str(tmp_path / "hf" / "model.safetensors")), load_file(str(tmp_path / "back" / "model.safetensors"))
+    tied_copy = {"lm_head.weight"} if theirs.config.tie_word_embeddings else set()
+    assert set(back) == set(saved) - tied_copy
+    for name, tensor in back.items():
+        assert torch.equal(tensor, saved[name]), name
 
 
 def test_hugging_face_gpt2_loads_in_pretrain(tmp_path):

@@ -45,6 +45,37 @@ CASES = {
         ref=dict(num_layers=3, hidden_size=64, num_heads=4, num_kv_heads=4, ffn_hidden_size=128,
                  norm="rmsnorm", mlp="swiglu", bias=True, position="rope", tied=True,
                  rotary_percent=0.5, rotary_base=500.0)),
+    # BLOOM: ALiBi over 6 heads (not a power of two), LayerNorm on the embeddings, tanh GELU,
+    # the vocabulary padded to an exact size.
+    "bloom": dict(
+        args=dict(layers=2, hidden=48, heads=6, vocab=250, seq=16, batch=2, norm="layernorm", mlp="gelu_tanh",
+                  bias=1, position="alibi", tied=1, **{"embed-ln": 1, "pad-vocab-to": 260}),
+        ref=dict(num_layers=2, hidden_size=48, num_heads=6, num_kv_heads=6, ffn_hidden_size=192,
+                 mlp="gelu_tanh", position="alibi", embed_ln=True)),
+    "qwen2_qkv_bias": dict(
+        args=dict(layers=2, hidden=64, heads=8, groups=2, ffn=96, vocab=300, seq=16, batch=2, norm="rmsnorm",
+                  mlp="swiglu", bias=0, position="rope", tied=1, eps=1e-6,
+                  **{"qkv-bias": 1, "rotary-base": 1000000}),
+        ref=dict(num_layers=2, hidden_size=64, num_heads=8, num_kv_heads=2, ffn_hidden_size=96, norm="rmsnorm",
+                 eps=1e-6, mlp="swiglu", bias=False, qkv_bias=True, position="rope", tied=True,
+                 rotary_base=1e6)),
+    # Llama 3 scaling with an original context of 64, so that the 8 frequencies of a 16-wide head
+    # fall in all three bands (kept, blended, divided).
+    "llama3_rope_scaling": dict(
+        args=dict(layers=2, hidden=64, heads=4, groups=2, ffn=96, vocab=300, seq=16, batch=2, norm="rmsnorm",
+                  mlp="swiglu", bias=0, position="rope", tied=0,
+                  **{"rotary-base": 10000, "rope-scaling-factor": 8, "rope-low": 1, "rope-high": 4,
+                     "rope-original": 64}),
+        ref=dict(num_layers=2, hidden_size=64, num_heads=4, num_kv_heads=2, ffn_hidden_size=96, norm="rmsnorm",
+                 mlp="swiglu", bias=False, position="rope", tied=False, rope_scaling=(8.0, 1.0, 4.0, 64))),
+    "rotary_interleaved": dict(
+        args=dict(layers=2, hidden=64, heads=4, groups=4, ffn=128, vocab=256, seq=10, batch=2, norm="rmsnorm",
+                  mlp="swiglu", bias=0, position="rope", tied=1, **{"rotary-percent": 0.5, "rotary-interleaved": 1}),
+        ref=dict(num_layers=2, hidden_size=64, num_heads=4, num_kv_heads=4, ffn_hidden_size=128, norm="rmsnorm",
+                 mlp="swiglu", bias=False, position="rope", tied=True, rotary_percent=0.5, rotary_interleaved=True)),
+    "no_positions": dict(
+        args=dict(layers=2, hidden=32, heads=4, vocab=100, seq=8, batch=2, position="none"),
+        ref=dict(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=4, ffn_hidden_size=128, position="none")),
 }
 
 
@@ -61,6 +92,9 @@ def megatron_grads(cfg: Config, model) -> dict[str, torch.Tensor]:
            "decoder.final_layernorm.weight": model.ln_f.weight.grad}
     if model.wpe is not None:
         out["embedding.position_embeddings.weight"] = model.wpe.weight.grad
+    if model.ln_emb is not None:
+        out["embedding.word_embeddings.norm.weight"] = model.ln_emb.weight.grad
+        out["embedding.word_embeddings.norm.bias"] = model.ln_emb.bias.grad
     if cfg.norm == "layernorm":
         out["decoder.final_layernorm.bias"] = model.ln_f.bias.grad
     if model.lm_head is not None:
@@ -84,8 +118,9 @@ def megatron_grads(cfg: Config, model) -> dict[str, torch.Tensor]:
         if cfg.norm == "layernorm":
             out[p + "input_layernorm.bias"] = blk.ln_1.bias.grad
             out[p + "pre_mlp_layernorm.bias"] = blk.ln_2.bias.grad
-        if cfg.bias:
+        if cfg.bias or cfg.qkv_bias:
             out[p + "self_attention.linear_qkv.bias"] = fuse_qkv(a.q_proj.bias.grad, a.k_proj.bias.grad, a.v_proj.bias.grad)
+        if cfg.bias:
             out[p + "self_attention.linear_proj.bias"] = a.o_proj.bias.grad
             out[p + "mlp.linear_fc1.bias"] = torch.cat([l.bias.grad for l in fc1])
             out[p + "mlp.linear_fc2.bias"] = m.down_proj.bias.grad

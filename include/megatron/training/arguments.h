@@ -26,21 +26,31 @@ struct MEGATRON_API Arguments {
   std::optional<int64_t> kv_channels;
   int64_t seq_length = 0;
   int64_t max_position_embeddings = 0;
-  std::string position_embedding_type = "learned_absolute";  // | rope
+  std::string position_embedding_type = "learned_absolute";  // | rope | alibi | none
   double rotary_percent = 1.0;
   double rotary_base = 10000.0;
+  bool rotary_interleaved = false;
+  // Llama 3's RoPE frequency scaling (Hugging Face's rope_type "llama3").
+  bool use_rope_scaling = false;
+  double rope_scaling_factor = 8.0;
+  double rope_scaling_low_freq_factor = 1.0;
+  double rope_scaling_high_freq_factor = 4.0;
+  int64_t rope_scaling_original_max_position_embeddings = 8192;
   std::string normalization = "LayerNorm";  // | RMSNorm
   bool apply_layernorm_1p = false;          // norm weights stored as gamma - 1
   double norm_epsilon = 1e-5;
   bool swiglu = false;
   bool openai_gelu = false;  // tanh-approximated GELU, as GPT-2 (Hugging Face's gelu_new)
   bool disable_bias_linear = false;
+  bool add_qkv_bias = false;  // bias on Q, K, V even with --disable-bias-linear (Qwen 2)
   bool untie_embeddings_and_output_weights = false;
+  bool embed_layernorm = false;  // LayerNorm on the word embeddings (BLOOM)
   double attention_dropout = 0.1;
   double hidden_dropout = 0.1;
   double init_method_std = 0.02;
   int64_t make_vocab_size_divisible_by = 128;
-  std::string recompute_granularity;  // "" | full | selective
+  std::optional<int64_t> pad_vocab_size_to;  // the padded vocabulary exactly (BLOOM: 250880)
+  std::string recompute_granularity;         // "" | full | selective
   std::string recompute_method = "uniform";
   int64_t recompute_num_layers = 1;
 

@@ -93,9 +93,19 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(network_size, kv_channels, kSaved, positive(), "head dim (default hidden / heads)")                             \
   X(network_size, seq_length, kSaved, required(), "tokens per sample")                                              \
   X(network_size, max_position_embeddings, kSaved, non_negative(), "position table size (default --seq-length)")    \
-  X(network_size, position_embedding_type, kSaved, one_of("learned_absolute|rope"), "learned_absolute | rope")      \
+  X(network_size, position_embedding_type, kSaved, one_of("learned_absolute|rope|alibi|none"),                      \
+    "learned_absolute | rope | alibi (BLOOM's linear attention biases) | none")                                      \
   X(network_size, rotary_percent, kSaved, above(0, 1), "fraction of head dim rotated")                              \
   X(network_size, rotary_base, kSaved, positive(), "RoPE base")                                                     \
+  X(network_size, rotary_interleaved, kSaved, any(), "rotate channel pairs (2i, 2i+1) instead of the two halves")     \
+  X(network_size, use_rope_scaling, kSaved, any(), "Llama 3's RoPE frequency scaling (Hugging Face rope_type llama3)") \
+  X(network_size, rope_scaling_factor, kSaved, at_least(1), "with --use-rope-scaling: the low frequencies' divisor")  \
+  X(network_size, rope_scaling_low_freq_factor, kSaved, positive(),                                                  \
+    "with --use-rope-scaling: wavelengths above original context / this are scaled fully")                           \
+  X(network_size, rope_scaling_high_freq_factor, kSaved, positive(),                                                 \
+    "with --use-rope-scaling: wavelengths below original context / this are kept")                                   \
+  X(network_size, rope_scaling_original_max_position_embeddings, kSaved, positive(),                                 \
+    "with --use-rope-scaling: the context length the frequencies were trained for")                                  \
   X(network_size, normalization, kSaved, one_of("LayerNorm|RMSNorm"), "LayerNorm | RMSNorm")                        \
   X(network_size, apply_layernorm_1p, kSaved, any(),                                                                \
     "norm weights centred on zero: stored as gamma - 1, initialised to 0, applied as 1 + weight")                   \
@@ -103,11 +113,15 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(network_size, swiglu, kSaved, any(), "SwiGLU MLP instead of GELU")                                              \
   X(network_size, openai_gelu, kSaved, any(), "tanh-approximated GELU, as OpenAI's GPT-2")                          \
   X(network_size, disable_bias_linear, kSaved, any(), "no biases in linear layers")                                 \
+  X(network_size, add_qkv_bias, kSaved, any(), "bias on the Q, K, V projection even with --disable-bias-linear")     \
   X(network_size, untie_embeddings_and_output_weights, kSaved, any(), "separate output layer weight")               \
+  X(network_size, embed_layernorm, kSaved, any(), "LayerNorm on the word embeddings, as BLOOM")                      \
   X(regularization, attention_dropout, kSaved, below(0, 1), "dropout on attention probabilities")                   \
   X(regularization, hidden_dropout, kSaved, below(0, 1), "dropout on hidden states")                                \
   X(initialization, init_method_std, kSaved, positive(), "std of the normal weight initialisation")             \
   X(network_size, make_vocab_size_divisible_by, kSaved, positive(), "pad the vocabulary to a multiple of this x TP") \
+  X(network_size, pad_vocab_size_to, kSaved, positive(),                                                            \
+    "pad the vocabulary to exactly this size (a multiple of TP; BLOOM's 250880)")                                   \
   X(training, recompute_granularity, kSaved, one_of("full|selective"), "full | selective")                          \
   X(training, recompute_method, kSaved, one_of("uniform|block"), "uniform | block")                                 \
   X(training, recompute_num_layers, kSaved, positive(), "layers per recompute unit")                                \

@@ -26,6 +26,9 @@ struct MEGATRON_API ConvertOptions {
   int target_pipeline_model_parallel_size = 1;
   std::optional<int64_t> target_num_layers_per_virtual_pipeline_stage;
   std::string export_hf;  // config.json + model.safetensors + the tokenizer's files
+  // The Hugging Face model_type to export as ("llama", "qwen2", "mistral", ...); empty: the
+  // first whose architecture fits the checkpoint's settings.
+  std::string hf_model_type;
   // The tokenizer files to export (GPT2BPETokenizer's vocab and merges, HuggingFaceTokenizer's
   // tokenizer.json or its folder); empty: the paths the checkpoint was trained with.
   std::string vocab_file, merge_file, tokenizer_model;

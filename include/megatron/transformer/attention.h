@@ -16,8 +16,9 @@
 namespace megatron::transformer {
 
 // t [s, b, n, d]; freqs [s, 1, 1, rot_dim] (rot_dim <= d). Rotates the first rot_dim channels
-// (rotate-half convention, as Megatron-core and Llama), passes the rest through.
-MEGATRON_API at::Tensor apply_rotary_pos_emb(const at::Tensor& t, const at::Tensor& freqs);
+// (rotate-half convention, as Megatron-core and Llama; channel pairs (2i, 2i+1) when interleaved),
+// passes the rest through.
+MEGATRON_API at::Tensor apply_rotary_pos_emb(const at::Tensor& t, const at::Tensor& freqs, bool interleaved = false);
 
 class MEGATRON_API SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
  public:

@@ -54,6 +54,8 @@ struct MEGATRON_API TransformerConfig {
   TORCH_ARG(Activation, activation) = Activation::kGelu;
   TORCH_ARG(double, hidden_dropout) = 0.1;
   TORCH_ARG(double, attention_dropout) = 0.1;
+  // Rotary positions rotate channel pairs (2i, 2i+1) instead of (i, i + d/2) (--rotary-interleaved).
+  TORCH_ARG(bool, rotary_interleaved) = false;
 
   // --- initialisation: normal(0, init_method_std); the output projections (linear_proj,
   // linear_fc2) use init_method_std / sqrt(2 * num_layers) when use_scaled_init_method.

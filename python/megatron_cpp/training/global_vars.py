@@ -23,7 +23,8 @@ class Args:
             # On first use only: it needs the tokenizer, which a run on the library's callbacks
             # never builds in Python.
             extra[name] = _C.vocab_size_with_padding(get_tokenizer().vocab_size, arguments.make_vocab_size_divisible_by,
-                                                     arguments.tensor_model_parallel_size)
+                                                     arguments.tensor_model_parallel_size,
+                                                     arguments.pad_vocab_size_to)
             return extra[name]
         return getattr(arguments, name)
 

@@ -4,13 +4,20 @@
 
 namespace megatron::models::common {
 
-int64_t vocab_size_with_padding(int64_t vocab_size, int64_t divisible_by, int64_t tp_size) {
+int64_t vocab_size_with_padding(int64_t vocab_size, int64_t divisible_by, int64_t tp_size,
+                                std::optional<int64_t> pad_vocab_size_to) {
   TORCH_CHECK(vocab_size > 0, "[language_module] vocab_size must be positive, got ", vocab_size);
   TORCH_CHECK(divisible_by >= 1, "[language_module] make_vocab_size_divisible_by must be >= 1, got ", divisible_by);
   TORCH_CHECK(tp_size >= 1, "[language_module] the tensor-parallel size must be >= 1, got ", tp_size);
   TORCH_CHECK(vocab_size <= (int64_t{1} << 40) && divisible_by <= (int64_t{1} << 20) && tp_size <= (int64_t{1} << 20),
               "[language_module] vocab_size ", vocab_size, " padded to a multiple of ", divisible_by, " x ", tp_size,
               " is out of range");
+  if (pad_vocab_size_to) {
+    TORCH_CHECK(*pad_vocab_size_to >= vocab_size && *pad_vocab_size_to % tp_size == 0,
+                "[language_module] --pad-vocab-size-to ", *pad_vocab_size_to, " must be at least the vocabulary (",
+                vocab_size, ") and a multiple of the tensor-parallel size (", tp_size, ")");
+    return *pad_vocab_size_to;
+  }
   const int64_t multiple = divisible_by * tp_size;
   return (vocab_size + multiple - 1) / multiple * multiple;
 }

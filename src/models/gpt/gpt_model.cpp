@@ -2,11 +2,13 @@
 
 #include <torch/nn/module.h>
 
+#include <limits>
 #include <set>
 
 #include "megatron/cpu_math.h"
 #include "megatron/models/common/serialization.h"
 #include "megatron/tensor_parallel/cross_entropy.h"
+#include "megatron/tensor_parallel/mappings.h"
 
 namespace megatron::models::gpt {
 
@@ -45,8 +47,9 @@ void GPTModelImpl::reset() {
   // The config has checked that num_layers divides into pp x vpp chunks.
   num_local_layers = config.num_layers() / (pp * vpp);
   layer_offset = vp_rank * (config.num_layers() / vpp) + pp_rank * num_local_layers;
-  padded_vocab_size_ = common::vocab_size_with_padding(options.vocab_size(), options.make_vocab_size_divisible_by(),
-                                                       config.tensor_model_parallel_size());
+  padded_vocab_size_ =
+      common::vocab_size_with_padding(options.vocab_size(), options.make_vocab_size_divisible_by(),
+                                      config.tensor_model_parallel_size(), options.pad_vocab_size_to());
   const auto pos_type = options.position_embedding_type();
   // Submodules allocate only; the pass below initialises every parameter by its global name.
   auto layer_config = config;
@@ -58,9 +61,10 @@ void GPTModelImpl::reset() {
   if (options.pre_process())
     embedding = register_module(
         "embedding", common::LanguageModelEmbedding(layer_config, padded_vocab_size_, options.max_sequence_length(),
-                                                    pos_type, tied_here));
+                                                    pos_type, tied_here, options.embed_layernorm()));
   if (pos_type == PositionEmbeddingType::kRope)
-    rotary_pos_emb.emplace(config.head_dim(), options.rotary_percent(), options.rotary_base());
+    rotary_pos_emb.emplace(config.head_dim(), options.rotary_percent(), options.rotary_base(),
+                           config.rotary_interleaved(), options.rope_scaling());
   decoder = register_module("decoder", transformer::TransformerBlock(layer_config, options.pre_process(),
                                                                      options.post_process(), num_local_layers));
   if (options.post_process()) {
@@ -169,7 +173,12 @@ at::Tensor GPTModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& 
                 "sequence length) on every stage");
     rope = rotary_pos_emb->forward(input_ids.size(1), input_ids.device());
   }
-  at::Tensor hidden = decoder(decoder_input, attention_mask, rope);  // [s, b, h]
+  at::Tensor mask = attention_mask;
+  if (options.position_embedding_type() == PositionEmbeddingType::kAlibi) {
+    TORCH_CHECK(input_ids.defined(), "[gpt_model] ALiBi needs input_ids (for the sequence length) on every stage");
+    mask = attention_bias(attention_mask, input_ids.size(1), input_ids.device());
+  }
+  at::Tensor hidden = decoder(decoder_input, mask, rope);  // [s, b, h]
   if (!options.post_process()) return hidden;
 
   at::Tensor weight;
@@ -182,6 +191,13 @@ at::Tensor GPTModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& 
   }
   if (!options.parallel_output()) logits = tp::gather_from_tensor_model_parallel_region(logits, config.tp_group());
   return logits.transpose(0, 1).contiguous();  // [b, s, V]
+}
+
+at::Tensor GPTModelImpl::attention_bias(const at::Tensor& mask, int64_t seq_len, c10::Device device) const {
+  const int64_t heads = config.num_attention_heads(), local = heads / config.tensor_model_parallel_size();
+  at::Tensor bias = common::alibi_causal_bias(heads, tp::group_rank(config.tp_group()) * local, local, seq_len, device);
+  if (!mask.defined()) return bias;
+  return bias.masked_fill(mask, -std::numeric_limits<float>::infinity());  // [b or 1, heads / tp, s, s]
 }
 
 std::map<std::string, at::Tensor> GPTModelImpl::state_dict() const {

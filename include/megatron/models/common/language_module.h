@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,8 +58,11 @@ class MEGATRON_API LanguageModule : public transformer::MegatronModule {
 };
 
 // The padded vocabulary of a language model's embedding and output layer:
-// ceil(vocab / (divisible_by * tp)) * divisible_by * tp  (Megatron's _vocab_size_with_padding).
+// ceil(vocab / (divisible_by * tp)) * divisible_by * tp  (Megatron's _vocab_size_with_padding), or
+// pad_vocab_size_to when given (Megatron-DeepSpeed's --pad-vocab-size-to; at least the vocabulary
+// and a multiple of tp).
 MEGATRON_API int64_t vocab_size_with_padding(int64_t vocab_size, int64_t make_vocab_size_divisible_by,
-                                             int64_t tensor_model_parallel_size);
+                                             int64_t tensor_model_parallel_size,
+                                             std::optional<int64_t> pad_vocab_size_to = std::nullopt);
 
 }  // namespace megatron::models::common

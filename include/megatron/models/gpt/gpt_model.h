@@ -28,6 +28,7 @@
 namespace megatron::models::gpt {
 
 using common::PositionEmbeddingType;
+using common::RopeScaling;
 
 struct MEGATRON_API GPTModelOptions {
   GPTModelOptions(transformer::TransformerConfig config, int64_t vocab_size, int64_t max_sequence_length)
@@ -37,6 +38,8 @@ struct MEGATRON_API GPTModelOptions {
   TORCH_ARG(int64_t, max_sequence_length);
   // The vocabulary is padded to a multiple of make_vocab_size_divisible_by x TP size.
   TORCH_ARG(int64_t, make_vocab_size_divisible_by) = 128;
+  // Or to exactly this many rows (Megatron-DeepSpeed's --pad-vocab-size-to).
+  TORCH_ARG(std::optional<int64_t>, pad_vocab_size_to) = std::nullopt;
   TORCH_ARG(bool, pre_process) = true;   // this stage holds the embedding
   TORCH_ARG(bool, post_process) = true;  // this stage holds the final norm and output layer
   // Which pipeline stage this is and, with the interleaved schedule, which of its model chunks
@@ -48,6 +51,9 @@ struct MEGATRON_API GPTModelOptions {
   TORCH_ARG(PositionEmbeddingType, position_embedding_type) = PositionEmbeddingType::kLearnedAbsolute;
   TORCH_ARG(double, rotary_percent) = 1.0;
   TORCH_ARG(double, rotary_base) = 10000.0;
+  TORCH_ARG(std::optional<common::RopeScaling>, rope_scaling) = std::nullopt;
+  // A LayerNorm on the word embeddings (BLOOM's word_embeddings_layernorm).
+  TORCH_ARG(bool, embed_layernorm) = false;
   // true: logits stay split over the vocabulary ([b, s, V/tp], Megatron's training default);
   // false: they are gathered to [b, s, V]. The loss never gathers.
   TORCH_ARG(bool, parallel_output) = false;
@@ -127,6 +133,11 @@ class MEGATRON_API GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl>, pub
   transformer::TransformerBlock decoder{nullptr};
   tensor_parallel::ColumnParallelLinear output_layer{nullptr};
   std::optional<common::RotaryEmbedding> rotary_pos_emb;
+
+ private:
+  // The attention mask the decoder gets: ALiBi's bias for this TP rank's heads with `mask`'s
+  // masked positions at -inf, or `mask` itself without ALiBi.
+  at::Tensor attention_bias(const at::Tensor& mask, int64_t seq_len, c10::Device device) const;
 };
 TORCH_MODULE(GPTModel);
 
