@@ -194,6 +194,7 @@ HF_CASES = {
     "bloom": dict(flags=["--position-embedding-type", "alibi", "--embed-layernorm", "--openai-gelu",
                          "--pad-vocab-size-to", "260"],
                   arch="BloomForCausalLM",
+                  layout=(["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"], 4),
                   dump=dict(norm="layernorm", mlp="gelu_tanh", bias=1, position="alibi", tied=1, embed_ln=1,
                             pad_vocab_to=260)),
 }
@@ -206,8 +207,9 @@ def test_hugging_face_export_gives_our_logits(tmp_path, case):
 
     spec = HF_CASES[case]
     ck, hf, back = tmp_path / "ck", tmp_path / "hf", tmp_path / "back"
-    # Trained at TP 2 so that the export merges shards.
-    run([PRETRAIN, *tiny(2, "--tensor-model-parallel-size", "2", "--save", str(ck), *spec["flags"])], np=2)
+    # Trained at TP 2 (BLOOM's also at PP 2) so that the export merges shards.
+    layout, ranks = spec.get("layout", (["--tensor-model-parallel-size", "2"], 2))
+    run([PRETRAIN, *tiny(2, *layout, "--save", str(ck), *spec["flags"])], np=ranks)
     run([CONVERT, "--load", str(ck), "--export-hf", str(hf),
          *(["--hf-model-type", spec["hf_model_type"]] if "hf_model_type" in spec else [])])
     config = json.loads((hf / "config.json").read_text())

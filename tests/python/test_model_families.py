@@ -152,3 +152,15 @@ def test_hf_continue_pretraining_example_runs_for_each_family(tmp_path, default_
     first, last = map(float, re.search(r"lm loss ([0-9.]+) -> ([0-9.]+)", proc.stdout).groups())
     assert last < first, proc.stdout
     assert re.search(r"\[5/5\] generating with transformers\n      'def ", proc.stdout), proc.stdout
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_family_resumes_bit_identically(tmp_path, family):
+    """A TP-2 run saved at iteration 3 and resumed to 5 gives the uninterrupted run's losses exactly."""
+    flags = [*FAMILIES[family], "--tensor-model-parallel-size", "2"]
+    whole = train(tmp_path, "whole", *flags, ranks=2)
+    ck = tmp_path / "ck"
+    first = train(tmp_path, "first", *flags, "--save", str(ck), "--save-interval", "3", "--exit-interval", "3",
+                  ranks=2)
+    resumed = train(tmp_path, "resumed", *flags, "--load", str(ck), ranks=2)
+    assert first == whole[:3] and resumed == whole[3:], (first, resumed, whole)
