@@ -936,7 +936,7 @@ class Arguments:
     @property
     def overlap_grad_reduce(self) -> bool:
         """
-        all-reduce each data-parallel gradient bucket during the backward pass, as soon as the last micro-batch completes it (with --use-distributed-optimizer the reduce-scatter still follows the backward pass)
+        all-reduce each data-parallel gradient bucket during the backward pass, as soon as the last micro-batch completes it (with --use-distributed-optimizer each bucket is reduced to the ranks whose shards hold it)
         """
     @overlap_grad_reduce.setter
     def overlap_grad_reduce(self, arg0: bool) -> None:

@@ -89,6 +89,8 @@ class Backend {
   virtual WorkHandle all_gather(at::Tensor& output, const at::Tensor& input, const OpInfo& info) = 0;
   virtual WorkHandle reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op, const OpInfo& info) = 0;
   virtual WorkHandle broadcast(at::Tensor& tensor, int src, const OpInfo& info) = 0;
+  // In place: the sum (or average) over the group lands in `tensor` on `dst`; elsewhere it is unchanged.
+  virtual WorkHandle reduce(at::Tensor& tensor, int dst, ReduceOp op, const OpInfo& info) = 0;
   virtual WorkHandle batch_p2p(const std::vector<P2POp>& ops, const OpInfo& info) = 0;
   virtual WorkHandle barrier(const OpInfo& info) = 0;
   // The backend of a subgroup (`ranks` are this group's ranks); nullptr outside it.

@@ -169,6 +169,23 @@ class GlooBackend : public Backend {
     });
   }
 
+  WorkHandle reduce(at::Tensor& tensor, int dst, ReduceOp op, const OpInfo& info) override {
+    retired_->sweep();
+    if (tensor.numel() == 0) return completed_work();
+    // Gloo's reduce works in the other ranks' buffers too: they give it a copy.
+    at::Tensor t = ctx_.rank == dst ? staged(tensor) : tensor.clone();
+    std::vector<at::Tensor> list{t};
+    c10d::ReduceOptions options;
+    options.reduceOp = gloo_op(op);
+    options.rootRank = dst;
+    auto work = group_->reduce(list, options);
+    return track(work, info, [tensor, t, op, root = ctx_.rank == dst, n = ctx_.size]() mutable {
+      if (!root) return;
+      if (op == ReduceOp::kAvg) t.div_(n);
+      if (!t.is_same(tensor)) tensor.copy_(t);
+    });
+  }
+
   WorkHandle batch_p2p(const std::vector<P2POp>& ops, const OpInfo& info) override {
     retired_->sweep();
     // Gloo matches messages by (peer, tag) in the order they are posted, as MPI does.

@@ -25,6 +25,7 @@ class LocalBackend : public Backend {
   }
 
   WorkHandle broadcast(at::Tensor&, int, const OpInfo&) override { return done(); }
+  WorkHandle reduce(at::Tensor&, int, ReduceOp, const OpInfo&) override { return done(); }
 
   WorkHandle batch_p2p(const std::vector<P2POp>& ops, const OpInfo& info) override {
     // Sends to self are matched with receives from self in order, like MPI's non-overtaking rule.

@@ -246,6 +246,26 @@ class MpiBackend : public Backend {
     return make_work(requests, info, nullptr, {tensor});
   }
 
+  WorkHandle reduce(at::Tensor& tensor, int dst, ReduceOp op, const OpInfo& info) override {
+    // MPI takes the root's input in place; the others' receive buffer is not used.
+    const bool root = ctx_.rank == dst;
+    void* send = root ? MPI_IN_PLACE : tensor.data_ptr();
+    void* recv = root ? tensor.data_ptr() : nullptr;
+    auto type = mpi_type(tensor.scalar_type());
+    auto mop = mpi_op(op, tensor.scalar_type());
+    std::function<void()> finish;
+    if (root && op == ReduceOp::kAvg) finish = [tensor, n = ctx_.size]() mutable { tensor.div_(n); };
+    if (info.blocking) {
+      WatchdogGuard guard(info, ctx_.timeout);
+      check_mpi(MPI_Reduce(send, recv, mpi_count(tensor), type, mop, dst, comm_), "MPI_Reduce");
+      if (finish) finish();
+      return completed_work();
+    }
+    auto requests = std::make_shared<std::vector<MPI_Request>>(1);
+    check_mpi(MPI_Ireduce(send, recv, mpi_count(tensor), type, mop, dst, comm_, requests->data()), "MPI_Ireduce");
+    return make_work(requests, info, std::move(finish), {tensor});
+  }
+
   WorkHandle batch_p2p(const std::vector<P2POp>& ops, const OpInfo& info) override {
     auto requests = std::make_shared<std::vector<MPI_Request>>(ops.size());
     std::vector<at::Tensor> keep;

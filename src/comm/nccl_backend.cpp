@@ -189,6 +189,12 @@ class NcclBackend : public Backend {
       return ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), src, comm_, s);
     });
   }
+  WorkHandle reduce(at::Tensor& t, int dst, ReduceOp op, const OpInfo& info) override {
+    return run(info, {t}, [&](cudaStream_t s) {
+      return ncclReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), nccl_op(op, t.scalar_type()),
+                        dst, comm_, s);
+    });
+  }
   WorkHandle batch_p2p(const std::vector<P2POp>& ops, const OpInfo& info) override {
     std::vector<at::Tensor> tensors;
     for (const auto& op : ops) tensors.push_back(op.tensor);

@@ -70,6 +70,7 @@ class ProcessGroupImpl {
   WorkHandle start_all_gather(at::Tensor& output, const at::Tensor& input, bool blocking);
   WorkHandle start_reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op, bool blocking);
   WorkHandle start_broadcast(at::Tensor& tensor, int src, bool blocking);
+  WorkHandle start_reduce(at::Tensor& tensor, int dst, ReduceOp op, bool blocking);
 
   OpInfo info(std::string op, std::vector<int> peer_group_ranks = {}, bool blocking = false) const {
     return OpInfo{std::move(op), name, rank, shared_ranks, std::move(peer_group_ranks), blocking};
@@ -261,6 +262,17 @@ WorkHandle ProcessGroupImpl::start_broadcast(at::Tensor& tensor, int src, bool b
   return in_place(tensor, timeout, link, [&](at::Tensor& t) { return backend.broadcast(t, src, info); });
 }
 
+WorkHandle ProcessGroupImpl::start_reduce(at::Tensor& tensor, int dst, ReduceOp op, bool blocking) {
+  if (staged_on_device(tensor))
+    return via_device(tensor, [&](at::Tensor& d) { return start_reduce(d, dst, op, true); });
+  TORCH_CHECK(dst >= 0 && dst < size(), "[comm] reduce on group '", name, "': destination rank ", dst,
+              " is outside the group of size ", size());
+  auto info = this->info(std::string("reduce(") + to_string(op) + ", dst " + std::to_string(dst) + ")", {}, blocking);
+  Backend& backend = backend_for(tensor, info.op);
+  check_reduce_op(op, tensor, info);
+  return in_place(tensor, timeout, link, [&](at::Tensor& t) { return backend.reduce(t, dst, op, info); });
+}
+
 WorkHandle ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
   TORCH_CHECK(!ops.empty(), "[comm] batch_isend_irecv on group '", name(), "': no operations");
   std::vector<int> peers;
@@ -297,6 +309,9 @@ WorkHandle ProcessGroup::reduce_scatter_async(at::Tensor& output, const at::Tens
 WorkHandle ProcessGroup::broadcast_async(at::Tensor& tensor, int src) {
   return impl_->start_broadcast(tensor, src, false);
 }
+WorkHandle ProcessGroup::reduce_async(at::Tensor& tensor, int dst, ReduceOp op) {
+  return impl_->start_reduce(tensor, dst, op, false);
+}
 void ProcessGroup::all_reduce(at::Tensor& tensor, ReduceOp op) {
   impl_->start_all_reduce(tensor, op, true)->wait();
 }
@@ -308,6 +323,9 @@ void ProcessGroup::reduce_scatter(at::Tensor& output, const at::Tensor& input, R
 }
 void ProcessGroup::broadcast(at::Tensor& tensor, int src) {
   impl_->start_broadcast(tensor, src, true)->wait();
+}
+void ProcessGroup::reduce(at::Tensor& tensor, int dst, ReduceOp op) {
+  impl_->start_reduce(tensor, dst, op, true)->wait();
 }
 void ProcessGroup::send(const at::Tensor& tensor, int dst) {
   batch_isend_irecv({{P2POp::kSend, tensor.contiguous(), dst}})->wait();

@@ -7,6 +7,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <iterator>
 #include <mutex>
 
 namespace megatron::distributed {
@@ -21,14 +23,17 @@ struct GradBuckets::State {
   bool armed = false;
   int64_t accumulations = 0;
   std::shared_ptr<comm::ProcessGroup> group;
-  std::vector<int64_t> seen;           // backward passes per parameter
-  std::vector<size_t> missing;         // per bucket: parameters not yet complete
-  std::vector<comm::WorkHandle> work;  // per bucket, once launched
+  std::vector<int64_t> seen;                        // backward passes per parameter
+  std::vector<size_t> missing;                      // per bucket: parameters not yet complete
+  std::vector<std::vector<comm::WorkHandle>> work;  // per bucket, once launched
   int64_t launched = 0;
 
   void launch(size_t b) {
-    at::Tensor range = grads.narrow(0, buckets[b].offset, buckets[b].numel);
-    work[b] = group->all_reduce_async(range, comm::ReduceOp::kAvg);
+    for (const auto& p : buckets[b].pieces) {
+      at::Tensor range = grads.narrow(0, p.offset, p.numel);
+      work[b].push_back(p.owner < 0 ? group->all_reduce_async(range, comm::ReduceOp::kAvg)
+                                    : group->reduce_async(range, p.owner, comm::ReduceOp::kAvg));
+    }
     ++launched;
   }
 
@@ -59,9 +64,12 @@ class AccumulatedHook : public torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-GradBuckets::GradBuckets(const ParamAndGradBuffer& buffer, const std::vector<at::Tensor>& params, int64_t bucket_numel)
+GradBuckets::GradBuckets(const ParamAndGradBuffer& buffer, const std::vector<at::Tensor>& params, int64_t bucket_numel,
+                         const std::vector<int64_t>& shard_numel, const std::vector<bool>& all_reduced)
     : state_(std::make_shared<State>()), params_(params) {
   TORCH_CHECK(bucket_numel > 0, "[grad_buckets] the bucket size must be positive, got ", bucket_numel);
+  TORCH_CHECK(shard_numel.empty() || shard_numel.size() == buffer.regions().size(), "[grad_buckets] ",
+              shard_numel.size(), " shard sizes for ", buffer.regions().size(), " regions");
   auto& s = *state_;
   s.grads = buffer.grads();
   s.bucket_of.assign(params.size(), 0);
@@ -78,6 +86,19 @@ GradBuckets::GradBuckets(const ParamAndGradBuffer& buffer, const std::vector<at:
       if (end - begin >= bucket_numel || std::next(m) == r->members.rend()) {
         open.offset = begin;
         open.numel = end - begin;
+        bool whole = shard_numel.empty();
+        for (size_t i : open.params) whole = whole || (!all_reduced.empty() && all_reduced.at(i));
+        if (whole) {
+          open.pieces.push_back({begin, end - begin, -1});
+        } else {  // cut where one rank's shard ends and the next one's begins
+          const int64_t shard = shard_numel[static_cast<size_t>(std::distance(r, regions.rend()) - 1)];
+          for (int64_t at = begin; at < end;) {
+            const int owner = static_cast<int>((at - r->offset) / shard);
+            const int64_t stop = std::min(end, r->offset + (owner + 1) * shard);
+            open.pieces.push_back({at, stop - at, owner});
+            at = stop;
+          }
+        }
         s.buckets.push_back(std::move(open));
         open = Bucket();
         end = begin;
@@ -112,7 +133,7 @@ void GradBuckets::start(std::shared_ptr<comm::ProcessGroup> group, int64_t accum
   s.seen.assign(params_.size(), 0);
   s.missing.clear();
   for (const auto& b : s.buckets) s.missing.push_back(b.params.size());
-  s.work.assign(s.buckets.size(), nullptr);
+  s.work.assign(s.buckets.size(), {});
   s.launched = 0;
 }
 
@@ -122,22 +143,23 @@ void GradBuckets::finish(const std::shared_ptr<comm::ProcessGroup>& group) {
   if (!s.armed) {
     // No overlap this step: every bucket now, with the collective the overlap would have used.
     s.group = group;
-    s.work.assign(s.buckets.size(), nullptr);
+    s.work.assign(s.buckets.size(), {});
     s.launched = 0;
   }
   s.armed = false;
   if (!group || group->size() == 1) return;
   TORCH_CHECK(s.group == group, "[grad_buckets] finish() on another group than start()");
   for (size_t b = 0; b < s.buckets.size(); ++b) {
-    if (!s.work[b]) s.launch(b);  // parameters without a gradient this step, or no overlap
+    if (s.work[b].empty()) s.launch(b);  // parameters without a gradient this step, or no overlap
   }
-  for (auto& w : s.work) w->wait();
-  s.work.assign(s.buckets.size(), nullptr);
+  for (auto& bucket : s.work)
+    for (auto& w : bucket) w->wait();
+  s.work.assign(s.buckets.size(), {});
 }
 
 bool GradBuckets::launched_with(size_t param) const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->work.size() > 0 && state_->work.at(state_->bucket_of.at(param)) != nullptr;
+  return state_->work.size() > 0 && !state_->work.at(state_->bucket_of.at(param)).empty();
 }
 
 int64_t GradBuckets::launched() const {

@@ -15,14 +15,15 @@ ParamAndGradBuffer::ParamAndGradBuffer(const std::vector<at::Tensor>& params,
   for (const auto& group : groups) {
     Region r;
     r.offset = total;
-    // Counted parameters first, so that the norm reads one contiguous range per region.
-    for (bool want : {true, false}) {
-      for (size_t i : group) {
-        if (counted.at(i) != want) continue;
-        r.members.push_back({i, r.numel});
-        r.numel += params[i].numel();
-        if (want) r.counted = r.numel;
+    for (size_t i : group) {
+      r.members.push_back({i, r.numel});
+      if (counted.at(i)) {  // one range for neighbours that both count
+        if (!r.counted.empty() && r.counted.back().first + r.counted.back().second == r.numel)
+          r.counted.back().second += params[i].numel();
+        else
+          r.counted.emplace_back(r.numel, params[i].numel());
       }
+      r.numel += params[i].numel();
     }
     r.padded = (r.numel + pad_multiple - 1) / pad_multiple * pad_multiple;
     total += r.padded;

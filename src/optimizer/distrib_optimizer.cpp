@@ -28,11 +28,17 @@ at::Tensor ParamShards::reduce_scatter_grads() const {
   return mine;
 }
 
+at::Tensor ParamShards::reduced_grads() const {
+  return buffer_.grads_of(buffer_.regions()[region_]).narrow(0, shard_offset_, shard_numel_);
+}
+
 std::vector<at::Tensor> ParamShards::norm_grads(const at::Tensor& shard_grad) const {
-  const int64_t counted = buffer_.regions()[region_].counted;
-  const int64_t end = std::min(counted, shard_offset_ + shard_numel_);
-  if (end <= shard_offset_) return {};
-  return {shard_grad.narrow(0, 0, end - shard_offset_)};
+  std::vector<at::Tensor> out;
+  for (const auto& [offset, numel] : buffer_.regions()[region_].counted) {
+    const int64_t begin = std::max(offset, shard_offset_), end = std::min(offset + numel, shard_offset_ + shard_numel_);
+    if (begin < end) out.push_back(shard_grad.narrow(0, begin - shard_offset_, end - begin));
+  }
+  return out;
 }
 
 void ParamShards::all_gather_params() const {

@@ -44,13 +44,14 @@ MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, Optimiz
   for (size_t i = 0; i < params_.size(); ++i) by_dtype[params_[i].param.scalar_type()].push_back(i);
   for (const auto& [dtype, indices] : by_dtype) {
     std::vector<at::Tensor> tensors;
-    std::vector<bool> counted;
+    std::vector<bool> counted, shared;
     std::vector<std::vector<size_t>> regions(4);
     std::vector<double> decay;
     for (size_t k = 0; k < indices.size(); ++k) {
       const auto& p = params_[indices[k]];
       tensors.push_back(p.param);
       counted.push_back(!p.counted_elsewhere_in_grad_norm);
+      shared.push_back(p.shared_across_pipeline_stages);
       const bool decoupled = config_.decoupled_lr && p.is_embedding_or_output_parameter;
       regions[(no_weight_decay(p) ? 1 : 0) + (decoupled ? 2 : 0)].push_back(k);
     }
@@ -67,8 +68,15 @@ MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, Optimiz
     buffers_.push_back(
         std::make_unique<distributed::ParamAndGradBuffer>(tensors, used, counted, distributed_ ? dp_->size() : 1));
     const auto& buffer = *buffers_.back();
-    if (dp_ && dp_->size() > 1 && !distributed_) {
-      buckets_.push_back(std::make_unique<distributed::GradBuckets>(buffer, tensors, config_.bucket_numel));
+    // Buckets all-reduce, or with the distributed optimizer reduce each piece to the rank whose
+    // shard holds it; under the backward pass with the overlap, after it without (the same
+    // collectives, so the two agree bit for bit).
+    if (dp_ && dp_->size() > 1) {
+      std::vector<int64_t> shard_numel;
+      if (distributed_)
+        for (const auto& region : buffer.regions()) shard_numel.push_back(region.padded / dp_->size());
+      buckets_.push_back(
+          std::make_unique<distributed::GradBuckets>(buffer, tensors, config_.bucket_numel, shard_numel, shared));
       if (config_.overlap_grad_reduce) buckets_.back()->enable_overlap();
     }
     for (size_t r = 0; r < used.size(); ++r) {
@@ -180,8 +188,10 @@ std::vector<at::Tensor> MegatronOptimizer::gather_grads() {
   std::vector<at::Tensor> grads;
   for (const auto& g : groups_) {
     const auto& region = region_of(g);
-    grads.push_back(g.shards ? g.shards->reduce_scatter_grads()
-                             : buffers_[g.buffer]->grads_of(region).narrow(0, 0, region.numel));
+    if (g.shards)
+      grads.push_back(buckets_.empty() ? g.shards->reduce_scatter_grads() : g.shards->reduced_grads());
+    else
+      grads.push_back(buffers_[g.buffer]->grads_of(region).narrow(0, 0, region.numel));
   }
   return grads;
 }
@@ -195,8 +205,8 @@ at::Tensor MegatronOptimizer::reduce_norm(const std::vector<at::Tensor>& grads, 
     const auto& g = groups_[k];
     if (g.shards) {
       for (auto& piece : g.shards->norm_grads(grads[k])) counted.push_back(piece);
-    } else if (region_of(g).counted > 0) {
-      counted.push_back(grads[k].narrow(0, 0, region_of(g).counted));
+    } else {
+      for (const auto& [offset, numel] : region_of(g).counted) counted.push_back(grads[k].narrow(0, offset, numel));
     }
   }
   const auto opts = grads.front().options().dtype(at::kFloat);

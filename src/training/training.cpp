@@ -55,7 +55,9 @@ std::vector<optimizer::OptimizerParam> optimizer_params(const Model& model, int 
         const bool elsewhere =
             (tp_rank > 0 && !p.init.layout.is_sharded()) || (tied_copy && p.name == "output_layer.weight");
         const bool input_or_output = p.name == "embedding.word_embeddings.weight" || p.name == "output_layer.weight";
-        params.push_back({prefix + p.name, p.param, elsewhere, input_or_output});
+        const bool shared =
+            lm->share_embeddings_and_output_weights() && !(lm->pre_process() && lm->post_process()) && input_or_output;
+        params.push_back({prefix + p.name, p.param, elsewhere, input_or_output, shared});
       }
       continue;
     }
@@ -162,13 +164,12 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   std::tie(parts.vocab_size, parts.padded_vocab_size) = vocab_sizes(args, parts.model);
   parts.optimizer = get_megatron_optimizer(ctx, parts.model);
   if (parts.optimizer->grad_bucket_count() > 0)
-    log_rank_0(LogLevel::kInfo,
-               "Number of buckets for gradient all-reduce: " + std::to_string(parts.optimizer->grad_bucket_count()) +
-                   (args.overlap_grad_reduce ? " (overlapped with the backward pass)" : ""));
-  if (args.overlap_grad_reduce && parts.optimizer->is_distributed())
-    log_rank_0(LogLevel::kWarn,
-               "--overlap-grad-reduce: with --use-distributed-optimizer the gradients are reduce-scattered after "
-               "the backward pass, not during it");
+    log_rank_0(
+        LogLevel::kInfo,
+        std::string("Number of buckets for gradient ") +
+            (parts.optimizer->is_distributed() ? "reduce-scatter (reduced to each shard's rank): " : "all-reduce: ") +
+            std::to_string(parts.optimizer->grad_bucket_count()) +
+            (args.overlap_grad_reduce ? " (overlapped with the backward pass)" : ""));
   parts.scheduler = std::make_unique<optimizer::OptimizerParamScheduler>(scheduler_config_from_args(args));
   parts.optimizer->set_lr(parts.scheduler->lr(), parts.scheduler->decoupled_lr());
   parts.forward_step = forward_step;

@@ -104,6 +104,25 @@ TEST(ProcessGroup, BroadcastFromEverySource) {
   }
 }
 
+TEST(ProcessGroup, ReduceLandsOnTheDestinationOnly) {
+  auto& pg = *world();
+  const int n = pg.size();
+  for (int dst = 0; dst < n; ++dst) {
+    for (auto op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+      // Rank r holds (r + 1) x [0, 1, 2, ...]; the sum over ranks is n(n+1)/2 times that.
+      auto mine = at::arange(6, at::kFloat) * (pg.rank() + 1);
+      auto t = mine.clone();
+      auto work = pg.reduce_async(t, dst, op);
+      work->wait();
+      const double scale = (op == ReduceOp::kAvg ? (n + 1) / 2.0 : n * (n + 1) / 2.0);
+      if (pg.rank() == dst)
+        EXPECT_TRUE(at::allclose(t, at::arange(6, at::kFloat) * scale)) << "dst " << dst << " rank " << pg.rank();
+      else
+        EXPECT_TRUE(at::equal(t, mine)) << "dst " << dst << " rank " << pg.rank();
+    }
+  }
+}
+
 TEST(ProcessGroup, BatchedRingSendRecv) {
   auto& pg = *world();
   const int n = pg.size(), r = pg.rank();

@@ -115,3 +115,16 @@ def test_per_token_loss_divides_by_the_tokens_of_the_whole_batch_at_every_layout
         got, _ = train(tmp_path, "layout" + "".join(layout), *data, "--eod-mask-loss", "--calculate-per-token-loss",
                        *layout, ranks=2)
         assert close(got, per_token, rel=2e-6), (layout, got, per_token)
+
+
+def test_domino_checkpoints_resume_without_it_and_back(tmp_path):
+    """A --domino run's checkpoint resumes as plain tensor parallelism and the other way round,
+    continuing the plain run's losses (within 1e-5: Domino sums each weight gradient in halves)."""
+    tp = ["--tensor-model-parallel-size", "2"]
+    plain, _ = train(tmp_path, "plain", *tp, ranks=2)
+    for first, then in ((["--domino"], []), ([], ["--domino"])):
+        ck = tmp_path / f"ck{len(first)}"
+        head, _ = train(tmp_path, "head", *tp, *first, "--save", ck, "--save-interval", "3", "--exit-interval", "3",
+                        ranks=2)
+        tail, _ = train(tmp_path, "tail", *tp, *then, "--load", ck, ranks=2)
+        assert close(head + tail, plain), (first, head + tail, plain)

@@ -9,11 +9,13 @@ The exposed communication of each is t(cost) - t(0), from the median iteration t
 half, and the overlap's share of the plain run's exposed time is what it hides.
 
   --mode grad-reduce  DP 2: the gradient buckets' all-reduces, after the backward pass or (with
-                      --overlap-grad-reduce) each launched as the last micro-batch completes it;
+                      --overlap-grad-reduce) each launched as the last micro-batch completes it
+                      (--use-distributed-optimizer: each bucket reduced to its shards' ranks);
   --mode domino       TP 2: the tensor-parallel all-reduces, on the critical path or (with --domino)
                       half a micro-batch's under the other half's compute.
 
     .venv/bin/python tools/bench/comm_overlap_bench.py --mode grad-reduce --latency-us 2000
+    .venv/bin/python tools/bench/comm_overlap_bench.py --mode grad-reduce --latency-us 2000 --use-distributed-optimizer
     .venv/bin/python tools/bench/comm_overlap_bench.py --mode domino --us-per-mb 20000
 """
 from __future__ import annotations
@@ -48,6 +50,7 @@ def run(a: argparse.Namespace, overlap: bool, cost: bool) -> tuple[float, str]:
                "--metrics-file", str(metrics)]
         base, switch = MODES[a.mode]
         cmd += base + ([str(a.bucket_size)] if a.mode == "grad-reduce" else []) + (switch if overlap else [])
+        cmd += ["--use-distributed-optimizer"] if a.use_distributed_optimizer else []
         env = dict(os.environ, OMP_NUM_THREADS="1",
                    MEGATRON_INJECT_COMM_LATENCY_US=str(a.latency_us if cost else 0),
                    MEGATRON_INJECT_COMM_US_PER_MB=str(a.us_per_mb if cost else 0))
@@ -56,7 +59,7 @@ def run(a: argparse.Namespace, overlap: bool, cost: bool) -> tuple[float, str]:
             sys.exit(f"comm_overlap_bench: pretrain_gpt failed ({' '.join(cmd[7:])}):\n"
                      f"{(out.stdout + out.stderr)[-3000:]}")
         times = [json.loads(line)["elapsed_ms"] for line in metrics.read_text().splitlines()]
-        buckets = re.search(r"Number of buckets for gradient all-reduce: (\d+)", out.stdout + out.stderr)
+        buckets = re.search(r"Number of buckets for gradient [^:]*: (\d+)", out.stdout + out.stderr)
         return statistics.median(times[len(times) // 2:]), (f", {buckets.group(1)} gradient buckets of "
                                                            f"~{a.bucket_size} elements" if buckets else "")
 
@@ -70,6 +73,7 @@ def main() -> None:
     p.add_argument("--micro-batch-size", type=int, default=8)
     p.add_argument("--micro-batches", type=int, default=1, help="per rank and step")
     p.add_argument("--iters", type=int, default=16)
+    p.add_argument("--use-distributed-optimizer", action="store_true", help="grad-reduce mode: ZeRO-1")
     a = p.parse_args()
     if a.latency_us == 0 and a.us_per_mb == 0:
         sys.exit("comm_overlap_bench: give --latency-us and/or --us-per-mb")
@@ -78,7 +82,8 @@ def main() -> None:
     for name, overlap in zip(names, (False, True)):
         (free, detail), (slow, _) = run(a, overlap, False), run(a, overlap, True)
         rows[name] = (free, slow, slow - free)
-    layout = "DP 2" if a.mode == "grad-reduce" else "TP 2"
+    layout = ("DP 2" + (", distributed optimizer" if a.use_distributed_optimizer else "")
+              if a.mode == "grad-reduce" else "TP 2")
     print(f"{layout}, configs/gpt2-tiny.toml, {a.micro_batches} micro-batch(es) of {a.micro_batch_size}{detail}; "
           f"injected per collective: {a.latency_us / 1e3:.1f} ms + {a.us_per_mb / 1e3:.1f} ms/MiB")
     print(f"{'':22}{'free (ms)':>11}{'with cost (ms)':>16}{'exposed (ms)':>14}")

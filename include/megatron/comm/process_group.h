@@ -89,6 +89,9 @@ class MEGATRON_API ProcessGroup {
   WorkHandle reduce_scatter_async(at::Tensor& output, const at::Tensor& input, ReduceOp op = ReduceOp::kSum);
   void broadcast(at::Tensor& tensor, int src);  // src: group rank
   WorkHandle broadcast_async(at::Tensor& tensor, int src);
+  // In place: `dst` (group rank) ends with the sum (or average) over the group; the others' tensors are unchanged.
+  void reduce(at::Tensor& tensor, int dst, ReduceOp op = ReduceOp::kSum);
+  WorkHandle reduce_async(at::Tensor& tensor, int dst, ReduceOp op = ReduceOp::kSum);
   void send(const at::Tensor& tensor, int dst);  // dst/src: group ranks
   void recv(at::Tensor& tensor, int src);
   // Megatron's batch_isend_irecv: all operations are started together, so neighbours may send

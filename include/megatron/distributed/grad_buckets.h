@@ -5,7 +5,9 @@
 // accumulator counts the step's backward passes; once every gradient of a bucket has had its
 // last one, the bucket's all-reduce is launched and runs under the rest of the backward pass.
 // Both ways issue the same asynchronous collective on the same ranges, so the results agree
-// bit for bit.
+// bit for bit. With the distributed optimizer (shard_numel given) a bucket is not all-reduced but
+// reduced, piece by piece, to the rank whose optimizer shard holds each piece: once all buckets
+// are done, each rank's shard of the buffer holds the average, as a reduce-scatter would leave it.
 #pragma once
 
 #include "megatron/export.h"
@@ -27,13 +29,23 @@ namespace megatron::distributed {
 
 class MEGATRON_API GradBuckets {
  public:
+  // A range reduced to one rank (data-parallel group rank; -1: all-reduced).
+  struct Piece {
+    int64_t offset = 0, numel = 0;  // in the buffer
+    int owner = -1;
+  };
   struct Bucket {
     int64_t offset = 0, numel = 0;  // in the buffer
     std::vector<size_t> params;     // indices into the buffer's parameters
+    std::vector<Piece> pieces;      // the collectives that average it
   };
 
-  // params: the buffer's parameters, in the order its constructor took them.
-  GradBuckets(const ParamAndGradBuffer& buffer, const std::vector<at::Tensor>& params, int64_t bucket_numel);
+  // params: the buffer's parameters, in the order its constructor took them. shard_numel: per
+  // region, the elements of each data-parallel rank's contiguous shard (the distributed
+  // optimizer's); empty: buckets are all-reduced. all_reduced[i]: parameter i's bucket is
+  // all-reduced even so (its gradient is summed across other ranks afterwards).
+  GradBuckets(const ParamAndGradBuffer& buffer, const std::vector<at::Tensor>& params, int64_t bucket_numel,
+              const std::vector<int64_t>& shard_numel = {}, const std::vector<bool>& all_reduced = {});
   ~GradBuckets();
 
   const std::vector<Bucket>& buckets() const;

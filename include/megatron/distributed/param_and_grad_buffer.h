@@ -2,9 +2,10 @@
 // two flat buffers. The parameters' storage is a view of `params`, and their .grad a view of the
 // fp32 `grads` (Megatron-LM's main_grad, into which autograd accumulates the micro-batches).
 // Each parameter group (weight decay, none) is one contiguous region, padded to a multiple of
-// `pad_multiple` (the data-parallel size, so that ZeRO-1 splits it evenly), with the parameters
-// that count in the gradient norm first. Zeroing, the data-parallel average, the norm and the
-// update then take one operation per region instead of one per parameter.
+// `pad_multiple` (the data-parallel size, so that ZeRO-1 splits it evenly), its parameters in the
+// order given, which is the same on every rank of a tensor-parallel group (so that a ZeRO-1
+// shard holds the same parameters on each, and sums over that group stay element-wise). Zeroing, the data-parallel
+// average, the norm and the update then take one operation per region instead of one per parameter.
 #pragma once
 
 #include "megatron/export.h"
@@ -12,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace megatron::distributed {
@@ -26,7 +28,8 @@ class MEGATRON_API ParamAndGradBuffer {
     int64_t offset = 0;  // in the buffer
     int64_t numel = 0;   // parameter elements; then padding up to `padded`
     int64_t padded = 0;
-    int64_t counted = 0;  // the first `counted` elements count in the gradient norm
+    // The ranges (offset from the region's start, numel) that count in the gradient norm here.
+    std::vector<std::pair<int64_t, int64_t>> counted;
     std::vector<Member> members;
   };
 

@@ -28,6 +28,10 @@ class MEGATRON_API ParamShards {
   const at::Tensor& main() const { return main_; }
   // This rank's shard of the region's gradients, averaged over the data-parallel ranks.
   at::Tensor reduce_scatter_grads() const;
+  // The same when the gradient buckets have already reduced each piece to its shard's rank
+  // (--overlap-grad-reduce): a view of the buffer, no collective.
+  at::Tensor reduced_grads() const;
+  int64_t shard_numel() const { return shard_numel_; }
   // The parts of a shard gradient that count in the norm.
   std::vector<at::Tensor> norm_grads(const at::Tensor& shard_grad) const;
   // Writes every rank's updated shard into the model parameters.

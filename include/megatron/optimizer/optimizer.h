@@ -55,6 +55,10 @@ struct MEGATRON_API OptimizerParam {
   // The word embedding or the output layer: updated with the decoupled learning rate when
   // OptimizerConfig::decoupled_lr is set (Megatron-LM's is_embedding_or_output_parameter).
   bool is_embedding_or_output_parameter = false;
+  // Its gradient is summed with another pipeline stage's after the data-parallel reduction (the
+  // tied word embedding on the first and last stage): with the distributed optimizer its bucket
+  // is all-reduced, since the stages' shards hold different parameters.
+  bool shared_across_pipeline_stages = false;
 };
 
 // What step() launched, as fp32 scalars on the parameters' device, for the caller to read back
@@ -88,7 +92,7 @@ class MEGATRON_API MegatronOptimizer {
   // step() calls it when the caller has not.
   void finish_grad_sync();
   // Buckets whose all-reduce was launched since start_grad_sync() (0 without overlap), and
-  // buckets in all (0 without data parallelism or with the distributed optimizer).
+  // buckets in all (0 without data parallelism).
   int64_t grad_buckets_launched() const;
   int64_t grad_bucket_count() const;
   // Averages, unscales, clips and updates. `skip` (optional, a scalar on the device, non-zero to
@@ -160,8 +164,9 @@ class MEGATRON_API MegatronOptimizer {
   std::shared_ptr<comm::ProcessGroup> dp_, mp_;
   bool distributed_ = false;
   std::vector<std::unique_ptr<distributed::ParamAndGradBuffer>> buffers_;  // one per parameter dtype
-  std::vector<std::unique_ptr<distributed::GradBuckets>> buckets_;         // per buffer, without ZeRO-1
-  bool grads_synced_ = false;                                              // finish_grad_sync() ran since zero_grad()
+  // Per buffer, with data parallelism.
+  std::vector<std::unique_ptr<distributed::GradBuckets>> buckets_;
+  bool grads_synced_ = false;                       // finish_grad_sync() ran since zero_grad()
   std::vector<std::vector<size_t>> buffer_params_;  // each buffer's parameters as params_ indices
   std::vector<UpdateGroup> groups_;
   std::vector<at::Tensor> main_params_;  // by params_ index, without ZeRO-1: views of the groups' main

@@ -135,7 +135,7 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(distributed, use_distributed_optimizer, kSaved, any(), "shard optimizer state over data-parallel ranks (ZeRO-1)") \
   X(distributed, overlap_grad_reduce, kNotSaved, any(),                                                             \
     "all-reduce each data-parallel gradient bucket during the backward pass, as soon as the last micro-batch "       \
-    "completes it (with --use-distributed-optimizer the reduce-scatter still follows the backward pass)")          \
+    "completes it (with --use-distributed-optimizer each bucket is reduced to the ranks whose shards hold it)")          \
   X(distributed, ddp_bucket_size, kNotSaved, positive(),                                                            \
     "elements per data-parallel gradient bucket (default max(40M, 1M x data-parallel size))")                      \
   X(distributed, domino, kNotSaved, any(),                                                                          \
