@@ -29,6 +29,10 @@ struct PendingHolder : torch::CustomClassHolder {
   PendingPtr pending;
 };
 
+inline void save_pending(torch::autograd::AutogradContext* ctx, const PendingPtr& pending) {
+  ctx->saved_data["pending"] = c10::IValue::make_capsule(c10::make_intrusive<PendingHolder>(pending));
+}
+
 inline PendingPtr load_pending(torch::autograd::AutogradContext* ctx) {
   return c10::static_intrusive_pointer_cast<PendingHolder>(ctx->saved_data["pending"].toCapsule())->pending;
 }

@@ -10,10 +10,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-void save_pending(AutogradContext* ctx, const PendingPtr& pending) {
-  ctx->saved_data["pending"] = c10::IValue::make_capsule(c10::make_intrusive<detail::PendingHolder>(pending));
-}
-
 struct StartReduce : torch::autograd::Function<StartReduce> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& partial, GroupPtr g, PendingPtr pending) {
     TORCH_CHECK(!pending->work, "[domino] a reduce is already in flight on this handle");
@@ -36,7 +32,7 @@ struct WaitForReduce : torch::autograd::Function<WaitForReduce> {
 
 struct WaitForGradReduce : torch::autograd::Function<WaitForGradReduce> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, PendingPtr pending) {
-    save_pending(ctx, pending);
+    detail::save_pending(ctx, pending);
     return x.view_as(x);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {

@@ -33,8 +33,7 @@ struct LinearWithAsyncCommunication : torch::autograd::Function<LinearWithAsyncC
                             const at::Tensor& bias, GroupPtr g, bool sequence_parallel, PendingPtr grad_pending) {
     at::Tensor total = sequence_parallel ? all_gather_along_dim(input, g, 0) : input;
     detail::save_group(ctx, g);
-    if (grad_pending)
-      ctx->saved_data["pending"] = c10::IValue::make_capsule(c10::make_intrusive<detail::PendingHolder>(grad_pending));
+    if (grad_pending) detail::save_pending(ctx, grad_pending);
     ctx->saved_data["sequence_parallel"] = sequence_parallel;
     const bool has_bias = bias.numel() > 0;
     ctx->saved_data["has_bias"] = has_bias;
