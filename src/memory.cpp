@@ -210,6 +210,7 @@ class CachingCPUAllocator final : public c10::Allocator {
   c10::DataPtr hand_out(void* data, size_t size) {
     live_.emplace(data, size);
     stats_.allocated_bytes += static_cast<int64_t>(size);
+    stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
     return c10::DataPtr(data, data, &free_block, c10::Device(c10::kCPU));
   }
 

@@ -40,10 +40,11 @@ class MEGATRON_API HostMemoryTracker {
 // freed and handed out again for a request of the same rounded size. The cache holds at most
 // max_cached_bytes; beyond that the least recently freed blocks go back to the OS.
 struct MEGATRON_API CPUAllocatorCacheStats {
-  int64_t cached_bytes = 0;     // freed, kept for reuse
-  int64_t allocated_bytes = 0;  // handed out by the cache's allocator and not yet freed
-  int64_t hits = 0;             // requests served from the cache
-  int64_t misses = 0;           // requests that went to the OS
+  int64_t cached_bytes = 0;          // freed, kept for reuse
+  int64_t allocated_bytes = 0;       // handed out by the cache's allocator and not yet freed
+  int64_t peak_allocated_bytes = 0;  // the most allocated_bytes has been
+  int64_t hits = 0;                  // requests served from the cache
+  int64_t misses = 0;                // requests that went to the OS
 };
 
 // Installs the cache as LibTorch's CPU allocator (idempotent). max_cached_bytes < 0 keeps the

@@ -125,6 +125,13 @@ void Trainer::training_log(int64_t iteration, const std::vector<IterationRecord>
                                " | max allocated: " + format("%.1f", m->max_allocated / mb) +
                                " | reserved: " + format("%.1f", m->reserved / mb) +
                                " | max reserved: " + format("%.1f", m->max_reserved / mb));
+    } else if (ctx_.device.is_cpu() && cpu_allocator_cache_enabled()) {
+      // CPU ranks: the allocator cache counts the blocks it hands out (16 KiB and more).
+      const auto c = cpu_allocator_cache_stats();
+      const double mb = 1024.0 * 1024.0;
+      log(LogLevel::kInfo, "[Rank " + std::to_string(ps_.get_rank()) + "] (after " + std::to_string(iteration) +
+                               " iterations) host memory (MB) | allocated: " + format("%.1f", c.allocated_bytes / mb) +
+                               " | max allocated: " + format("%.1f", c.peak_allocated_bytes / mb));
     }
   }
   memory_reported_ = true;
