@@ -206,6 +206,14 @@ class Arguments:
     def data_cache_path(self, arg0: str) -> None:
         ...
     @property
+    def data_parallel_sharding_strategy(self) -> str:
+        """
+        no_shard | optim (ZeRO-1, the distributed optimizer) | optim_grads (ZeRO-2: also the gradients) | optim_grads_params (ZeRO-3: also the parameters, gathered per layer before use); the last two need --use-megatron-fsdp
+        """
+    @data_parallel_sharding_strategy.setter
+    def data_parallel_sharding_strategy(self, arg0: str) -> None:
+        ...
+    @property
     def data_parallel_size(self) -> int:
         """
         world size / (TP x PP)
@@ -772,6 +780,14 @@ class Arguments:
         """
     @no_create_attention_mask_in_dataloader.setter
     def no_create_attention_mask_in_dataloader(self, arg0: bool) -> None:
+        ...
+    @property
+    def no_fsdp_prefetch(self) -> bool:
+        """
+        with optim_grads_params: gather each layer's parameters when it runs, not one layer ahead
+        """
+    @no_fsdp_prefetch.setter
+    def no_fsdp_prefetch(self, arg0: bool) -> None:
         ...
     @property
     def no_gradient_accumulation_fusion(self) -> bool:
@@ -1350,6 +1366,14 @@ class Arguments:
     def use_mcore_models(self, arg0: bool) -> None:
         ...
     @property
+    def use_megatron_fsdp(self) -> bool:
+        """
+        fully sharded data parallelism: shard what --data-parallel-sharding-strategy says over data-parallel ranks
+        """
+    @use_megatron_fsdp.setter
+    def use_megatron_fsdp(self, arg0: bool) -> None:
+        ...
+    @property
     def use_pytorch_profiler(self) -> bool:
         """
         with --profile: a Kineto trace (CPU and CUDA) into --tensorboard-dir; without: CUDA profiler ranges for nsys
@@ -1424,7 +1448,7 @@ class Arguments:
     @property
     def zero_stage(self) -> int | None:
         """
-        ZeRO stage: 0 plain data parallelism, 1 = --use-distributed-optimizer
+        Megatron-DeepSpeed's ZeRO stage: 0-3 = --data-parallel-sharding-strategy no_shard, optim, optim_grads, optim_grads_params
         """
     @zero_stage.setter
     def zero_stage(self, arg0: typing.SupportsInt | None) -> None:

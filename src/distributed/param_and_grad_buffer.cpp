@@ -2,9 +2,34 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
 
 namespace megatron::distributed {
+namespace {
+
+// The storage itself is emptied and refilled, not the tensor replaced: every view of it (the
+// parameters, their .grad, tensors autograd saved for backward) sees the new memory. This is
+// what FSDP does with storage resizing; the StorageImpl calls work on any device's allocator.
+void free_storage(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(c10::DataPtr(nullptr, s->device()));
+  s->set_nbytes(0);
+}
+
+bool storage_allocated(const at::Tensor& t) {
+  return t.storage().nbytes() > 0;
+}
+
+void allocate_storage(const at::Tensor& t) {
+  if (storage_allocated(t)) return;
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  const size_t nbytes = static_cast<size_t>(t.numel()) * t.element_size();
+  s->set_data_ptr_noswap(s->allocator()->allocate(nbytes));
+  s->set_nbytes(nbytes);
+}
+
+}  // namespace
 
 ParamAndGradBuffer::ParamAndGradBuffer(const std::vector<at::Tensor>& params,
                                        const std::vector<std::vector<size_t>>& groups, const std::vector<bool>& counted,
@@ -51,7 +76,34 @@ ParamAndGradBuffer::ParamAndGradBuffer(const std::vector<at::Tensor>& params,
   zero_grad();
 }
 
+void ParamAndGradBuffer::release_grads() {
+  free_storage(grads_);
+}
+
+void ParamAndGradBuffer::allocate_grads() {
+  if (storage_allocated(grads_)) return;
+  allocate_storage(grads_);
+  grads_.zero_();
+}
+
+bool ParamAndGradBuffer::grads_allocated() const {
+  return storage_allocated(grads_);
+}
+
+void ParamAndGradBuffer::release_params() {
+  free_storage(params_);
+}
+
+void ParamAndGradBuffer::allocate_params() {
+  allocate_storage(params_);
+}
+
+bool ParamAndGradBuffer::params_allocated() const {
+  return storage_allocated(params_);
+}
+
 void ParamAndGradBuffer::zero_grad() {
+  allocate_grads();
   for (size_t i = 0; i < params_list_.size(); ++i) {
     at::Tensor& grad = params_list_[i].mutable_grad();
     if (!grad.defined() || !grad.is_same(grad_views_[i])) grad = grad_views_[i];

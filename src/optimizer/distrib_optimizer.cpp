@@ -9,7 +9,7 @@
 namespace megatron::optimizer {
 
 ParamShards::ParamShards(const distributed::ParamAndGradBuffer& buffer, size_t region,
-                         std::shared_ptr<comm::ProcessGroup> dp)
+                         std::shared_ptr<comm::ProcessGroup> dp, bool own_main)
     : buffer_(buffer), region_(region), dp_(std::move(dp)) {
   TORCH_CHECK(dp_, "[distrib_optimizer] needs a data-parallel group");
   const auto& r = buffer_.regions().at(region_);
@@ -18,14 +18,18 @@ ParamShards::ParamShards(const distributed::ParamAndGradBuffer& buffer, size_t r
   shard_numel_ = r.padded / dp_->size();
   shard_offset_ = dp_->rank() * shard_numel_;
   at::Tensor mine = buffer_.params_of(r).narrow(0, shard_offset_, shard_numel_);
-  main_ = buffer_.dtype() == at::kFloat ? mine : mine.to(at::kFloat);
+  main_ =
+      buffer_.dtype() == at::kFloat && !own_main ? mine : mine.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
 }
 
-at::Tensor ParamShards::reduce_scatter_grads() const {
+comm::WorkHandle ParamShards::reduce_scatter_grads_async(at::Tensor& shard) const {
   at::Tensor region = buffer_.grads_of(buffer_.regions()[region_]);
-  at::Tensor mine = at::empty({shard_numel_}, region.options());
-  dp_->reduce_scatter(mine, region, comm::ReduceOp::kAvg);
-  return mine;
+  return dp_->reduce_scatter_async(shard, region, comm::ReduceOp::kAvg);
+}
+
+void ParamShards::reload_main() const {
+  at::NoGradGuard no_grad;
+  main_.copy_(buffer_.params_of(buffer_.regions()[region_]).narrow(0, shard_offset_, shard_numel_));
 }
 
 at::Tensor ParamShards::reduced_grads() const {
@@ -42,10 +46,16 @@ std::vector<at::Tensor> ParamShards::norm_grads(const at::Tensor& shard_grad) co
 }
 
 void ParamShards::all_gather_params() const {
+  at::Tensor sent;
+  all_gather_params_async(sent)->wait();
+}
+
+comm::WorkHandle ParamShards::all_gather_params_async(at::Tensor& sent) const {
   at::NoGradGuard no_grad;
   at::Tensor region = buffer_.params_of(buffer_.regions()[region_]);
   // The shard leaves through its own buffer: MPI refuses an input inside the output.
-  dp_->all_gather(region, main_.to(region.scalar_type()).clone());
+  sent = main_.to(region.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+  return dp_->all_gather_async(region, sent);
 }
 
 at::Tensor ParamShards::gather(const at::Tensor& local) const {

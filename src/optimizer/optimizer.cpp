@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <map>
+#include <string>
 #include <utility>
 
 namespace megatron::optimizer {
@@ -38,65 +39,37 @@ MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, Optimiz
                 ", the first on ", device, "; the fused update needs one device");
   }
   distributed_ = config_.use_distributed_optimizer && dp_ && dp_->size() > 1;
-  // One buffer per parameter dtype, each with a weight-decay region and a no-decay one, and the
-  // same two for the embedding and output layer under --decoupled-lr.
+  const bool sharded_grads = distributed_ && config_.shard_grads;
+  const bool sharded_params = sharded_grads && config_.shard_params;
+  if (sharded_grads) fsdp_ = std::make_unique<distributed::FsdpUnits>(dp_, sharded_params, config_.fsdp_prefetch);
+  // One buffer per parameter dtype for the parameters outside fsdp units (all of them without
+  // gradient sharding), then one per unit, in the order the model runs them.
   std::map<at::ScalarType, std::vector<size_t>> by_dtype;
-  for (size_t i = 0; i < params_.size(); ++i) by_dtype[params_[i].param.scalar_type()].push_back(i);
-  for (const auto& [dtype, indices] : by_dtype) {
-    std::vector<at::Tensor> tensors;
-    std::vector<bool> counted, shared;
-    std::vector<std::vector<size_t>> regions(4);
-    std::vector<double> decay;
-    for (size_t k = 0; k < indices.size(); ++k) {
-      const auto& p = params_[indices[k]];
-      tensors.push_back(p.param);
-      counted.push_back(!p.counted_elsewhere_in_grad_norm);
-      shared.push_back(p.shared_across_pipeline_stages);
-      const bool decoupled = config_.decoupled_lr && p.is_embedding_or_output_parameter;
-      regions[(no_weight_decay(p) ? 1 : 0) + (decoupled ? 2 : 0)].push_back(k);
-    }
-    const size_t b = buffers_.size();
-    buffer_params_.push_back(indices);
-    std::vector<std::vector<size_t>> used;
-    std::vector<bool> decoupled;
-    for (size_t r = 0; r < regions.size(); ++r) {
-      if (regions[r].empty()) continue;
-      used.push_back(regions[r]);
-      decay.push_back(r % 2 == 0 ? config_.weight_decay : 0.0);
-      decoupled.push_back(r >= 2);
-    }
-    buffers_.push_back(
-        std::make_unique<distributed::ParamAndGradBuffer>(tensors, used, counted, distributed_ ? dp_->size() : 1));
-    const auto& buffer = *buffers_.back();
-    // Buckets all-reduce, or with the distributed optimizer reduce each piece to the rank whose
-    // shard holds it; under the backward pass with the overlap, after it without (the same
-    // collectives, so the two agree bit for bit).
-    if (dp_ && dp_->size() > 1) {
-      std::vector<int64_t> shard_numel;
-      if (distributed_)
-        for (const auto& region : buffer.regions()) shard_numel.push_back(region.padded / dp_->size());
-      buckets_.push_back(
-          std::make_unique<distributed::GradBuckets>(buffer, tensors, config_.bucket_numel, shard_numel, shared));
-      if (config_.overlap_grad_reduce) buckets_.back()->enable_overlap();
-    }
-    for (size_t r = 0; r < used.size(); ++r) {
-      UpdateGroup g;
-      g.buffer = b;
-      g.region = r;
-      g.weight_decay = decay[r];
-      g.decoupled = decoupled[r];
-      const auto& region = buffer.regions()[r];
-      if (distributed_) {
-        g.shards.emplace(buffer, r, dp_);
-        g.main = g.shards->main();
-      } else {
-        at::Tensor params_part = buffer.params_of(region).narrow(0, 0, region.numel);
-        g.main = dtype == at::kFloat ? params_part : params_part.to(at::kFloat);
-      }
-      reset_state(g);
-      groups_.push_back(std::move(g));
+  std::vector<std::string> unit_names;
+  std::map<std::string, std::vector<size_t>> by_unit;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& unit = sharded_grads ? params_[i].fsdp_unit : std::string();
+    if (unit.empty()) {
+      by_dtype[params_[i].param.scalar_type()].push_back(i);
+    } else {
+      if (!by_unit.count(unit)) unit_names.push_back(unit);
+      by_unit[unit].push_back(i);
     }
   }
+  for (const auto& [dtype, indices] : by_dtype) add_buffer(indices, /*fsdp_unit=*/"");
+  root_buffers_ = buffers_.size();
+  if (sharded_params && root_buffers_ > 0) {
+    TORCH_CHECK(root_buffers_ == 1,
+                "[optimizer] optim_grads_params needs the parameters outside the decoder layers "
+                "in one dtype, got ",
+                root_buffers_);
+    fsdp_unit_index_[""] = fsdp_->add_kept_unit(*buffers_[0], shards_of(0));
+    buffers_[0]->release_params();  // gathered as the model's forward begins
+  }
+  for (const auto& unit : unit_names) add_buffer(by_unit[unit], unit);
+  // Sharded gradients exist whole only within a step (zero_grad() allocates them).
+  if (fsdp_)
+    for (auto& b : buffers_) b->release_grads();
   if (!distributed_) {
     // Per-parameter views of the groups' fp32 main elements (the parameters themselves for fp32).
     main_params_.resize(params_.size());
@@ -112,6 +85,81 @@ MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, Optimiz
 }
 
 MegatronOptimizer::~MegatronOptimizer() = default;
+
+// One ParamAndGradBuffer over params_[indices] (of one dtype) with a weight-decay region and a
+// no-decay one, and the same two for the embedding and output layer under --decoupled-lr; its
+// update groups; its gradient buckets (outside fsdp units), or its fsdp unit.
+void MegatronOptimizer::add_buffer(const std::vector<size_t>& indices, const std::string& fsdp_unit) {
+  std::vector<at::Tensor> tensors;
+  std::vector<bool> counted, shared;
+  std::vector<std::vector<size_t>> regions(4);
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const auto& p = params_[indices[k]];
+    TORCH_CHECK(p.param.scalar_type() == params_[indices.front()].param.scalar_type(), "[optimizer] fsdp unit ",
+                fsdp_unit, " mixes dtypes: ", p.name, " is ", p.param.scalar_type());
+    tensors.push_back(p.param);
+    counted.push_back(!p.counted_elsewhere_in_grad_norm);
+    shared.push_back(p.shared_across_pipeline_stages);
+    const bool decoupled = config_.decoupled_lr && p.is_embedding_or_output_parameter;
+    regions[(no_weight_decay(p) ? 1 : 0) + (decoupled ? 2 : 0)].push_back(k);
+  }
+  const size_t b = buffers_.size();
+  buffer_params_.push_back(indices);
+  std::vector<std::vector<size_t>> used;
+  std::vector<size_t> kinds;
+  for (size_t r = 0; r < regions.size(); ++r) {
+    if (regions[r].empty()) continue;
+    used.push_back(regions[r]);
+    kinds.push_back(r);
+  }
+  buffers_.push_back(
+      std::make_unique<distributed::ParamAndGradBuffer>(tensors, used, counted, distributed_ ? dp_->size() : 1));
+  auto& buffer = *buffers_.back();
+  // Buckets all-reduce, or with the distributed optimizer reduce each piece to the rank whose
+  // shard holds it; under the backward pass with the overlap, after it without (the same
+  // collectives, so the two agree bit for bit). An fsdp unit reduce-scatters itself.
+  if (dp_ && dp_->size() > 1 && fsdp_unit.empty()) {
+    std::vector<int64_t> shard_numel;
+    if (distributed_)
+      for (const auto& region : buffer.regions()) shard_numel.push_back(region.padded / dp_->size());
+    buckets_.push_back(
+        std::make_unique<distributed::GradBuckets>(buffer, tensors, config_.bucket_numel, shard_numel, shared));
+    if (config_.overlap_grad_reduce) buckets_.back()->enable_overlap();
+  }
+  const size_t first_group = groups_.size();
+  for (size_t r = 0; r < used.size(); ++r) {
+    UpdateGroup g;
+    g.buffer = b;
+    g.region = r;
+    g.weight_decay = kinds[r] % 2 == 0 ? config_.weight_decay : 0.0;
+    g.decoupled = kinds[r] >= 2;
+    const auto& region = buffer.regions()[r];
+    if (distributed_) {
+      g.shards.emplace(buffer, r, dp_, /*own_main=*/config_.shard_grads && config_.shard_params);
+      g.main = g.shards->main();
+    } else {
+      at::Tensor params_part = buffer.params_of(region).narrow(0, 0, region.numel);
+      g.main = buffer.dtype() == at::kFloat ? params_part : params_part.to(at::kFloat);
+    }
+    reset_state(g);
+    groups_.push_back(std::move(g));
+  }
+  if (fsdp_unit.empty()) return;
+  // Units of one model chunk share the prefix before decoder.layers.
+  const std::string chunk = fsdp_unit.substr(0, fsdp_unit.find("decoder.layers."));
+  const auto known = fsdp_chunks_.emplace(chunk, static_cast<int>(fsdp_chunks_.size())).first;
+  const size_t unit = fsdp_->add_unit(buffer, shards_of(b), tensors, known->second);
+  fsdp_unit_index_[fsdp_unit] = unit;
+  for (size_t k = first_group; k < groups_.size(); ++k) groups_[k].fsdp_unit = static_cast<int64_t>(unit);
+  if (config_.shard_params) buffer.release_params();  // the shards hold them now
+}
+
+std::vector<const ParamShards*> MegatronOptimizer::shards_of(size_t buffer) const {
+  std::vector<const ParamShards*> out;
+  for (const auto& g : groups_)
+    if (g.buffer == buffer) out.push_back(&*g.shards);
+  return out;
+}
 
 // Fresh state, as a first step would create it: zero moments (a zero momentum buffer makes
 // SGD's first step equal to its buffer = gradient rule), step 0.
@@ -133,7 +181,8 @@ std::vector<int64_t> MegatronOptimizer::param_group_sizes() const {
 }
 
 void MegatronOptimizer::zero_grad() {
-  for (auto& b : buffers_) b->zero_grad();
+  for (size_t b = 0; b < root_buffers_; ++b) buffers_[b]->zero_grad();
+  if (fsdp_) fsdp_->zero_grad();
   grads_synced_ = false;
 }
 
@@ -141,11 +190,14 @@ void MegatronOptimizer::start_grad_sync(int64_t accumulations) {
   TORCH_CHECK(accumulations > 0, "[optimizer] start_grad_sync needs a positive number of backward passes, got ",
               accumulations);
   for (auto& b : buckets_) b->start(dp_, accumulations);
+  if (fsdp_) fsdp_->start(accumulations);
 }
 
 void MegatronOptimizer::finish_grad_sync() {
   if (grads_synced_) return;
-  for (size_t k = 0; k < buffers_.size(); ++k) {
+  // An fsdp unit's gradient is reduced from its buffer as its backward ends; it must accumulate
+  // in place.
+  for (size_t k = 0; k < root_buffers_; ++k) {
     for (size_t i : buffers_[k]->collect_replaced_grads()) {
       TORCH_CHECK(buckets_.empty() || !buckets_[k]->launched_with(i), "[optimizer] the gradient of ",
                   params_[buffer_params_[k][i]].name,
@@ -154,6 +206,7 @@ void MegatronOptimizer::finish_grad_sync() {
     }
   }
   for (auto& b : buckets_) b->finish(dp_);
+  if (fsdp_) fsdp_->finish();
   grads_synced_ = true;
 }
 
@@ -188,8 +241,10 @@ std::vector<at::Tensor> MegatronOptimizer::gather_grads() {
   std::vector<at::Tensor> grads;
   for (const auto& g : groups_) {
     const auto& region = region_of(g);
-    if (g.shards)
-      grads.push_back(buckets_.empty() ? g.shards->reduce_scatter_grads() : g.shards->reduced_grads());
+    if (g.fsdp_unit >= 0)
+      grads.push_back(fsdp_->grad_shard(static_cast<size_t>(g.fsdp_unit), g.region));
+    else if (g.shards)
+      grads.push_back(g.shards->reduced_grads());
     else
       grads.push_back(buffers_[g.buffer]->grads_of(region).narrow(0, 0, region.numel));
   }
@@ -241,9 +296,16 @@ void MegatronOptimizer::update(const std::vector<at::Tensor>& grads, const at::T
 }
 
 // The updated main parameters into the model: nothing to do for fp32 without ZeRO-1 (main is
-// the parameters), one copy per bf16/fp16 region, or ZeRO-1's all-gather.
+// the parameters), one copy per bf16/fp16 region, or ZeRO-1's all-gather. Under ZeRO-2 only the
+// gradient shards stay; under ZeRO-3 the parameters are released too, gathered when next used.
 void MegatronOptimizer::copy_back() {
   at::NoGradGuard no_grad;
+  if (fsdp_)
+    for (size_t b = 0; b < root_buffers_; ++b) buffers_[b]->release_grads();
+  if (fsdp_ && config_.shard_params) {
+    fsdp_->release_params();
+    return;
+  }
   for (const auto& g : groups_) {
     if (g.shards) {
       g.shards->all_gather_params();

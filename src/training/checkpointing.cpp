@@ -138,6 +138,7 @@ SaveResult save_checkpoint(const Arguments& args, const ParallelState& ps, const
   // Collective first: the distributed optimizer gathers its shards over data-parallel ranks.
   std::map<std::string, TensorMap> param_state;
   if (!args.no_save_optim) param_state = state.optimizer->param_state();
+  state.optimizer->gather_params();  // ZeRO-3: the model's parameters whole while they are written
   uint64_t bytes = 0;
   if (ps.get_data_parallel_rank() == 0) {
     error = capture([&] {
@@ -148,6 +149,7 @@ SaveResult save_checkpoint(const Arguments& args, const ParallelState& ps, const
     });
   }
   param_state.clear();
+  state.optimizer->release_params();
   try {
     agree(world, error, "saving iteration " + std::to_string(state.iteration) + " to " + staging);
   } catch (const c10::Error&) {
@@ -270,6 +272,7 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
   }
 
   const auto& model = *state.model;
+  if (state.optimizer) state.optimizer->gather_params();  // ZeRO-3: whole parameters to load into
   TORCH_CHECK(ck.model.size() == model.size(), "[checkpointing] ", file, " holds ", ck.model.size(),
               " model chunks, this run builds ", model.size());
   for (size_t v = 0; v < model.size(); ++v) {
@@ -305,7 +308,10 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
       scaler->load_state({s.scale, s.growth_tracker, s.hysteresis_tracker});
     }
     state.scheduler->set_num_steps(ck.optimizer->scheduler.num_steps);
+  } else if (state.optimizer) {
+    state.optimizer->reload_model_params();  // the main parameters start from the loaded model
   }
+  if (state.optimizer) state.optimizer->release_params();
   if (!args.finetune && !args.no_load_rng && !release) {
     if (!ck.rng_state || ck.rng_state->empty()) {
       log_rank_0(LogLevel::kWarn, "WARNING: " + file +

@@ -53,6 +53,10 @@ optimizer::OptimizerConfig optimizer_config_from_args(const Arguments& args) {
   oc.sgd_momentum = args.sgd_momentum;
   oc.clip_grad = args.clip_grad;
   oc.use_distributed_optimizer = args.use_distributed_optimizer;
+  oc.shard_grads = args.data_parallel_sharding_strategy == "optim_grads" ||
+                   args.data_parallel_sharding_strategy == "optim_grads_params";
+  oc.shard_params = args.data_parallel_sharding_strategy == "optim_grads_params";
+  oc.fsdp_prefetch = !args.no_fsdp_prefetch;
   oc.overlap_grad_reduce = args.overlap_grad_reduce;
   oc.bucket_numel = args.ddp_bucket_size.value_or(std::max<int64_t>(40'000'000, 1'000'000 * args.data_parallel_size));
   oc.decoupled_lr = args.decoupled_lr.has_value();

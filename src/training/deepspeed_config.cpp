@@ -136,9 +136,7 @@ class Reader {
     };
     h["zero_optimization.stage"] = [this](const std::string& key, const json& v) {
       const int64_t stage = integer(key, v);
-      if (stage < 0 || stage > 1)
-        fail("\"", key, "\" is ", stage, ": ZeRO stages 2 and 3 (gradient and parameter sharding) are not ",
-             "implemented yet; stage 1 is the distributed optimizer");
+      if (stage < 0 || stage > 3) fail("\"", key, "\" is ", stage, ": DeepSpeed's ZeRO stages are 0 to 3");
       set(key, stage, a_.zero_stage, "zero_stage");
     };
     h["fp16.enabled"] = [this](const std::string& key, const json& v) { set(key, boolean(key, v), a_.fp16, "fp16"); };

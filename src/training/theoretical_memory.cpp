@@ -10,6 +10,7 @@
 
 #include "megatron/logging.h"
 #include "megatron/memory.h"
+#include "megatron/models/common/language_module.h"
 
 namespace megatron::training {
 namespace {
@@ -30,9 +31,8 @@ MemoryEstimate theoretical_memory(const Arguments& a, int64_t pipeline_rank, int
   const double q = heads * d, kv = static_cast<double>(a.num_query_groups) * d;
   const double ffn = a.ffn_hidden_size ? static_cast<double>(*a.ffn_hidden_size) : 4 * h;
   const double fc1 = a.swiglu ? 2 * ffn : ffn;
-  const double multiple = static_cast<double>(a.make_vocab_size_divisible_by) * t;  // as vocab_size_with_padding
-  const double v = a.pad_vocab_size_to ? static_cast<double>(*a.pad_vocab_size_to)
-                                       : std::ceil(static_cast<double>(vocab_size) / multiple) * multiple;
+  const double v = static_cast<double>(models::common::vocab_size_with_padding(
+      vocab_size, a.make_vocab_size_divisible_by, a.tensor_model_parallel_size, a.pad_vocab_size_to));
   const double s = static_cast<double>(a.seq_length), b = static_cast<double>(a.micro_batch_size);
   const bool first = pipeline_rank == 0, last = pipeline_rank + 1 == a.pipeline_model_parallel_size;
   const double layers = static_cast<double>(a.num_layers) / pp;
@@ -49,11 +49,17 @@ MemoryEstimate theoretical_memory(const Arguments& a, int64_t pipeline_rank, int
   if (last) m.parameters += a.normalization == "RMSNorm" ? h : 2 * h;  // the final norm
 
   const bool mixed = a.bf16 || a.fp16;
-  const double dp_shard = a.use_distributed_optimizer ? static_cast<double>(a.data_parallel_size) : 1;
+  const double dp = static_cast<double>(a.data_parallel_size);
+  const double dp_shard = a.use_distributed_optimizer ? dp : 1;
+  // Held between steps: ZeRO-2 keeps the gradients' shard, ZeRO-3 the parameters' too (as their
+  // fp32 main shard, also for fp32 models; a layer or two are whole while they run).
+  const bool shard_grads =
+      a.data_parallel_sharding_strategy == "optim_grads" || a.data_parallel_sharding_strategy == "optim_grads_params";
+  const bool shard_params = a.data_parallel_sharding_strategy == "optim_grads_params";
   const double optimizer_words = a.optimizer == "sgd" ? (a.sgd_momentum > 0 ? 1 : 0) : 2;  // Adam: m and v
-  m.weights = m.parameters * (mixed ? 2 : 4);
-  m.gradients = m.parameters * 4;  // fp32 gradient buffers
-  m.main_weights = mixed ? m.parameters * 4 / dp_shard : 0;
+  m.weights = shard_params ? 0 : m.parameters * (mixed ? 2 : 4);
+  m.gradients = m.parameters * 4 / (shard_grads ? dp : 1);  // fp32 gradient buffers
+  m.main_weights = mixed || shard_params ? m.parameters * 4 / dp_shard : 0;
   m.optimizer_state = m.parameters * 4 * optimizer_words / dp_shard;
 
   // Activations of one layer for one micro-batch, in 2-byte units (Korthikanti et al., Table 2,

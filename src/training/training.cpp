@@ -12,6 +12,7 @@
 #include "megatron/logging.h"
 #include "megatron/memory.h"
 #include "megatron/models/common/language_module.h"
+#include "megatron/models/gpt/gpt_model.h"
 #include "megatron/training/checkpointing.h"
 #include "megatron/training/config.h"
 #include "megatron/training/theoretical_memory.h"
@@ -41,6 +42,14 @@ Model get_model(const TrainingContext& ctx, const ModelBuilder& model_builder) {
   return model;
 }
 
+// "decoder.layers.N" (with the chunk's prefix) for a decoder layer's parameters: the unit that
+// sharded data parallelism gathers and reduces together.
+std::string fsdp_unit_of(const std::string& prefix, const std::string& name) {
+  const std::string layers = "decoder.layers.";
+  if (name.compare(0, layers.size(), layers) != 0) return "";
+  return prefix + name.substr(0, name.find('.', layers.size()));
+}
+
 // Parameters as the optimizer sees them, over every model chunk of this stage. Copies that
 // another rank counts in the gradient norm are marked: replicated parameters on TP ranks > 0,
 // and the last stage's copy of the tied word embedding.
@@ -57,15 +66,31 @@ std::vector<optimizer::OptimizerParam> optimizer_params(const Model& model, int 
         const bool input_or_output = p.name == "embedding.word_embeddings.weight" || p.name == "output_layer.weight";
         const bool shared =
             lm->share_embeddings_and_output_weights() && !(lm->pre_process() && lm->post_process()) && input_or_output;
-        params.push_back({prefix + p.name, p.param, elsewhere, input_or_output, shared});
+        params.push_back({prefix + p.name, p.param, elsewhere, input_or_output, shared, fsdp_unit_of(prefix, p.name)});
       }
       continue;
     }
     for (const auto& item : model[chunk]->named_parameters()) {
-      if (item.value().requires_grad()) params.push_back({prefix + item.key(), item.value(), false});
+      if (item.value().requires_grad())
+        params.push_back({prefix + item.key(), item.value(), false, false, false, fsdp_unit_of(prefix, item.key())});
     }
   }
   return params;
+}
+
+// Under ZeRO-2/3 each decoder layer calls its unit's hooks around its forward (gathering its
+// parameters under ZeRO-3), and under ZeRO-3 a GPT model gathers those outside the layers as its
+// forward begins.
+void attach_param_gather(const Model& model, const optimizer::MegatronOptimizer& optim) {
+  for (size_t chunk = 0; chunk < model.size(); ++chunk) {
+    auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(model[chunk].get());
+    if (!gpt) continue;
+    const std::string prefix = model.size() > 1 ? "model" + std::to_string(chunk) + "." : "";
+    gpt->param_gather = optim.param_gather("");
+    for (size_t i = 0; i < gpt->decoder->layers->size(); ++i)
+      gpt->decoder->layers->ptr<transformer::TransformerLayerImpl>(i)->param_gather =
+          optim.param_gather(prefix + "decoder.layers." + std::to_string(i));
+  }
 }
 
 std::unique_ptr<optimizer::MegatronOptimizer> get_megatron_optimizer(const TrainingContext& ctx, const Model& model) {
@@ -78,9 +103,18 @@ std::unique_ptr<optimizer::MegatronOptimizer> get_megatron_optimizer(const Train
                              std::to_string(ps.get_tensor_model_parallel_rank()) + ", " +
                              std::to_string(ps.get_pipeline_model_parallel_rank()) +
                              "): " + std::to_string(local_params));
-  return std::make_unique<optimizer::MegatronOptimizer>(
+  auto optim = std::make_unique<optimizer::MegatronOptimizer>(
       std::move(params), optimizer_config_from_args(ctx.args),
       ps.get_world_group().size() > 1 ? ps.data_parallel_group_ptr() : nullptr, ps.model_parallel_group_ptr());
+  attach_param_gather(model, *optim);
+  // Every rank: what its parameters, gradients, main parameters and optimizer state hold now.
+  const auto m = optim->memory_report();
+  auto mb = [](int64_t bytes) { return std::to_string(static_cast<double>(bytes) / (1 << 20)); };
+  log(LogLevel::kInfo, "[Rank " + std::to_string(ps.get_world_group().rank()) +
+                           "] memory (MB) after optimizer setup (" + ctx.args.data_parallel_sharding_strategy +
+                           ") | params: " + mb(m.params) + " | grads: " + mb(m.grads) +
+                           " | main params: " + mb(m.main_params) + " | optimizer state: " + mb(m.optimizer_state));
+  return optim;
 }
 
 // The true and padded vocabulary of the language-model chunks (--vocab-size for other models).

@@ -101,12 +101,15 @@ void resolve_aliases(Arguments& a) {
     a.norm_epsilon = *a.layernorm_epsilon;
   }
   if (a.zero_stage) {
-    ARG_CHECK(*a.zero_stage <= 1, "--zero-stage ", *a.zero_stage,
-              ": ZeRO stages 2 and 3 (gradient and parameter sharding) are not implemented yet; stage 1 is "
-              "--use-distributed-optimizer");
-    ARG_CHECK(*a.zero_stage == 1 || !a.use_distributed_optimizer,
+    static const char* const kStrategies[] = {"no_shard", "optim", "optim_grads", "optim_grads_params"};
+    const std::string strategy = kStrategies[*a.zero_stage];
+    ARG_CHECK(a.data_parallel_sharding_strategy == "no_shard" || a.data_parallel_sharding_strategy == strategy,
+              "--zero-stage ", *a.zero_stage, " means --data-parallel-sharding-strategy ", strategy, ", but it is ",
+              a.data_parallel_sharding_strategy);
+    ARG_CHECK(*a.zero_stage != 0 || !a.use_distributed_optimizer,
               "--zero-stage 0 and --use-distributed-optimizer (ZeRO stage 1) exclude each other");
-    if (*a.zero_stage == 1) a.use_distributed_optimizer = true;
+    a.data_parallel_sharding_strategy = strategy;
+    if (*a.zero_stage >= 2) a.use_megatron_fsdp = true;
   }
   if (a.checkpoint_activations) {
     ARG_CHECK(a.recompute_granularity.empty() || a.recompute_granularity == "full",
@@ -177,6 +180,19 @@ void validate_distributed(Arguments& a, int64_t world) {
               "--domino does not support --recompute-granularity full (or --checkpoint-activations); drop one");
   }
   ARG_CHECK(!a.domino_intra_layer_overlap || a.domino, "--domino-intra-layer-overlap needs --domino");
+  // Gradient and parameter sharding are Megatron-FSDP's; optim is the distributed optimizer either way.
+  const auto& strategy = a.data_parallel_sharding_strategy;
+  ARG_CHECK(a.use_megatron_fsdp || (strategy != "optim_grads" && strategy != "optim_grads_params"),
+            "--data-parallel-sharding-strategy ", strategy, " needs --use-megatron-fsdp (or --zero-stage ",
+            strategy == "optim_grads" ? 2 : 3, ")");
+  if (strategy != "no_shard") a.use_distributed_optimizer = true;
+  if (a.use_distributed_optimizer && strategy == "no_shard") a.data_parallel_sharding_strategy = "optim";
+  ARG_CHECK(!a.sequence_parallel || (strategy != "optim_grads" && strategy != "optim_grads_params"),
+            "--data-parallel-sharding-strategy ", strategy,
+            " does not support --sequence-parallel yet (its tensor-parallel gradient sums read whole gradients); "
+            "drop one");
+  ARG_CHECK(strategy != "optim_grads_params" || !a.domino,
+            "--data-parallel-sharding-strategy optim_grads_params (ZeRO-3) does not support --domino yet; drop one");
 }
 
 // --rampup-batch-size START INCREMENT SAMPLES, as Megatron-LM checks it: sample-based training,

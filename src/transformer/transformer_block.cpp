@@ -41,7 +41,10 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& hidden_in, const at::
   auto run_layers = [this, attention_mask, rotary_pos_emb](at::Tensor h, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       RECORD_USER_SCOPE("decoder.layers." + std::to_string(i));  // a named range in --profile traces
-      h = layers->ptr<TransformerLayerImpl>(i)->forward(h, attention_mask, rotary_pos_emb);
+      auto layer = layers->ptr<TransformerLayerImpl>(i);
+      if (layer->param_gather) layer->param_gather->before_forward();
+      h = layer->forward(h, attention_mask, rotary_pos_emb);
+      if (layer->param_gather) layer->param_gather->after_forward(h);
     }
     return h;
   };

@@ -97,7 +97,8 @@ def test_python_callbacks_give_the_cpp_programs_losses(tmp_path):
 @pytest.mark.parametrize("layout", [
     {},  # data parallel over the 2 ranks
     {"num_layers": 4, "pipeline_model_parallel_size": 2, "num_layers_per_virtual_pipeline_stage": 1},  # interleaved 1F1B
-], ids=["dp2", "pp2-interleaved"])
+    {"num_layers": 4, "use_megatron_fsdp": True, "data_parallel_sharding_strategy": "optim_grads_params"},  # ZeRO-3
+], ids=["dp2", "pp2-interleaved", "dp2-zero3"])
 def test_two_ranks_under_mpirun_on_data_written_from_python(tmp_path, corpus, layout):
     flags = tiny(tmp_path, mock_data=False, data_path=[corpus], tokenizer_type="NullTokenizer", split="90,5,5", **layout)
     want = run_program([PRETRAIN] + command_line(flags), tmp_path / "cpp.jsonl", MPIRUN + ["-np", "2"])

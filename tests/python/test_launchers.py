@@ -163,6 +163,13 @@ def test_ds_config_defaults_are_deepspeeds_and_steps_per_print_yields_to_log_int
     assert parsed(tmp_path, config).log_interval == 2000
 
 
+def test_ds_config_zero_stages_are_the_sharding_strategies(tmp_path):
+    for stage, strategy in enumerate(["no_shard", "optim", "optim_grads", "optim_grads_params"]):
+        a = parsed(tmp_path, {"train_batch_size": 8, "zero_optimization": {"stage": stage}})
+        assert (a.data_parallel_sharding_strategy, a.use_distributed_optimizer, a.use_megatron_fsdp) == (
+            strategy, stage > 0, stage > 1), stage
+
+
 @pytest.mark.parametrize("config, extra, message", [
     ({"train_batch_size": 8, "fp16": {"enabled": True, "loss_scale": 0}}, ["--loss-scale", "8"],
      r'"fp16.loss_scale" is 0 \(dynamic loss scaling\) but --loss-scale is 8'),
@@ -176,8 +183,8 @@ def test_ds_config_defaults_are_deepspeeds_and_steps_per_print_yields_to_log_int
       "communication_data_type": "fp16", "prescale_gradients": True}, [],
      r'keys "communication_data_type", "prescale_gradients=true", "zero_optimization.offload_optimizer" are not '
      r"implemented"),
-    ({"train_batch_size": 8, "zero_optimization": {"stage": 2}}, [],
-     r'"zero_optimization.stage" is 2: ZeRO stages 2 and 3 .* not implemented yet'),
+    ({"train_batch_size": 8, "zero_optimization": {"stage": 4}}, [],
+     r'"zero_optimization.stage" is 4: DeepSpeed\'s ZeRO stages are 0 to 3'),
     ({"train_batch_size": 8, "optimizer": {"type": "Lamb"}}, [], r'"optimizer.type" is "Lamb"; only Adam and AdamW'),
     ({"train_batch_size": "eight"}, [], r'"train_batch_size" must be an integer, found "eight"'),
 ])

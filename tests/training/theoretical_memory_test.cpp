@@ -54,6 +54,13 @@ TEST(TheoreticalMemory, BytesFollowPrecisionAndTheDistributedOptimizer) {
   a.data_parallel_size = 4;
   const auto bf16 = theoretical_memory(a, 0, 50257);
   EXPECT_EQ(bf16.weights_and_optimizer(), bf16.parameters * (2 + 4 + 12.0 / 4));  // Megatron-LM's 6 + 12 / DP
+  // ZeRO-2 also shards the fp32 gradients; ZeRO-3 the parameters, held as their fp32 main shard.
+  a.data_parallel_sharding_strategy = "optim_grads";
+  EXPECT_EQ(theoretical_memory(a, 0, 50257).weights_and_optimizer(), bf16.parameters * (2 + 16.0 / 4));
+  a.data_parallel_sharding_strategy = "optim_grads_params";
+  EXPECT_EQ(theoretical_memory(a, 0, 50257).weights_and_optimizer(), bf16.parameters * (16.0 / 4));
+  a.bf16 = false;
+  EXPECT_EQ(theoretical_memory(a, 0, 50257).weights_and_optimizer(), bf16.parameters * (16.0 / 4));
 }
 
 TEST(TheoreticalMemory, RecomputeAndSequenceParallelismShrinkActivations) {

@@ -44,6 +44,7 @@ class MEGATRON_API ParamAndGradBuffer {
   at::Tensor params_of(const Region& r) const { return params_.narrow(0, r.offset, r.padded); }
   at::Tensor grads_of(const Region& r) const { return grads_.narrow(0, r.offset, r.padded); }
   at::Tensor grads() const { return grads_; }
+  at::Tensor params() const { return params_; }
 
   // Zeroes the gradients, pointing each parameter's .grad at its view again first (callers may
   // have replaced it).
@@ -51,6 +52,16 @@ class MEGATRON_API ParamAndGradBuffer {
   // Copies a .grad that something replaced since zero_grad() into its view, so that the buffer
   // holds every gradient. Returns the indices of the parameters whose .grad it copied.
   std::vector<size_t> collect_replaced_grads();
+
+  // Sharded data parallelism (ZeRO-2/3) frees the memory of the whole gradients or parameters
+  // between uses. The views stay (modules and autograd hold them) and must not be read while
+  // released; allocating again gives their storage back uninitialised (gradients: zeroed).
+  void release_grads();
+  void allocate_grads();  // zeroed; no-op while allocated
+  bool grads_allocated() const;
+  void release_params();
+  void allocate_params();  // uninitialised; no-op while allocated
+  bool params_allocated() const;
 
  private:
   std::vector<at::Tensor> params_list_;

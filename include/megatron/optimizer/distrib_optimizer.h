@@ -19,23 +19,29 @@ namespace megatron::optimizer {
 
 class MEGATRON_API ParamShards {
  public:
-  // The buffer must outlive this.
+  // The buffer must outlive this. own_main: the main parameters are a copy even for an fp32
+  // buffer (ZeRO-3, whose buffer releases its parameters between uses).
   ParamShards(const distributed::ParamAndGradBuffer& buffer, size_t region,
-              std::shared_ptr<comm::ProcessGroup> data_parallel_group);
+              std::shared_ptr<comm::ProcessGroup> data_parallel_group, bool own_main = false);
 
   // This rank's fp32 main parameters: a view of the parameters themselves for an fp32 buffer, a
   // copy for a bf16/fp16 one.
   const at::Tensor& main() const { return main_; }
-  // This rank's shard of the region's gradients, averaged over the data-parallel ranks.
-  at::Tensor reduce_scatter_grads() const;
-  // The same when the gradient buckets have already reduced each piece to its shard's rank
-  // (--overlap-grad-reduce): a view of the buffer, no collective.
+  // Launches the reduce-scatter of the region's gradients into `shard` (shard_numel() fp32
+  // elements): this rank's part of their data-parallel average.
+  comm::WorkHandle reduce_scatter_grads_async(at::Tensor& shard) const;
+  // This rank's shard of the gradients once the buckets have reduced each piece to its shard's
+  // rank: a view of the buffer, no collective.
   at::Tensor reduced_grads() const;
   int64_t shard_numel() const { return shard_numel_; }
   // The parts of a shard gradient that count in the norm.
   std::vector<at::Tensor> norm_grads(const at::Tensor& shard_grad) const;
   // Writes every rank's updated shard into the model parameters.
   void all_gather_params() const;
+  // The same, launched; `sent` keeps the outgoing shard alive until the work is waited for.
+  comm::WorkHandle all_gather_params_async(at::Tensor& sent) const;
+  // Copies this rank's part of the (allocated) model parameters into the main parameters.
+  void reload_main() const;
 
   // For checkpoints. Every rank's shard-shaped tensor concatenated in rank order: the region,
   // padded (collective over the data-parallel group).

@@ -10,6 +10,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "megatron/comm/process_group.h"
+#include "megatron/distributed/fsdp.h"
 #include "megatron/distributed/grad_buckets.h"
 #include "megatron/distributed/param_and_grad_buffer.h"
 #include "megatron/optimizer/distrib_optimizer.h"
@@ -36,6 +38,13 @@ struct MEGATRON_API OptimizerConfig {
   // ZeRO-1: fp32 main parameters and optimizer state sharded over the data-parallel ranks
   // (optimizer/distrib_optimizer.h); no effect with one data-parallel rank.
   bool use_distributed_optimizer = false;
+  // With it, Megatron-FSDP's optim_grads (ZeRO-2): between steps each rank keeps only its shard
+  // of the gradients; and optim_grads_params (ZeRO-3): of the parameters too, each unit
+  // (distributed/fsdp.h) gathered before its forward and its backward, the next one ahead when
+  // fsdp_prefetch is set.
+  bool shard_grads = false;
+  bool shard_params = false;
+  bool fsdp_prefetch = true;
   // Data-parallel gradient buckets of about bucket_numel elements (Megatron-LM's default: 40M),
   // all-reduced during the backward pass as each completes when overlap_grad_reduce is set
   // (without the distributed optimizer; with it the reduce-scatter follows the backward pass).
@@ -59,6 +68,19 @@ struct MEGATRON_API OptimizerParam {
   // tied word embedding on the first and last stage): with the distributed optimizer its bucket
   // is all-reduced, since the stages' shards hold different parameters.
   bool shared_across_pipeline_stages = false;
+  // Under optim_grads / optim_grads_params: the unit it belongs to (a decoder layer's name, such
+  // as decoder.layers.3, with its chunk's prefix), whose parameters are gathered and whose
+  // gradient is reduced together; empty: the embedding and output layer's unit, kept whole
+  // through a step.
+  std::string fsdp_unit;
+};
+
+// Bytes this rank holds now, counted from the live tensors (each storage once).
+struct MEGATRON_API MemoryReport {
+  int64_t params = 0;           // the model's parameters
+  int64_t grads = 0;            // their gradients (whole, or this rank's shards)
+  int64_t main_params = 0;      // fp32 main parameters that are not the model's own
+  int64_t optimizer_state = 0;  // moments, momentum, step counts
 };
 
 // What step() launched, as fp32 scalars on the parameters' device, for the caller to read back
@@ -109,6 +131,23 @@ class MEGATRON_API MegatronOptimizer {
   double lr() const { return lr_; }
   double decoupled_lr() const { return decoupled_lr_; }
 
+  // Under optim_grads / optim_grads_params: what a module calls around its forward for the unit
+  // `fsdp_unit` (OptimizerParam::fsdp_unit; "" for the embedding and output layer under ZeRO-3):
+  // gathers its parameters (ZeRO-3) and allocates its whole gradient as its backward begins.
+  // nullptr otherwise, or for a unit this rank does not hold. A unit whose hooks are never asked
+  // for gets its gradient allocated before each step instead.
+  std::shared_ptr<transformer::ParamGather> param_gather(const std::string& fsdp_unit) const;
+  // ZeRO-3: every parameter whole, for what reads the model outside its forward (checkpoints),
+  // and released again. No-ops otherwise.
+  void gather_params();
+  void release_params();
+  // The main parameters (this rank's shards with ZeRO-1..3) copied from the model parameters,
+  // after something wrote into those (a checkpoint loaded without its optimizer state).
+  void reload_model_params();
+  // Parameter all-gathers of units so far (ZeRO-3), for tests and benchmarks.
+  int64_t param_gathers() const;
+  MemoryReport memory_report() const;
+
   const std::vector<OptimizerParam>& params() const { return params_; }
   // fp32 main parameters, in params() order (the model parameters themselves for fp32 models);
   // empty with the distributed optimizer, whose main parameters are shards.
@@ -140,7 +179,8 @@ class MEGATRON_API MegatronOptimizer {
     double weight_decay = 0;
     bool decoupled = false;  // the embedding and output layer under --decoupled-lr
     std::optional<ParamShards> shards;
-    at::Tensor main;  // the fp32 elements the update writes
+    int64_t fsdp_unit = -1;  // its index in fsdp_, for units with sharded gradients
+    at::Tensor main;         // the fp32 elements the update writes
     at::Tensor exp_avg, exp_avg_sq, momentum;
     at::Tensor step;  // fp32 scalar, as the fused AdamW kernel reads it
   };
@@ -150,6 +190,8 @@ class MEGATRON_API MegatronOptimizer {
   size_t index_of(const UpdateGroup& g, const distributed::ParamAndGradBuffer::Member& m) const {
     return buffer_params_[g.buffer][m.index];
   }
+  void add_buffer(const std::vector<size_t>& indices, const std::string& fsdp_unit);
+  std::vector<const ParamShards*> shards_of(size_t buffer) const;
   std::vector<at::Tensor> gather_grads();
   at::Tensor reduce_norm(const std::vector<at::Tensor>& grads, const at::Tensor& skip) const;
   void update(const std::vector<at::Tensor>& grads, const at::Tensor& found_inf);
@@ -166,10 +208,14 @@ class MEGATRON_API MegatronOptimizer {
   std::vector<std::unique_ptr<distributed::ParamAndGradBuffer>> buffers_;  // one per parameter dtype
   // Per buffer, with data parallelism.
   std::vector<std::unique_ptr<distributed::GradBuckets>> buckets_;
+  size_t root_buffers_ = 0;  // buffers_[0, root_buffers_) hold the parameters outside fsdp units
+  std::unique_ptr<distributed::FsdpUnits> fsdp_;
+  std::map<std::string, size_t> fsdp_unit_index_;   // "" for the kept unit (ZeRO-3)
+  std::map<std::string, int> fsdp_chunks_;          // model chunk prefix -> index
   bool grads_synced_ = false;                       // finish_grad_sync() ran since zero_grad()
   std::vector<std::vector<size_t>> buffer_params_;  // each buffer's parameters as params_ indices
-  std::vector<UpdateGroup> groups_;
-  std::vector<at::Tensor> main_params_;  // by params_ index, without ZeRO-1: views of the groups' main
+  std::deque<UpdateGroup> groups_;                  // a deque: fsdp_ points at their shards
+  std::vector<at::Tensor> main_params_;             // by params_ index, without ZeRO-1: views of the groups' main
   std::optional<GradScaler> scaler_;
   double lr_, decoupled_lr_;
 };

@@ -63,6 +63,9 @@ struct MEGATRON_API Arguments {
   std::optional<int64_t> num_virtual_stages_per_pipeline_rank;
   bool sequence_parallel = false;
   bool use_distributed_optimizer = false;
+  bool use_megatron_fsdp = false;
+  std::string data_parallel_sharding_strategy = "no_shard";  // | optim | optim_grads | optim_grads_params
+  bool no_fsdp_prefetch = false;
   bool overlap_grad_reduce = false;
   std::optional<int64_t> ddp_bucket_size;  // elements; default max(40M, 1M x data-parallel size)
   bool domino = false;
@@ -72,7 +75,7 @@ struct MEGATRON_API Arguments {
   // Megatron-DeepSpeed's: a DeepSpeed JSON config read into these settings (deepspeed_config.cpp).
   bool deepspeed = false;
   std::string deepspeed_config;
-  std::optional<int64_t> zero_stage;  // 0: plain DP, 1: = --use-distributed-optimizer
+  std::optional<int64_t> zero_stage;  // 0-3: --data-parallel-sharding-strategy no_shard ... optim_grads_params
 
   // --- data and tokenizer
   std::vector<std::string> data_path;  // prefix, or weight prefix weight prefix ...

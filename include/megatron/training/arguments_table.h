@@ -133,6 +133,14 @@ enum class ArgSaved { kSaved, kNotSaved };
     "model chunks per pipeline stage: the interleaved 1F1B schedule")                                               \
   X(distributed, sequence_parallel, kSaved, any(), "split norms and dropout along the sequence over TP")            \
   X(distributed, use_distributed_optimizer, kSaved, any(), "shard optimizer state over data-parallel ranks (ZeRO-1)") \
+  X(distributed, use_megatron_fsdp, kNotSaved, any(),                                                               \
+    "fully sharded data parallelism: shard what --data-parallel-sharding-strategy says over data-parallel ranks")   \
+  X(distributed, data_parallel_sharding_strategy, kNotSaved, one_of("no_shard|optim|optim_grads|optim_grads_params"), \
+    "no_shard | optim (ZeRO-1, the distributed optimizer) | optim_grads (ZeRO-2: also the gradients) | "            \
+    "optim_grads_params (ZeRO-3: also the parameters, gathered per layer before use); the last two need "          \
+    "--use-megatron-fsdp")                                                                                          \
+  X(distributed, no_fsdp_prefetch, kNotSaved, any(),                                                                \
+    "with optim_grads_params: gather each layer's parameters when it runs, not one layer ahead")                    \
   X(distributed, overlap_grad_reduce, kNotSaved, any(),                                                             \
     "all-reduce each data-parallel gradient bucket during the backward pass, as soon as the last micro-batch "       \
     "completes it (with --use-distributed-optimizer each bucket is reduced to the ranks whose shards hold it)")          \
@@ -150,7 +158,9 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(distributed, deepspeed, kNotSaved, any(), "Megatron-DeepSpeed's switch: read --deepspeed_config")               \
   X(distributed, deepspeed_config, kNotSaved, any(),                                                                \
     "DeepSpeed JSON config: batch sizes, clipping, ZeRO stage, fp16/bf16, Adam (docs/migrating.md)")                \
-  X(distributed, zero_stage, kNotSaved, between(0, 3), "ZeRO stage: 0 plain data parallelism, 1 = --use-distributed-optimizer") \
+  X(distributed, zero_stage, kNotSaved, between(0, 3),                                                              \
+    "Megatron-DeepSpeed's ZeRO stage: 0-3 = --data-parallel-sharding-strategy no_shard, optim, optim_grads, "      \
+    "optim_grads_params")                                                                                           \
   X(data, data_path, kSaved, any(), "dataset prefix, or weight prefix weight prefix ...")                           \
   X(data, split, kSaved, any(), "train, valid, test proportions")                                                   \
   X(data, mock_data, kSaved, any(), "synthetic data instead of --data-path")                                        \

@@ -9,10 +9,12 @@
 #include <torch/nn/pimpl.h>
 
 #include <array>
+#include <memory>
 
 #include "megatron/transformer/attention.h"
 #include "megatron/transformer/mlp.h"
 #include "megatron/transformer/norm.h"
+#include "megatron/transformer/param_gather.h"
 
 namespace megatron::transformer {
 
@@ -44,6 +46,9 @@ class MEGATRON_API TransformerLayerImpl : public torch::nn::Cloneable<Transforme
                               const at::Tensor& rotary_pos_emb);
 
   TransformerConfig config;
+  // Set under ZeRO-2/3: the block calls it around the layer's forward (parameters gathered under
+  // ZeRO-3, the whole gradient allocated as the layer's backward begins).
+  std::shared_ptr<ParamGather> param_gather;
   Norm input_layernorm{nullptr};
   SelfAttention self_attention{nullptr};
   Norm pre_mlp_layernorm{nullptr};

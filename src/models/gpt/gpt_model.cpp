@@ -157,6 +157,7 @@ void GPTModelImpl::allreduce_sequence_parallel_grads() {
 
 at::Tensor GPTModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& position_ids_in,
                                  const at::Tensor& attention_mask, const at::Tensor& labels) {
+  if (param_gather) param_gather->before_forward();
   at::Tensor decoder_input;
   if (options.pre_process()) {
     TORCH_CHECK(input_ids.defined() && input_ids.dim() == 2, "[gpt_model] input_ids must be [b, s], got ",

@@ -14,6 +14,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -22,6 +23,7 @@
 #include "megatron/parallel_state.h"
 #include "megatron/tensor_parallel/layers.h"
 #include "megatron/transformer/module.h"
+#include "megatron/transformer/param_gather.h"
 #include "megatron/transformer/transformer_block.h"
 #include "megatron/transformer/transformer_config.h"
 
@@ -133,6 +135,9 @@ class MEGATRON_API GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl>, pub
   transformer::TransformerBlock decoder{nullptr};
   tensor_parallel::ColumnParallelLinear output_layer{nullptr};
   std::optional<common::RotaryEmbedding> rotary_pos_emb;
+  // Set under ZeRO-3 for the parameters outside the decoder layers (the layers have their own):
+  // gathered as forward() begins.
+  std::shared_ptr<transformer::ParamGather> param_gather;
 
  private:
   // The attention mask the decoder gets: ALiBi's bias for this TP rank's heads with `mask`'s
