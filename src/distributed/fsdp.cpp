@@ -10,6 +10,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 
@@ -29,6 +30,7 @@ struct FsdpUnits::State {
     std::vector<at::Tensor> sent;
     bool reducing = false;  // a reduce-scatter of its gradient is in flight
     bool hooked = false;    // a module calls its hooks: its whole gradient is allocated as its backward begins
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> sequence_parallel;  // by region: (offset, numel) in the shard
   };
   struct Reduction {
     size_t unit;
@@ -36,7 +38,7 @@ struct FsdpUnits::State {
     std::vector<at::Tensor> shards;
   };
 
-  std::shared_ptr<comm::ProcessGroup> dp;
+  std::shared_ptr<comm::ProcessGroup> dp, tp;
   bool shard_params = false, prefetch = false;
   std::vector<Unit> units;
   std::deque<Reduction> reductions;  // in launch order
@@ -182,10 +184,12 @@ class AccumulatedHook : public torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-FsdpUnits::FsdpUnits(std::shared_ptr<comm::ProcessGroup> dp, bool shard_params, bool prefetch)
+FsdpUnits::FsdpUnits(std::shared_ptr<comm::ProcessGroup> dp, bool shard_params, bool prefetch,
+                     std::shared_ptr<comm::ProcessGroup> tp)
     : state_(std::make_shared<State>()) {
   TORCH_CHECK(dp, "[fsdp] needs a data-parallel group");
   state_->dp = std::move(dp);
+  state_->tp = std::move(tp);
   state_->shard_params = shard_params;
   state_->prefetch = prefetch;
 }
@@ -193,7 +197,8 @@ FsdpUnits::FsdpUnits(std::shared_ptr<comm::ProcessGroup> dp, bool shard_params, 
 FsdpUnits::~FsdpUnits() = default;
 
 size_t FsdpUnits::add_unit(ParamAndGradBuffer& buffer, std::vector<const optimizer::ParamShards*> shards,
-                           const std::vector<at::Tensor>& params, int chunk) {
+                           const std::vector<at::Tensor>& params, int chunk,
+                           const std::vector<bool>& sequence_parallel) {
   auto& s = *state_;
   const size_t index = s.units.size();
   State::Unit u;
@@ -201,6 +206,17 @@ size_t FsdpUnits::add_unit(ParamAndGradBuffer& buffer, std::vector<const optimiz
   u.shards = std::move(shards);
   u.chunk = chunk;
   for (const auto* sh : u.shards) u.grad_shard.push_back(at::zeros({sh->shard_numel()}, sh->main().options()));
+  // Where this rank's shard of each region holds sequence-parallel parameters.
+  const auto& regions = buffer.regions();
+  for (size_t r = 0; r < regions.size(); ++r) {
+    auto& ranges = u.sequence_parallel.emplace_back();
+    const int64_t numel = u.shards.at(r)->shard_numel(), begin = s.dp->rank() * numel;
+    for (const auto& m : regions[r].members) {
+      if (sequence_parallel.empty() || !sequence_parallel.at(m.index)) continue;
+      const int64_t lo = std::max(m.offset, begin), hi = std::min(m.offset + params.at(m.index).numel(), begin + numel);
+      if (lo < hi) ranges.emplace_back(lo - begin, hi - lo);
+    }
+  }
   u.seen.assign(params.size(), 0);
   // The previous unit of the same chunk (units come in forward order).
   for (auto k = static_cast<int64_t>(index) - 1; k >= 0; --k) {
@@ -274,6 +290,23 @@ void FsdpUnits::finish() {
   }
   while (!s.reductions.empty()) s.drain_front();
   for (auto& u : s.units) s.wait_gather(u);
+  if (s.tp && s.tp->size() > 1) {
+    // One all-reduce over every sequence-parallel piece of every shard.
+    std::vector<at::Tensor> pieces;
+    for (auto& u : s.units)
+      for (size_t r = 0; r < u.sequence_parallel.size(); ++r)
+        for (const auto& [offset, numel] : u.sequence_parallel[r])
+          pieces.push_back(u.grad_shard[r].narrow(0, offset, numel));
+    if (!pieces.empty()) {
+      at::Tensor flat = at::cat(pieces);
+      s.tp->all_reduce(flat);
+      int64_t at = 0;
+      for (auto& piece : pieces) {
+        piece.copy_(flat.narrow(0, at, piece.numel()));
+        at += piece.numel();
+      }
+    }
+  }
 }
 
 const at::Tensor& FsdpUnits::grad_shard(size_t unit, size_t region) const {

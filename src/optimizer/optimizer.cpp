@@ -21,11 +21,13 @@ bool no_weight_decay(const OptimizerParam& p) {
 
 MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, OptimizerConfig config,
                                      std::shared_ptr<comm::ProcessGroup> data_parallel_group,
-                                     std::shared_ptr<comm::ProcessGroup> model_parallel_group)
+                                     std::shared_ptr<comm::ProcessGroup> model_parallel_group,
+                                     std::shared_ptr<comm::ProcessGroup> tensor_parallel_group)
     : params_(std::move(params)),
       config_(std::move(config)),
       dp_(std::move(data_parallel_group)),
       mp_(std::move(model_parallel_group)),
+      tp_(std::move(tensor_parallel_group)),
       lr_(config_.lr),
       decoupled_lr_(config_.lr) {
   TORCH_CHECK(!params_.empty(), "[optimizer] no parameters to optimise");
@@ -41,7 +43,7 @@ MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, Optimiz
   distributed_ = config_.use_distributed_optimizer && dp_ && dp_->size() > 1;
   const bool sharded_grads = distributed_ && config_.shard_grads;
   const bool sharded_params = sharded_grads && config_.shard_params;
-  if (sharded_grads) fsdp_ = std::make_unique<distributed::FsdpUnits>(dp_, sharded_params, config_.fsdp_prefetch);
+  if (sharded_grads) fsdp_ = std::make_unique<distributed::FsdpUnits>(dp_, sharded_params, config_.fsdp_prefetch, tp_);
   // One buffer per parameter dtype for the parameters outside fsdp units (all of them without
   // gradient sharding), then one per unit, in the order the model runs them.
   std::map<at::ScalarType, std::vector<size_t>> by_dtype;
@@ -148,7 +150,9 @@ void MegatronOptimizer::add_buffer(const std::vector<size_t>& indices, const std
   // Units of one model chunk share the prefix before decoder.layers.
   const std::string chunk = fsdp_unit.substr(0, fsdp_unit.find("decoder.layers."));
   const auto known = fsdp_chunks_.emplace(chunk, static_cast<int>(fsdp_chunks_.size())).first;
-  const size_t unit = fsdp_->add_unit(buffer, shards_of(b), tensors, known->second);
+  std::vector<bool> sequence_parallel;
+  for (size_t i : indices) sequence_parallel.push_back(params_[i].sequence_parallel);
+  const size_t unit = fsdp_->add_unit(buffer, shards_of(b), tensors, known->second, sequence_parallel);
   fsdp_unit_index_[fsdp_unit] = unit;
   for (size_t k = first_group; k < groups_.size(); ++k) groups_[k].fsdp_unit = static_cast<int64_t>(unit);
   if (config_.shard_params) buffer.release_params();  // the shards hold them now

@@ -53,7 +53,7 @@ std::string fsdp_unit_of(const std::string& prefix, const std::string& name) {
 // Parameters as the optimizer sees them, over every model chunk of this stage. Copies that
 // another rank counts in the gradient norm are marked: replicated parameters on TP ranks > 0,
 // and the last stage's copy of the tied word embedding.
-std::vector<optimizer::OptimizerParam> optimizer_params(const Model& model, int tp_rank) {
+std::vector<optimizer::OptimizerParam> optimizer_params(const Model& model, int tp_rank, bool sequence_parallel_on) {
   std::vector<optimizer::OptimizerParam> params;
   for (size_t chunk = 0; chunk < model.size(); ++chunk) {
     const std::string prefix = model.size() > 1 ? "model" + std::to_string(chunk) + "." : "";
@@ -66,7 +66,11 @@ std::vector<optimizer::OptimizerParam> optimizer_params(const Model& model, int 
         const bool input_or_output = p.name == "embedding.word_embeddings.weight" || p.name == "output_layer.weight";
         const bool shared =
             lm->share_embeddings_and_output_weights() && !(lm->pre_process() && lm->post_process()) && input_or_output;
-        params.push_back({prefix + p.name, p.param, elsewhere, input_or_output, shared, fsdp_unit_of(prefix, p.name)});
+        // As GPTModel::allreduce_sequence_parallel_grads picks them.
+        const bool sequence_parallel =
+            sequence_parallel_on && p.name.rfind("decoder.", 0) == 0 && !p.init.layout.is_sharded();
+        params.push_back({prefix + p.name, p.param, elsewhere, input_or_output, shared, fsdp_unit_of(prefix, p.name),
+                          sequence_parallel});
       }
       continue;
     }
@@ -95,7 +99,8 @@ void attach_param_gather(const Model& model, const optimizer::MegatronOptimizer&
 
 std::unique_ptr<optimizer::MegatronOptimizer> get_megatron_optimizer(const TrainingContext& ctx, const Model& model) {
   const auto& ps = ctx.parallel_state;
-  auto params = optimizer_params(model, ps.get_tensor_model_parallel_rank());
+  auto params = optimizer_params(model, ps.get_tensor_model_parallel_rank(),
+                                 ctx.args.sequence_parallel && ps.get_tensor_model_parallel_world_size() > 1);
   int64_t local_params = 0;
   for (const auto& p : params) local_params += p.param.numel();
   if (ps.get_data_parallel_rank() == 0)
@@ -105,7 +110,8 @@ std::unique_ptr<optimizer::MegatronOptimizer> get_megatron_optimizer(const Train
                              "): " + std::to_string(local_params));
   auto optim = std::make_unique<optimizer::MegatronOptimizer>(
       std::move(params), optimizer_config_from_args(ctx.args),
-      ps.get_world_group().size() > 1 ? ps.data_parallel_group_ptr() : nullptr, ps.model_parallel_group_ptr());
+      ps.get_world_group().size() > 1 ? ps.data_parallel_group_ptr() : nullptr, ps.model_parallel_group_ptr(),
+      ps.tensor_model_parallel_group_ptr());
   attach_param_gather(model, *optim);
   // Every rank: what its parameters, gradients, main parameters and optimizer state hold now.
   const auto m = optim->memory_report();

@@ -30,14 +30,17 @@ namespace megatron::distributed {
 
 class MEGATRON_API FsdpUnits {
  public:
-  FsdpUnits(std::shared_ptr<comm::ProcessGroup> data_parallel_group, bool shard_params, bool prefetch);
+  // tensor_parallel_group: sums the sequence-parallel parameters' gradients (nullptr: none).
+  FsdpUnits(std::shared_ptr<comm::ProcessGroup> data_parallel_group, bool shard_params, bool prefetch,
+            std::shared_ptr<comm::ProcessGroup> tensor_parallel_group = nullptr);
   ~FsdpUnits();
 
   // A unit, in forward order within its model chunk: its buffer, the shards of the buffer's
-  // regions, its parameters in the buffer's order. Returns its index. The buffer and shards
-  // must outlive this.
+  // regions, its parameters in the buffer's order, which of them have sequence-parallel
+  // gradients (partial on each TP rank). Returns its index. The buffer and shards must outlive
+  // this.
   size_t add_unit(ParamAndGradBuffer& buffer, std::vector<const optimizer::ParamShards*> shards,
-                  const std::vector<at::Tensor>& params, int chunk);
+                  const std::vector<at::Tensor>& params, int chunk, const std::vector<bool>& sequence_parallel = {});
   // A unit whose parameters are gathered on first use in a step and kept until release_params()
   // (the embedding and output layer: the tied weight serves both ends); its gradients are not
   // this class's business.
@@ -50,7 +53,9 @@ class MEGATRON_API FsdpUnits {
   // Zeroes the gradient shards (and, without parameter sharding, allocates the whole gradients).
   void zero_grad();
   // Reduces what the backward passes left unreduced and waits for every reduce-scatter: each
-  // unit's grad_shard() then holds this rank's part of the data-parallel average.
+  // unit's grad_shard() then holds this rank's part of the data-parallel average, its
+  // sequence-parallel parts summed over the TP group (whose ranks' shards line up: the buffers
+  // have the same layout on every TP rank).
   void finish();
   const at::Tensor& grad_shard(size_t unit, size_t region) const;
 

@@ -73,6 +73,11 @@ struct MEGATRON_API OptimizerParam {
   // gradient is reduced together; empty: the embedding and output layer's unit, kept whole
   // through a step.
   std::string fsdp_unit;
+  // Replicated over the TP ranks, its gradient partial on each under sequence parallelism
+  // (Megatron-LM's param.sequence_parallel): summed over the TP group after the data-parallel
+  // reduction. The optimizer does it for fsdp units (the model's finalize_model_grads cannot:
+  // their whole gradients are gone by then).
+  bool sequence_parallel = false;
 };
 
 // Bytes this rank holds now, counted from the live tensors (each storage once).
@@ -94,10 +99,12 @@ struct MEGATRON_API StepResult {
 class MEGATRON_API MegatronOptimizer {
  public:
   // data_parallel_group averages gradients; model_parallel_group (TP x PP) sums the norm and
-  // the overflow check. Either may be nullptr for a single rank.
+  // the overflow check; tensor_parallel_group sums the sequence-parallel gradients of fsdp units.
+  // Any may be nullptr for a single rank.
   MegatronOptimizer(std::vector<OptimizerParam> params, OptimizerConfig config,
                     std::shared_ptr<comm::ProcessGroup> data_parallel_group,
-                    std::shared_ptr<comm::ProcessGroup> model_parallel_group);
+                    std::shared_ptr<comm::ProcessGroup> model_parallel_group,
+                    std::shared_ptr<comm::ProcessGroup> tensor_parallel_group = nullptr);
   ~MegatronOptimizer();
 
   // Scale to multiply the loss by before backward (1 without fp16 loss scaling).
@@ -203,7 +210,7 @@ class MEGATRON_API MegatronOptimizer {
 
   std::vector<OptimizerParam> params_;
   OptimizerConfig config_;
-  std::shared_ptr<comm::ProcessGroup> dp_, mp_;
+  std::shared_ptr<comm::ProcessGroup> dp_, mp_, tp_;
   bool distributed_ = false;
   std::vector<std::unique_ptr<distributed::ParamAndGradBuffer>> buffers_;  // one per parameter dtype
   // Per buffer, with data parallelism.

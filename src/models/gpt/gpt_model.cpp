@@ -140,7 +140,8 @@ void GPTModelImpl::allreduce_sequence_parallel_grads() {
   std::vector<at::Tensor> grads;
   for (const auto& sp : sharded_parameters()) {
     if (sp.name.rfind("decoder.", 0) != 0 || sp.init.layout.is_sharded()) continue;
-    if (sp.param.grad().defined()) grads.push_back(sp.param.mutable_grad());
+    // A released gradient is a sharded unit's (distributed/fsdp.h), summed on its shard.
+    if (sp.param.grad().defined() && sp.param.grad().storage().nbytes() > 0) grads.push_back(sp.param.mutable_grad());
   }
   if (grads.empty()) return;
   // One all-reduce over the flattened gradients.
