@@ -43,6 +43,9 @@ struct FsdpUnits::State {
   std::vector<Unit> units;
   std::deque<Reduction> reductions;  // in launch order
   int64_t accumulations = 0;         // 0: no start(); everything is reduced in finish()
+  int64_t first_layer = -1;          // the first unit of the first chunk, prefetched by the kept unit
+  int first_chunk = 0;
+  bool one_chunk = true;
   int64_t gathers = 0;
   std::mutex mutex;  // the hooks may run on the autograd engine's device threads
 
@@ -77,8 +80,11 @@ struct FsdpUnits::State {
     std::lock_guard<std::mutex> lock(mutex);
     Unit& u = units[index];
     gather(u);
-    // Not in a recompute under backward: the next layer's backward comes before its forward.
-    if (prefetch && u.next >= 0 && !in_backward()) launch_gather(units[static_cast<size_t>(u.next)]);
+    // Not in a recompute under backward: the next layer's backward comes before its forward. The
+    // kept unit's forward begins the model's: the first layer comes next (with one chunk; with
+    // several the kept unit begins each, not only the first).
+    const int64_t next = u.kept ? (one_chunk ? first_layer : -1) : u.next;
+    if (prefetch && next >= 0 && !in_backward()) launch_gather(units[static_cast<size_t>(next)]);
   }
 
   void after_forward(size_t index, const at::Tensor& output, const std::weak_ptr<State>& self) {
@@ -226,6 +232,11 @@ size_t FsdpUnits::add_unit(ParamAndGradBuffer& buffer, std::vector<const optimiz
     other.next = static_cast<int64_t>(index);
     break;
   }
+  if (s.first_layer < 0) {
+    s.first_layer = static_cast<int64_t>(index);
+    s.first_chunk = chunk;
+  }
+  s.one_chunk = s.one_chunk && chunk == s.first_chunk;
   s.units.push_back(std::move(u));
   for (size_t i = 0; i < params.size(); ++i) {
     TORCH_CHECK(params[i].requires_grad() && params[i].is_leaf(), "[fsdp] parameter ", i,

@@ -122,7 +122,9 @@ TEST(Fsdp, ParametersExistOnlyAroundTheirUseAndTheNextIsGatheredAhead) {
     EXPECT_FALSE(allocated(net.root));
     EXPECT_EQ(net.optimizer->memory_report().params, 0);
     std::vector<std::vector<bool>> seen;  // per unit's forward: which units were whole
+    std::vector<int64_t> gathers;         // and the gathers launched by then
     net.step(0, [&](int) {
+      gathers.push_back(net.optimizer->param_gathers());
       std::vector<bool> whole;
       for (const auto& w : net.weights) whole.push_back(allocated(w));
       seen.push_back(whole);
@@ -134,6 +136,7 @@ TEST(Fsdp, ParametersExistOnlyAroundTheirUseAndTheNextIsGatheredAhead) {
         EXPECT_TRUE(whole[i]) << "unit " << i << " runs its forward sharded";
         for (int j = 0; j < i; ++j) EXPECT_FALSE(whole[j]) << "unit " << j << " kept after its forward";
         if (i == 0) EXPECT_FALSE(whole[kUnits - 1]) << "the last unit kept after its backward";
+        if (i == 0 && m == 0) EXPECT_EQ(gathers[0], prefetch ? 3 : 2) << "the root, unit 0 and (ahead) unit 1";
         if (i + 1 < kUnits) EXPECT_EQ(whole[i + 1], prefetch) << "unit " << i + 1 << " during unit " << i;
         for (int j = i + 2; j < kUnits; ++j) EXPECT_FALSE(whole[j]) << "unit " << j << " gathered too early";
       }
