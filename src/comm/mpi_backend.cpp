@@ -262,10 +262,11 @@ class MpiBackend : public Backend {
       return completed_work();
     }
     // Open MPI's nonblocking reduce (libnbc) is an unsegmented tree, several times slower than its
-    // nonblocking all-reduce on large tensors: the others all-reduce into a scratch they drop.
+    // nonblocking all-reduce on large tensors: the others all-reduce a copy they drop (in place on
+    // every rank, as MPI requires of MPI_IN_PLACE).
     auto requests = std::make_shared<std::vector<MPI_Request>>(1);
-    at::Tensor result = root ? tensor : at::empty_like(tensor);
-    check_mpi(MPI_Iallreduce(send, result.data_ptr(), mpi_count(tensor), type, mop, comm_, requests->data()),
+    at::Tensor result = root ? tensor : tensor.clone();
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, result.data_ptr(), mpi_count(tensor), type, mop, comm_, requests->data()),
               "MPI_Iallreduce");
     return make_work(requests, info, std::move(finish), {tensor, result});
   }

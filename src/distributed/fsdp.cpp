@@ -96,8 +96,9 @@ struct FsdpUnits::State {
       output.register_hook([self, index](const at::Tensor&) {
         if (auto s = self.lock()) s->pre_backward(index);
       });
-    // A recompute runs the forward inside backward, whose pass follows at once; so does the last
-    // unit's backward follow its forward, on the last pipeline stage.
+    // A recompute runs the forward inside backward, whose pass follows at once. A chunk's last
+    // unit stays whole until its backward: next on the last pipeline stage, after the other
+    // micro-batches in flight elsewhere (one layer per chunk).
     if (!in_backward() && !(backward_follows && u.next < 0)) release(u);
   }
 
@@ -335,6 +336,11 @@ void FsdpUnits::release_params() {
   auto& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);
   for (auto& u : s.units) s.release(u);
+}
+
+int64_t FsdpUnits::units_without_hooks() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return std::count_if(state_->units.begin(), state_->units.end(), [](const State::Unit& u) { return !u.hooked; });
 }
 
 int64_t FsdpUnits::gathers() const {

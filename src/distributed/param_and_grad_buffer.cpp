@@ -33,7 +33,8 @@ void allocate_storage(const at::Tensor& t) {
 
 ParamAndGradBuffer::ParamAndGradBuffer(const std::vector<at::Tensor>& params,
                                        const std::vector<std::vector<size_t>>& groups, const std::vector<bool>& counted,
-                                       int64_t pad_multiple)
+                                       int64_t pad_multiple, std::optional<c10::Device> device,
+                                       const std::vector<Initializer>& initialize)
     : params_list_(params) {
   TORCH_CHECK(!params.empty() && pad_multiple > 0, "[param_and_grad_buffer] needs parameters and a padding multiple");
   int64_t total = 0;
@@ -55,20 +56,27 @@ ParamAndGradBuffer::ParamAndGradBuffer(const std::vector<at::Tensor>& params,
     regions_.push_back(std::move(r));
   }
   const auto& first = params.front();
+  const c10::Device where = device.value_or(first.device());
   for (const auto& p : params) {
-    TORCH_CHECK(p.scalar_type() == first.scalar_type() && p.device() == first.device(),
+    TORCH_CHECK(p.scalar_type() == first.scalar_type() && p.device() == where,
                 "[param_and_grad_buffer] parameters of one buffer share a dtype and a device: ", p.scalar_type(),
-                " on ", p.device(), " next to ", first.scalar_type(), " on ", first.device());
+                " on ", p.device(), " next to ", first.scalar_type(), " on ", where);
   }
-  params_ = at::zeros({total}, first.options().requires_grad(false));
-  grads_ = at::zeros({total}, first.options().dtype(at::kFloat).requires_grad(false));
+  params_ = at::zeros({total}, first.options().device(where).requires_grad(false));
+  grads_ = at::zeros({total}, first.options().device(where).dtype(at::kFloat).requires_grad(false));
   grad_views_.resize(params.size());
   at::NoGradGuard no_grad;
   for (const auto& r : regions_) {
     for (const auto& m : r.members) {
       at::Tensor p = params[m.index];
       at::Tensor view = params_.narrow(0, r.offset + m.offset, p.numel()).view(p.sizes());
-      view.copy_(p);
+      if (p.numel() > 0 && !storage_allocated(p)) {  // tensor_parallel::DeferredParameterInit's
+        TORCH_CHECK(m.index < initialize.size() && initialize[m.index], "[param_and_grad_buffer] parameter ", m.index,
+                    " has no memory (deferred initialisation) but no initializer");
+        initialize[m.index](view);
+      } else {
+        view.copy_(p);
+      }
       p.set_data(view);  // the same parameter (modules hold it), now stored in the buffer
       grad_views_[m.index] = grads_.narrow(0, r.offset + m.offset, p.numel()).view(p.sizes());
     }

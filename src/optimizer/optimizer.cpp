@@ -69,9 +69,6 @@ MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, Optimiz
     buffers_[0]->release_params();  // gathered as the model's forward begins
   }
   for (const auto& unit : unit_names) add_buffer(by_unit[unit], unit);
-  // Sharded gradients exist whole only within a step (zero_grad() allocates them).
-  if (fsdp_)
-    for (auto& b : buffers_) b->release_grads();
   if (!distributed_) {
     // Per-parameter views of the groups' fp32 main elements (the parameters themselves for fp32).
     main_params_.resize(params_.size());
@@ -94,9 +91,11 @@ MegatronOptimizer::~MegatronOptimizer() = default;
 void MegatronOptimizer::add_buffer(const std::vector<size_t>& indices, const std::string& fsdp_unit) {
   std::vector<at::Tensor> tensors;
   std::vector<bool> counted, shared;
+  std::vector<distributed::ParamAndGradBuffer::Initializer> initialize;
   std::vector<std::vector<size_t>> regions(4);
   for (size_t k = 0; k < indices.size(); ++k) {
     const auto& p = params_[indices[k]];
+    initialize.push_back(p.initialize);
     TORCH_CHECK(p.param.scalar_type() == params_[indices.front()].param.scalar_type(), "[optimizer] fsdp unit ",
                 fsdp_unit, " mixes dtypes: ", p.name, " is ", p.param.scalar_type());
     tensors.push_back(p.param);
@@ -114,8 +113,8 @@ void MegatronOptimizer::add_buffer(const std::vector<size_t>& indices, const std
     used.push_back(regions[r]);
     kinds.push_back(r);
   }
-  buffers_.push_back(
-      std::make_unique<distributed::ParamAndGradBuffer>(tensors, used, counted, distributed_ ? dp_->size() : 1));
+  buffers_.push_back(std::make_unique<distributed::ParamAndGradBuffer>(
+      tensors, used, counted, distributed_ ? dp_->size() : 1, std::nullopt, initialize));
   auto& buffer = *buffers_.back();
   // Buckets all-reduce, or with the distributed optimizer reduce each piece to the rank whose
   // shard holds it; under the backward pass with the overlap, after it without (the same
@@ -146,6 +145,8 @@ void MegatronOptimizer::add_buffer(const std::vector<size_t>& indices, const std
     reset_state(g);
     groups_.push_back(std::move(g));
   }
+  // Sharded gradients exist whole only within a step (zero_grad() or the unit's backward allocates them).
+  if (fsdp_) buffer.release_grads();
   if (fsdp_unit.empty()) return;
   // Units of one model chunk share the prefix before decoder.layers.
   const std::string chunk = fsdp_unit.substr(0, fsdp_unit.find("decoder.layers."));

@@ -24,6 +24,16 @@ void MegatronOptimizer::release_params() {
   if (fsdp_) fsdp_->release_params();
 }
 
+int64_t MegatronOptimizer::fsdp_units_without_hooks() const {
+  return fsdp_ ? fsdp_->units_without_hooks() : 0;
+}
+
+void MegatronOptimizer::unshard() {
+  if (!fsdp_) return;
+  fsdp_->gather_all();
+  for (auto& p : params_) p.param.mutable_grad() = at::Tensor();
+}
+
 int64_t MegatronOptimizer::param_gathers() const {
   return fsdp_ ? fsdp_->gathers() : 0;
 }

@@ -17,9 +17,12 @@ int64_t divide(int64_t n, int64_t d, const char* what, const char* who) {
   return n / d;
 }
 
+thread_local bool deferred_init = false;
+
 // New parameters start as zeros; the model's initialisation pass (or the caller) fills them.
+// Without memory under DeferredParameterInit.
 at::Tensor empty_param(at::IntArrayRef shape) {
-  return at::zeros(shape, at::kFloat);
+  return deferred_init ? DeferredParameterInit::without_memory(shape, at::kFloat) : at::zeros(shape, at::kFloat);
 }
 
 // Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication: Y = X A^T + b for a
@@ -90,6 +93,24 @@ struct LinearWithAsyncCommunication : torch::autograd::Function<LinearWithAsyncC
 };
 
 }  // namespace
+
+DeferredParameterInit::DeferredParameterInit() : previous_(deferred_init) {
+  deferred_init = true;
+}
+
+DeferredParameterInit::~DeferredParameterInit() {
+  deferred_init = previous_;
+}
+
+bool DeferredParameterInit::active() {
+  return deferred_init;
+}
+
+at::Tensor DeferredParameterInit::without_memory(at::IntArrayRef shape, const at::TensorOptions& options) {
+  at::Tensor t = at::empty({0}, options);
+  t.unsafeGetTensorImpl()->set_sizes_contiguous(shape);  // sizes only: the storage stays empty
+  return t;
+}
 
 // --- ColumnParallelLinear --------------------------------------------------------------------
 

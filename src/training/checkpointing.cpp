@@ -138,7 +138,7 @@ SaveResult save_checkpoint(const Arguments& args, const ParallelState& ps, const
   // Collective first: the distributed optimizer gathers its shards over data-parallel ranks.
   std::map<std::string, TensorMap> param_state;
   if (!args.no_save_optim) param_state = state.optimizer->param_state();
-  state.optimizer->gather_params();  // ZeRO-3: the model's parameters whole while they are written
+  if (state.optimizer) state.optimizer->gather_params();  // ZeRO-3: the parameters whole while written
   uint64_t bytes = 0;
   if (ps.get_data_parallel_rank() == 0) {
     error = capture([&] {
@@ -149,7 +149,7 @@ SaveResult save_checkpoint(const Arguments& args, const ParallelState& ps, const
     });
   }
   param_state.clear();
-  state.optimizer->release_params();
+  if (state.optimizer) state.optimizer->release_params();
   try {
     agree(world, error, "saving iteration " + std::to_string(state.iteration) + " to " + staging);
   } catch (const c10::Error&) {

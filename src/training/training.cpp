@@ -3,6 +3,7 @@
 #include "megatron/training/training.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 #include <torch/nn/module.h>
 
@@ -13,6 +14,7 @@
 #include "megatron/memory.h"
 #include "megatron/models/common/language_module.h"
 #include "megatron/models/gpt/gpt_model.h"
+#include "megatron/tensor_parallel/layers.h"
 #include "megatron/training/checkpointing.h"
 #include "megatron/training/config.h"
 #include "megatron/training/theoretical_memory.h"
@@ -32,14 +34,65 @@ Model get_model(const TrainingContext& ctx, const ModelBuilder& model_builder) {
     TrainingContext chunk_ctx = ctx;
     if (vpp) chunk_ctx.virtual_pipeline_model_parallel_rank = chunk;
     const auto vrank = chunk_ctx.virtual_pipeline_model_parallel_rank;
-    auto m = model_builder(chunk_ctx, ps.is_pipeline_first_stage(vrank), ps.is_pipeline_last_stage(vrank));
+    std::shared_ptr<torch::nn::Module> m;
+    {
+      // ZeRO-3 initialises the layers' parameters unit by unit as it shards them.
+      std::optional<tensor_parallel::DeferredParameterInit> deferred;
+      if (ctx.args.data_parallel_sharding_strategy == "optim_grads_params" && ctx.args.data_parallel_size > 1)
+        deferred.emplace();
+      m = model_builder(chunk_ctx, ps.is_pipeline_first_stage(vrank), ps.is_pipeline_last_stage(vrank));
+    }
     TORCH_CHECK(m, "[training] model_builder returned no model");
-    if (ctx.args.bf16) m->to(at::kBFloat16);
-    if (ctx.args.fp16) m->to(at::kHalf);
-    m->to(ctx.device);
+    // As Module::to(dtype) then to(device) would, except that deferred parameters take their new
+    // dtype and device without memory (the optimizer initialises them unit by unit).
+    at::NoGradGuard no_grad;
+    const std::optional<at::ScalarType> dtype = ctx.args.bf16   ? std::optional(at::kBFloat16)
+                                                : ctx.args.fp16 ? std::optional(at::kHalf)
+                                                                : std::nullopt;
+    auto move = [&](at::Tensor& t, bool deferrable) {
+      const auto options = t.options().dtype(dtype.value_or(t.scalar_type())).device(ctx.device);
+      if (deferrable && tensor_parallel::DeferredParameterInit::deferred(t))
+        t.set_data(tensor_parallel::DeferredParameterInit::without_memory(t.sizes(), options));
+      else
+        t.set_data(t.to(options));
+    };
+    for (auto& t : m->parameters()) move(t, true);
+    for (auto& t : m->buffers()) move(t, false);
     model.push_back(std::move(m));
   }
   return model;
+}
+
+void detach_param_gather(const Model& model) {
+  for (const auto& chunk : model) {
+    auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(chunk.get());
+    if (!gpt) continue;
+    gpt->param_gather = nullptr;
+    for (size_t i = 0; i < gpt->decoder->layers->size(); ++i)
+      gpt->decoder->layers->ptr<transformer::TransformerLayerImpl>(i)->param_gather = nullptr;
+  }
+}
+
+// The most the allocator has held so far (the GPU's, or the CPU allocator cache's blocks).
+std::optional<int64_t> peak_allocated(c10::Device device) {
+  if (const auto d = device_memory_stats(device)) return d->max_allocated;
+  if (device.is_cpu() && cpu_allocator_cache_enabled()) return cpu_allocator_cache_stats().peak_allocated_bytes;
+  return std::nullopt;
+}
+
+// Every rank: what its parameters, gradients, main parameters and optimizer state hold now, and
+// the most allocated while the model was built and by now.
+void log_memory_after_setup(const TrainingContext& ctx, const optimizer::MegatronOptimizer& optim,
+                            std::optional<int64_t> model_peak) {
+  const auto m = optim.memory_report();
+  auto mb = [](int64_t bytes) { return std::to_string(static_cast<double>(bytes) / (1 << 20)); };
+  std::string line = "[Rank " + std::to_string(ctx.parallel_state.get_world_group().rank()) +
+                     "] memory (MB) after optimizer setup (" + ctx.args.data_parallel_sharding_strategy +
+                     ") | params: " + mb(m.params) + " | grads: " + mb(m.grads) +
+                     " | main params: " + mb(m.main_params) + " | optimizer state: " + mb(m.optimizer_state);
+  if (const auto now = peak_allocated(ctx.device); now && model_peak)
+    line += " | max allocated building the model: " + mb(*model_peak) + " | so far: " + mb(*now);
+  log(LogLevel::kInfo, line);
 }
 
 // "decoder.layers.N" (with the chunk's prefix) for a decoder layer's parameters: the unit that
@@ -71,6 +124,12 @@ std::vector<optimizer::OptimizerParam> optimizer_params(const Model& model, int 
             sequence_parallel_on && p.name.rfind("decoder.", 0) == 0 && !p.init.layout.is_sharded();
         params.push_back({prefix + p.name, p.param, elsewhere, input_or_output, shared, fsdp_unit_of(prefix, p.name),
                           sequence_parallel});
+        // Deferred (DeferredParameterInit): the value GPTModel::initialize_parameters would give it.
+        if (auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(model[chunk].get());
+            gpt && tensor_parallel::DeferredParameterInit::deferred(p.param))
+          params.back().initialize = [init = p.init, seed = gpt->options.seed(), name = p.init_name](at::Tensor& view) {
+            tensor_parallel::init_sharded_param(view, init, seed, name);
+          };
       }
       continue;
     }
@@ -113,13 +172,11 @@ std::unique_ptr<optimizer::MegatronOptimizer> get_megatron_optimizer(const Train
       ps.get_world_group().size() > 1 ? ps.data_parallel_group_ptr() : nullptr, ps.model_parallel_group_ptr(),
       ps.tensor_model_parallel_group_ptr());
   attach_param_gather(model, *optim);
-  // Every rank: what its parameters, gradients, main parameters and optimizer state hold now.
-  const auto m = optim->memory_report();
-  auto mb = [](int64_t bytes) { return std::to_string(static_cast<double>(bytes) / (1 << 20)); };
-  log(LogLevel::kInfo, "[Rank " + std::to_string(ps.get_world_group().rank()) +
-                           "] memory (MB) after optimizer setup (" + ctx.args.data_parallel_sharding_strategy +
-                           ") | params: " + mb(m.params) + " | grads: " + mb(m.grads) +
-                           " | main params: " + mb(m.main_params) + " | optimizer state: " + mb(m.optimizer_state));
+  TORCH_CHECK(
+      ctx.args.data_parallel_sharding_strategy != "optim_grads_params" || optim->fsdp_units_without_hooks() == 0,
+      "[training] --data-parallel-sharding-strategy optim_grads_params gathers each decoder layer's parameters "
+      "around its forward, which this model does not call for (",
+      optim->fsdp_units_without_hooks(), " units); use a GPTModel, or optim_grads");
   return optim;
 }
 
@@ -201,8 +258,10 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
                init.device, comm::LauncherEnv::from_environment().local_world_size);
   detail::TrainerParts parts;
   parts.model = get_model(ctx, model_builder);
+  const auto model_peak = peak_allocated(init.device);
   std::tie(parts.vocab_size, parts.padded_vocab_size) = vocab_sizes(args, parts.model);
   parts.optimizer = get_megatron_optimizer(ctx, parts.model);
+  log_memory_after_setup(ctx, *parts.optimizer, model_peak);
   if (parts.optimizer->grad_bucket_count() > 0)
     log_rank_0(
         LogLevel::kInfo,
@@ -222,10 +281,15 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   check_save_history(ctx.args, progress.iteration);
   build_data_iterators(ctx, ds, progress, parts);
 
+  const auto model = parts.model;
+  auto* optimizer = parts.optimizer.get();
   detail::Trainer trainer(ctx, std::move(parts), progress, start_time);
   log_rank_0(LogLevel::kInfo, "training ...");
   trainer.train();
   if (!trainer.exited_early()) trainer.evaluate_final();
+  // The model outlives the run (the caller may hold it): whole again, without sharding hooks.
+  optimizer->unshard();
+  detach_param_gather(model);
   return trainer.result();
 }
 

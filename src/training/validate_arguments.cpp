@@ -187,8 +187,8 @@ void validate_distributed(Arguments& a, int64_t world) {
             strategy == "optim_grads" ? 2 : 3, ")");
   if (strategy != "no_shard") a.use_distributed_optimizer = true;
   if (a.use_distributed_optimizer && strategy == "no_shard") a.data_parallel_sharding_strategy = "optim";
-  ARG_CHECK(strategy != "optim_grads_params" || !a.domino,
-            "--data-parallel-sharding-strategy optim_grads_params (ZeRO-3) does not support --domino yet; drop one");
+  ARG_CHECK((strategy != "optim_grads" && strategy != "optim_grads_params") || !a.domino,
+            "--data-parallel-sharding-strategy ", strategy, " does not support --domino yet; drop one");
 }
 
 // --rampup-batch-size START INCREMENT SAMPLES, as Megatron-LM checks it: sample-based training,

@@ -64,12 +64,14 @@ def test_sharded_strategies_reproduce_unsharded_data_parallelism(tmp_path, layou
             assert close(a, b), (strategy, what, a, b)
 
 
-def memory(log):
-    """Per rank: bytes of params, grads, main params and optimizer state at start-up."""
+def memory(log, peak=False):
+    """Per rank: bytes of params, grads, main params and optimizer state at start-up (and the most
+    allocated by then)."""
     out = {}
     for m in re.finditer(r"\[Rank (\d+)\] memory \(MB\) after optimizer setup \((\w+)\) \| params: ([\d.]+) \| "
-                         r"grads: ([\d.]+) \| main params: ([\d.]+) \| optimizer state: ([\d.]+)", log):
-        out[int(m.group(1))] = [float(v) * (1 << 20) for v in m.groups()[2:]]
+                         r"grads: ([\d.]+) \| main params: ([\d.]+) \| optimizer state: ([\d.]+) \| "
+                         r"max allocated building the model: ([\d.]+)", log):
+        out[int(m.group(1))] = [float(v) * (1 << 20) for v in m.groups()[2:(7 if peak else 6)]]
     return out
 
 
@@ -92,6 +94,22 @@ def test_each_strategy_holds_less_per_rank_as_it_says(tmp_path):
             p = held["optim_grads_params"][rank]
             assert p[0] == 0 and p[1] <= 0.3 * grads and near(p[3], o[3]), (dtype, rank, p)
             assert sum(p) <= 0.3 * sum(held["no_shard"][rank]), (dtype, rank, p, held["no_shard"][rank])
+
+
+def test_zero3_never_holds_the_whole_model(tmp_path):
+    """Under optim_grads_params the model is built without the layers' memory, which is
+    initialised unit by unit into the shards: building it allocates a fraction of the whole
+    model (the embedding and norms), from the same initial weights (the losses agree)."""
+    big = ["--num-layers", "8", "--hidden-size", "256", "--train-iters", "2", "--eval-iters", "0"]
+    plain, log = train(tmp_path, "plain", 4, *big)
+    whole = memory(log, peak=True)
+    sharded, log = train(tmp_path, "sharded", 4, *big, *STRATEGY["optim_grads_params"])
+    held = memory(log, peak=True)
+    assert sorted(held) == [0, 1, 2, 3]
+    for rank, (params, grads, main, state, built) in held.items():
+        model = whole[rank][0]
+        assert whole[rank][4] >= model and built < 0.1 * model, (rank, built, whole[rank][4], model)
+    assert close(sharded[0], plain[0]), (sharded[0], plain[0])
 
 
 @pytest.mark.parametrize("strategy", ["optim_grads", "optim_grads_params"])
@@ -140,7 +158,9 @@ def test_mixed_precision_trains_as_the_distributed_optimizer_does(tmp_path):
     (["--zero-stage", "2", "--data-parallel-sharding-strategy", "optim"],
      "--zero-stage 2 means --data-parallel-sharding-strategy optim_grads, but it is optim"),
     (["--zero-stage", "3", "--domino", "--tensor-model-parallel-size", "2", "--micro-batch-size", "2"],
-     "--data-parallel-sharding-strategy optim_grads_params (ZeRO-3) does not support --domino yet"),
+     "--data-parallel-sharding-strategy optim_grads_params does not support --domino yet"),
+    (["--zero-stage", "2", "--domino", "--tensor-model-parallel-size", "2", "--micro-batch-size", "2"],
+     "--data-parallel-sharding-strategy optim_grads does not support --domino yet"),
     (["--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grad"],
      "optim_grad"),
 ])

@@ -63,6 +63,8 @@ class MEGATRON_API FsdpUnits {
   // or after a checkpoint). No-ops without parameter sharding.
   void gather_all();
   void release_params();
+  // Units (kept ones included) whose hooks() nobody asked for.
+  int64_t units_without_hooks() const;
   // Parameter all-gathers launched so far, for tests.
   int64_t gathers() const;
 

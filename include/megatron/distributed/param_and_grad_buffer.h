@@ -12,7 +12,11 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -35,9 +39,13 @@ class MEGATRON_API ParamAndGradBuffer {
 
   // params: of one dtype, on one device; groups: the indices of each region's parameters;
   // counted[i]: parameter i counts in the norm on this rank. The parameters keep their values
-  // and become views of the buffer.
+  // and become views of the buffer, on `device` (default: theirs). A parameter without memory
+  // (tensor_parallel::DeferredParameterInit) gets its value from initialize[i] instead, which
+  // writes it into its view.
+  using Initializer = std::function<void(at::Tensor&)>;
   ParamAndGradBuffer(const std::vector<at::Tensor>& params, const std::vector<std::vector<size_t>>& groups,
-                     const std::vector<bool>& counted, int64_t pad_multiple);
+                     const std::vector<bool>& counted, int64_t pad_multiple,
+                     std::optional<c10::Device> device = std::nullopt, const std::vector<Initializer>& initialize = {});
 
   at::ScalarType dtype() const { return params_.scalar_type(); }
   const std::vector<Region>& regions() const { return regions_; }

@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -78,6 +79,9 @@ struct MEGATRON_API OptimizerParam {
   // reduction. The optimizer does it for fsdp units (the model's finalize_model_grads cannot:
   // their whole gradients are gone by then).
   bool sequence_parallel = false;
+  // For a parameter created without memory (tensor_parallel::DeferredParameterInit, under
+  // ZeRO-3): writes its initial value into `view` (its shape, dtype and device).
+  std::function<void(at::Tensor&)> initialize;
 };
 
 // Bytes this rank holds now, counted from the live tensors (each storage once).
@@ -141,8 +145,8 @@ class MEGATRON_API MegatronOptimizer {
   // Under optim_grads / optim_grads_params: what a module calls around its forward for the unit
   // `fsdp_unit` (OptimizerParam::fsdp_unit; "" for the embedding and output layer under ZeRO-3):
   // gathers its parameters (ZeRO-3) and allocates its whole gradient as its backward begins.
-  // nullptr otherwise, or for a unit this rank does not hold. A unit whose hooks are never asked
-  // for gets its gradient allocated before each step instead.
+  // nullptr otherwise, or for a unit this rank does not hold. Under ZeRO-2 a unit whose hooks are
+  // never asked for gets its gradient allocated before each step instead; ZeRO-3 needs them.
   std::shared_ptr<transformer::ParamGather> param_gather(const std::string& fsdp_unit) const;
   // ZeRO-3: every parameter whole, for what reads the model outside its forward (checkpoints),
   // and released again. No-ops otherwise.
@@ -151,6 +155,11 @@ class MEGATRON_API MegatronOptimizer {
   // The main parameters (this rank's shards with ZeRO-1..3) copied from the model parameters,
   // after something wrote into those (a checkpoint loaded without its optimizer state).
   void reload_model_params();
+  // Under ZeRO-2/3, the units whose module never asked for their hooks (param_gather()).
+  int64_t fsdp_units_without_hooks() const;
+  // Sharding ends (collective): every parameter whole again and its gradient dropped (released
+  // under ZeRO-2/3), so that the model serves without this optimizer. No-op without ZeRO-2/3.
+  void unshard();
   // Parameter all-gathers of units so far (ZeRO-3), for tests and benchmarks.
   int64_t param_gathers() const;
   MemoryReport memory_report() const;

@@ -18,6 +18,27 @@
 
 namespace megatron::tensor_parallel {
 
+// While one is alive on this thread, the layers below create their weights and biases without
+// memory (shape and dtype over an empty storage): sharded data parallelism (ZeRO-3) initialises
+// them one unit at a time into its buffers (optimizer::OptimizerParam::initialize), so that the
+// whole model never exists on one rank. Not the meta device: a parameter's storage can be set
+// later (Variable::set_data), its device type cannot change.
+class MEGATRON_API DeferredParameterInit {
+ public:
+  DeferredParameterInit();
+  ~DeferredParameterInit();
+  DeferredParameterInit(const DeferredParameterInit&) = delete;
+  DeferredParameterInit& operator=(const DeferredParameterInit&) = delete;
+  static bool active();
+  // A tensor of this shape and these options over an empty storage.
+  static at::Tensor without_memory(at::IntArrayRef shape, const at::TensorOptions& options);
+  // Whether `t` is one (has elements but no memory).
+  static bool deferred(const at::Tensor& t) { return t.numel() > 0 && t.storage().nbytes() == 0; }
+
+ private:
+  bool previous_;
+};
+
 // Y = X A + b with A split by columns (the output dim) across TP ranks: weight [out/tp, in].
 struct MEGATRON_API ColumnParallelLinearOptions {
   ColumnParallelLinearOptions(int64_t input_size, int64_t output_size)

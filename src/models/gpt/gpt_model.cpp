@@ -123,7 +123,8 @@ std::vector<ShardedParameter> GPTModelImpl::sharded_parameters() const {
 }
 
 void GPTModelImpl::initialize_parameters(uint64_t seed) {
-  for (auto& sp : sharded_parameters()) tp::init_sharded_param(sp.param, sp.init, seed, sp.init_name);
+  for (auto& sp : sharded_parameters())  // deferred ones are initialised where they land
+    if (!tp::DeferredParameterInit::deferred(sp.param)) tp::init_sharded_param(sp.param, sp.init, seed, sp.init_name);
 }
 
 void GPTModelImpl::allreduce_word_embedding_grads(const std::shared_ptr<comm::ProcessGroup>& embedding_group) {
