@@ -960,7 +960,7 @@ class Arguments:
     @property
     def overlap_param_gather(self) -> bool:
         """
-        accepted, no effect: the distributed optimizer gathers parameters after its step
+        with --use-distributed-optimizer and --overlap-grad-reduce: gather the updated parameters under the next forward pass, each bucket waited for by the first layer that reads it (optim_grads_params prefetches anyway)
         """
     @overlap_param_gather.setter
     def overlap_param_gather(self, arg0: bool) -> None:

@@ -14,9 +14,11 @@
 namespace megatron::distributed {
 
 struct GradBuckets::State {
-  at::Tensor grads;  // the buffer's fp32 gradients
+  at::Tensor grads;   // the buffer's fp32 gradients
+  at::Tensor params;  // and its parameters
   std::vector<Bucket> buckets;
-  std::vector<size_t> bucket_of;  // by parameter
+  std::vector<size_t> bucket_of;      // by parameter
+  std::vector<size_t> forward_order;  // bucket indices by their first parameter
   // This step's bookkeeping; the mutex guards it against an autograd engine that runs hooks on
   // a device thread while the caller reads launched().
   std::mutex mutex;
@@ -27,6 +29,7 @@ struct GradBuckets::State {
   std::vector<size_t> missing;                      // per bucket: parameters not yet complete
   std::vector<std::vector<comm::WorkHandle>> work;  // per bucket, once launched
   int64_t launched = 0;
+  std::vector<std::vector<comm::WorkHandle>> param_work;  // per bucket: its pending broadcasts
 
   void launch(size_t b) {
     for (const auto& p : buckets[b].pieces) {
@@ -35,6 +38,11 @@ struct GradBuckets::State {
                                     : group->reduce_async(range, p.owner, comm::ReduceOp::kAvg));
     }
     ++launched;
+  }
+
+  void finish_params(size_t b) {
+    for (auto& w : param_work[b]) w->wait();
+    param_work[b].clear();
   }
 
   void on_accumulated(size_t param) {
@@ -72,6 +80,7 @@ GradBuckets::GradBuckets(const ParamAndGradBuffer& buffer, const std::vector<at:
               shard_numel.size(), " shard sizes for ", buffer.regions().size(), " regions");
   auto& s = *state_;
   s.grads = buffer.grads();
+  s.params = buffer.params();
   s.bucket_of.assign(params.size(), 0);
   // From the end of each region down, closing a bucket once it holds bucket_numel elements and
   // at each region's start, so that a bucket never waits for another region's gradients.
@@ -86,25 +95,31 @@ GradBuckets::GradBuckets(const ParamAndGradBuffer& buffer, const std::vector<at:
       if (end - begin >= bucket_numel || std::next(m) == r->members.rend()) {
         open.offset = begin;
         open.numel = end - begin;
-        bool whole = shard_numel.empty();
-        for (size_t i : open.params) whole = whole || (!all_reduced.empty() && all_reduced.at(i));
-        if (whole) {
-          open.pieces.push_back({begin, end - begin, -1});
-        } else {  // cut where one rank's shard ends and the next one's begins
+        if (!shard_numel.empty()) {  // cut where one rank's shard ends and the next one's begins
           const int64_t shard = shard_numel[static_cast<size_t>(std::distance(r, regions.rend()) - 1)];
           for (int64_t at = begin; at < end;) {
             const int owner = static_cast<int>((at - r->offset) / shard);
             const int64_t stop = std::min(end, r->offset + (owner + 1) * shard);
-            open.pieces.push_back({at, stop - at, owner});
+            open.shards.push_back({at, stop - at, owner});
             at = stop;
           }
         }
+        bool whole = shard_numel.empty();
+        for (size_t i : open.params) whole = whole || (!all_reduced.empty() && all_reduced.at(i));
+        open.pieces = whole ? std::vector<Piece>{{begin, end - begin, -1}} : open.shards;
         s.buckets.push_back(std::move(open));
         open = Bucket();
         end = begin;
       }
     }
   }
+  auto first_param = [&s](size_t b) {
+    return *std::min_element(s.buckets[b].params.begin(), s.buckets[b].params.end());
+  };
+  for (size_t b = 0; b < s.buckets.size(); ++b) s.forward_order.push_back(b);
+  std::sort(s.forward_order.begin(), s.forward_order.end(),
+            [&](size_t a, size_t b) { return first_param(a) < first_param(b); });
+  s.param_work.assign(s.buckets.size(), {});
 }
 
 GradBuckets::~GradBuckets() = default;
@@ -165,6 +180,46 @@ bool GradBuckets::launched_with(size_t param) const {
 int64_t GradBuckets::launched() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->launched;
+}
+
+void GradBuckets::start_param_sync(const std::shared_ptr<comm::ProcessGroup>& group) {
+  auto& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  TORCH_CHECK(!s.buckets.empty() && !s.buckets.front().shards.empty(),
+              "[grad_buckets] the parameter gather needs the distributed optimizer's shards");
+  for (size_t b : s.forward_order) {
+    TORCH_CHECK(s.param_work[b].empty(),
+                "[grad_buckets] a parameter gather was launched while the last one is "
+                "pending; finish_param_sync() first");
+    for (const auto& p : s.buckets[b].shards) {
+      at::Tensor range = s.params.narrow(0, p.offset, p.numel);
+      s.param_work[b].push_back(group->broadcast_async(range, p.owner));
+    }
+  }
+}
+
+void GradBuckets::finish_param_sync() {
+  auto& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (size_t b : s.forward_order) s.finish_params(b);
+}
+
+std::function<void()> GradBuckets::param_sync_waiter(const std::vector<size_t>& params) const {
+  std::vector<size_t> buckets;
+  for (size_t p : params) buckets.push_back(state_->bucket_of.at(p));
+  std::sort(buckets.begin(), buckets.end());
+  buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
+  return [weak = std::weak_ptr<State>(state_), buckets] {
+    if (auto s = weak.lock()) {
+      std::lock_guard<std::mutex> lock(s->mutex);
+      for (size_t b : buckets) s->finish_params(b);
+    }
+  };
+}
+
+int64_t GradBuckets::param_syncs_pending() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return std::count_if(state_->param_work.begin(), state_->param_work.end(), [](const auto& w) { return !w.empty(); });
 }
 
 }  // namespace megatron::distributed

@@ -50,6 +50,12 @@ void ParamShards::all_gather_params() const {
   all_gather_params_async(sent)->wait();
 }
 
+void ParamShards::write_main_to_params() const {
+  at::NoGradGuard no_grad;
+  at::Tensor mine = buffer_.params_of(buffer_.regions()[region_]).narrow(0, shard_offset_, shard_numel_);
+  if (mine.data_ptr() != main_.data_ptr()) mine.copy_(main_);  // fp32: main is that part already
+}
+
 comm::WorkHandle ParamShards::all_gather_params_async(at::Tensor& sent) const {
   at::NoGradGuard no_grad;
   at::Tensor region = buffer_.params_of(buffer_.regions()[region_]);

@@ -305,6 +305,7 @@ void MegatronOptimizer::update(const std::vector<at::Tensor>& grads, const at::T
 // gradient shards stay; under ZeRO-3 the parameters are released too, gathered when next used.
 void MegatronOptimizer::copy_back() {
   at::NoGradGuard no_grad;
+  const bool overlapped = param_sync_overlapped();
   if (fsdp_)
     for (size_t b = 0; b < root_buffers_; ++b) buffers_[b]->release_grads();
   if (fsdp_ && config_.shard_params) {
@@ -312,16 +313,21 @@ void MegatronOptimizer::copy_back() {
     return;
   }
   for (const auto& g : groups_) {
-    if (g.shards) {
+    if (g.shards && overlapped && g.fsdp_unit < 0) {
+      g.shards->write_main_to_params();  // the buckets broadcast it below
+    } else if (g.shards) {
       g.shards->all_gather_params();
     } else if (buffers_[g.buffer]->dtype() != at::kFloat) {
       const auto& region = region_of(g);
       buffers_[g.buffer]->params_of(region).narrow(0, 0, region.numel).copy_(g.main);
     }
   }
+  if (overlapped)
+    for (auto& b : buckets_) b->start_param_sync(dp_);
 }
 
 StepResult MegatronOptimizer::step(const at::Tensor& skip, const at::Tensor& grad_scale) {
+  finish_param_sync();  // what the forward passes did not wait for: the update writes the shards
   std::vector<at::Tensor> grads = gather_grads();
   const auto scalar = grads.front().options().dtype(at::kFloat);
   if (grad_scale.defined()) at::_foreach_mul_(grads, grad_scale.to(scalar).reshape({}));

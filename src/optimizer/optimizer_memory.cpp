@@ -1,22 +1,74 @@
-// The optimizer's view of sharded data parallelism from outside a step: the gather hooks the
-// model calls, whole parameters for checkpoints, and the bytes each kind of state holds.
+// The optimizer's view of sharded data parallelism from outside a step: the hooks the model
+// calls (ZeRO-3's gathers, --overlap-param-gather's waits), whole parameters for checkpoints,
+// and the bytes each kind of state holds.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 
+#include <functional>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "megatron/optimizer/optimizer.h"
 
 namespace megatron::optimizer {
 
+namespace {
+
+// --overlap-param-gather: a unit's forward waits for the buckets that hold its parameters.
+class ParamSyncWait : public transformer::ParamGather {
+ public:
+  explicit ParamSyncWait(std::vector<std::function<void()>> waits) : waits_(std::move(waits)) {}
+  void before_forward() override {
+    for (auto& wait : waits_) wait();
+  }
+  void after_forward(const at::Tensor& /*output*/) override {}
+
+ private:
+  std::vector<std::function<void()>> waits_;
+};
+
+}  // namespace
+
 std::shared_ptr<transformer::ParamGather> MegatronOptimizer::param_gather(const std::string& fsdp_unit) const {
-  if (!fsdp_) return nullptr;
-  auto it = fsdp_unit_index_.find(fsdp_unit);
-  return it == fsdp_unit_index_.end() ? nullptr : fsdp_->hooks(it->second);
+  if (fsdp_) {
+    if (auto it = fsdp_unit_index_.find(fsdp_unit); it != fsdp_unit_index_.end()) return fsdp_->hooks(it->second);
+  }
+  if (!config_.overlap_param_gather || !distributed_ || config_.shard_params) return nullptr;
+  // buckets_[k] cuts buffers_[k], one of the buffers outside fsdp units.
+  std::vector<std::function<void()>> waits;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    std::vector<size_t> mine;
+    for (size_t j = 0; j < buffer_params_[k].size(); ++j)
+      if (params_[buffer_params_[k][j]].fsdp_unit == fsdp_unit) mine.push_back(j);
+    if (!mine.empty()) waits.push_back(buckets_[k]->param_sync_waiter(mine));
+  }
+  if (waits.empty()) return nullptr;
+  hooked_units_.insert(fsdp_unit);
+  return std::make_shared<ParamSyncWait>(std::move(waits));
+}
+
+bool MegatronOptimizer::param_sync_overlapped() const {
+  if (!config_.overlap_param_gather || !distributed_ || config_.shard_params || buckets_.empty()) return false;
+  for (size_t k = 0; k < buckets_.size(); ++k)
+    for (size_t i : buffer_params_[k])
+      if (!hooked_units_.count(params_[i].fsdp_unit)) return false;
+  return true;
+}
+
+void MegatronOptimizer::finish_param_sync() {
+  for (auto& b : buckets_) b->finish_param_sync();
+}
+
+int64_t MegatronOptimizer::param_syncs_pending() const {
+  int64_t n = 0;
+  for (const auto& b : buckets_) n += b->param_syncs_pending();
+  return n;
 }
 
 void MegatronOptimizer::gather_params() {
+  finish_param_sync();
   if (fsdp_) fsdp_->gather_all();
 }
 
@@ -29,6 +81,7 @@ int64_t MegatronOptimizer::fsdp_units_without_hooks() const {
 }
 
 void MegatronOptimizer::unshard() {
+  finish_param_sync();
   if (!fsdp_) return;
   fsdp_->gather_all();
   for (auto& p : params_) p.param.mutable_grad() = at::Tensor();
@@ -39,6 +92,7 @@ int64_t MegatronOptimizer::param_gathers() const {
 }
 
 void MegatronOptimizer::reload_model_params() {
+  finish_param_sync();
   at::NoGradGuard no_grad;
   for (auto& g : groups_) {
     if (g.shards) {

@@ -56,6 +56,7 @@ std::map<std::string, MegatronOptimizer::ParamState> MegatronOptimizer::param_st
 }
 
 void MegatronOptimizer::load_param_state(const std::map<std::string, ParamState>& state) {
+  finish_param_sync();  // an fp32 main shard is the parameters' memory, which a pending gather reads
   auto find = [&](const std::string& name) -> const ParamState& {
     auto it = state.find(name);
     TORCH_CHECK(it != state.end(), "[optimizer] the saved optimizer state has no parameter ", name);

@@ -58,6 +58,7 @@ optimizer::OptimizerConfig optimizer_config_from_args(const Arguments& args) {
   oc.shard_params = args.data_parallel_sharding_strategy == "optim_grads_params";
   oc.fsdp_prefetch = !args.no_fsdp_prefetch;
   oc.overlap_grad_reduce = args.overlap_grad_reduce;
+  oc.overlap_param_gather = args.overlap_param_gather;
   oc.bucket_numel = args.ddp_bucket_size.value_or(std::max<int64_t>(40'000'000, 1'000'000 * args.data_parallel_size));
   oc.decoupled_lr = args.decoupled_lr.has_value();
   if (args.fp16) {

@@ -269,6 +269,11 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
             (parts.optimizer->is_distributed() ? "reduce-scatter (reduced to each shard's rank): " : "all-reduce: ") +
             std::to_string(parts.optimizer->grad_bucket_count()) +
             (args.overlap_grad_reduce ? " (overlapped with the backward pass)" : ""));
+  if (args.overlap_param_gather && args.data_parallel_sharding_strategy != "optim_grads_params" &&
+      parts.optimizer->is_distributed() && !parts.optimizer->param_sync_overlapped())
+    log_rank_0(LogLevel::kWarn,
+               "--overlap-param-gather: this model's modules do not wait for their parameters (only GPTModel's "
+               "do), so the step gathers them before it returns");
   parts.scheduler = std::make_unique<optimizer::OptimizerParamScheduler>(scheduler_config_from_args(args));
   parts.optimizer->set_lr(parts.scheduler->lr(), parts.scheduler->decoupled_lr());
   parts.forward_step = forward_step;

@@ -189,6 +189,10 @@ void validate_distributed(Arguments& a, int64_t world) {
   if (a.use_distributed_optimizer && strategy == "no_shard") a.data_parallel_sharding_strategy = "optim";
   ARG_CHECK((strategy != "optim_grads" && strategy != "optim_grads_params") || !a.domino,
             "--data-parallel-sharding-strategy ", strategy, " does not support --domino yet; drop one");
+  // As Megatron-LM: the gather it overlaps is the distributed optimizer's.
+  ARG_CHECK(!a.overlap_param_gather || a.use_distributed_optimizer,
+            "--overlap-param-gather needs --use-distributed-optimizer (or --use-megatron-fsdp)");
+  ARG_CHECK(!a.overlap_param_gather || a.overlap_grad_reduce, "--overlap-param-gather needs --overlap-grad-reduce");
 }
 
 // --rampup-batch-size START INCREMENT SAMPLES, as Megatron-LM checks it: sample-based training,

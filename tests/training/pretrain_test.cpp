@@ -2,16 +2,19 @@
 // tensor x data parallelism (with and without sequence parallelism and the distributed
 // optimizer) reproduces the single-rank loss curve, the loss goes down, a NaN loss stops
 // training with the iteration named, --overlap-grad-reduce launches the data-parallel reduce
-// during the backward pass with bit-identical results, and --domino gives plain tensor
+// during the backward pass and --overlap-param-gather the parameter gather under the next
+// forward, both with bit-identical results, and --domino gives plain tensor
 // parallelism's losses. Every rank asserts.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <tuple>
 
 #include "distributed_test.h"
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/readback.h"
+#include "megatron/transformer/param_gather.h"
 #include "subgroup_pretrain.h"
 #include "tiny_gpt_args.h"
 
@@ -180,10 +183,70 @@ TEST(Pretrain, OverlappedGradReduceLaunchesBucketsDuringTheLastBackwardPass) {
   }
 }
 
+// Two layers of `dtype`, each its own unit and bucket, after one distributed-optimizer step with
+// (or without) --overlap-param-gather; `hooks`: the layers asked for their waits.
+struct TwoLayerStep {
+  at::Tensor w0, w1;
+  std::unique_ptr<optimizer::MegatronOptimizer> opt;
+  std::shared_ptr<transformer::ParamGather> wait0, wait1;
+
+  TwoLayerStep(at::ScalarType dtype, bool overlap, bool hooks) {
+    auto dp = megatron::testing::world();
+    at::manual_seed(7);
+    w0 = at::randn({64, 64}).to(dtype).requires_grad_();
+    w1 = at::randn({64, 64}).to(dtype).requires_grad_();
+    optimizer::OptimizerConfig c;
+    c.use_distributed_optimizer = true;
+    c.overlap_grad_reduce = c.overlap_param_gather = overlap;
+    c.bucket_numel = 4096;  // one bucket per weight, split over the ranks' shards
+    std::vector<optimizer::OptimizerParam> params = {{"decoder.layers.0.weight", w0}, {"decoder.layers.1.weight", w1}};
+    params[0].fsdp_unit = "decoder.layers.0";
+    params[1].fsdp_unit = "decoder.layers.1";
+    opt = std::make_unique<optimizer::MegatronOptimizer>(params, c, dp, nullptr);
+    if (hooks) {
+      wait0 = opt->param_gather("decoder.layers.0");
+      wait1 = opt->param_gather("decoder.layers.1");
+    }
+    opt->zero_grad();
+    opt->start_grad_sync(1);
+    at::manual_seed(100 + dp->rank());  // different data on every rank
+    at::Tensor x = at::randn({8, 64}).to(dtype);
+    at::mm(at::mm(x, w0.t()).tanh(), w1.t()).to(at::kFloat).sum().backward();
+    opt->step();
+  }
+};
+
+// --overlap-param-gather: the step launches both buckets' gathers and returns; each layer's
+// wait (what it calls before its forward) completes its own bucket, after which its weight is
+// the gathering step's, bit for bit. Without the waits asked for, the step gathers itself.
+TEST(Pretrain, OverlappedParamGatherIsWaitedForByEachLayer) {
+  MEGATRON_REQUIRE_WORLD_SIZE(2);
+  const int rank = megatron::testing::world()->rank();
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    TwoLayerStep serial(dtype, false, false), overlapped(dtype, true, true), unhooked(dtype, true, false);
+    EXPECT_EQ(serial.opt->param_syncs_pending(), 0) << "rank " << rank;
+    EXPECT_FALSE(unhooked.opt->param_sync_overlapped()) << "rank " << rank;
+    EXPECT_EQ(unhooked.opt->param_syncs_pending(), 0) << "rank " << rank;
+    EXPECT_TRUE(at::equal(unhooked.w0, serial.w0) && at::equal(unhooked.w1, serial.w1)) << "rank " << rank;
+    ASSERT_TRUE(overlapped.opt->param_sync_overlapped()) << "rank " << rank;
+    EXPECT_EQ(overlapped.opt->param_syncs_pending(), 2) << "rank " << rank;
+    overlapped.wait0->before_forward();
+    EXPECT_EQ(overlapped.opt->param_syncs_pending(), 1) << "rank " << rank;
+    EXPECT_TRUE(at::equal(overlapped.w0, serial.w0)) << "rank " << rank;
+    overlapped.wait1->before_forward();
+    EXPECT_EQ(overlapped.opt->param_syncs_pending(), 0) << "rank " << rank;
+    EXPECT_TRUE(at::equal(overlapped.w1, serial.w1)) << "rank " << rank;
+    at::manual_seed(7);
+    EXPECT_FALSE(at::equal(serial.w0, at::randn({64, 64}).to(dtype))) << "the step changed nothing, rank " << rank;
+  }
+}
+
 // Whole training runs: with small buckets and two micro-batches per step (DP 2), the overlapped
 // reduce gives exactly the losses, norms and weights of the reduce after backward, with TP and
 // sequence parallelism too; with the distributed optimizer each bucket's pieces are reduced to
-// their shards' ranks (the tied embedding's, summed across pipeline stages next, all-reduced).
+// their shards' ranks (the tied embedding's, summed across pipeline stages next, all-reduced),
+// and the updated parameters gathered under the next forward (--overlap-param-gather).
 TEST(Pretrain, OverlappedGradReduceTrainsBitIdentically) {
   MEGATRON_REQUIRE_WORLD_SIZE(4);
   const std::vector<Layout> layouts = {{1, 1, 2},
@@ -198,6 +261,7 @@ TEST(Pretrain, OverlappedGradReduceTrainsBitIdentically) {
     auto run = [&](bool overlap) {
       auto a = tiny_args();
       a.overlap_grad_reduce = overlap;
+      a.overlap_param_gather = overlap && l.distributed_optimizer;
       a.ddp_bucket_size = 2000;
       return megatron::testing::pretrain_layout(a, l, overlap ? "overlap" : "serial");
     };

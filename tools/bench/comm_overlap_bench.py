@@ -10,7 +10,9 @@ half, and the overlap's share of the plain run's exposed time is what it hides.
 
   --mode grad-reduce  DP 2: the gradient buckets' all-reduces, after the backward pass or (with
                       --overlap-grad-reduce) each launched as the last micro-batch completes it
-                      (--use-distributed-optimizer: each bucket reduced to its shards' ranks);
+                      (--use-distributed-optimizer: each bucket reduced to its shards' ranks, and
+                      with --overlap-param-gather the updated parameters gathered under the next
+                      forward);
   --mode domino       TP 2: the tensor-parallel all-reduces, on the critical path or (with --domino)
                       half a micro-batch's under the other half's compute.
 
@@ -32,12 +34,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MODES = {
-    "grad-reduce": (["--ddp-bucket-size"], ["--overlap-grad-reduce"]),
-    "domino": (["--tensor-model-parallel-size", "2"], ["--domino"]),
+    "grad-reduce": ["--overlap-grad-reduce"],
+    "domino": ["--domino"],
 }
 
 
-def run(a: argparse.Namespace, overlap: bool, cost: bool) -> tuple[float, str]:
+def variants(a: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    """The rows: plain, the overlap, and with the distributed optimizer the overlapped parameter gather too."""
+    rows = [("plain", []), (MODES[a.mode][0], MODES[a.mode])]
+    if a.mode == "grad-reduce" and a.use_distributed_optimizer:
+        rows.append(("+ --overlap-param-gather", MODES[a.mode] + ["--overlap-param-gather"]))
+    return rows
+
+
+def run(a: argparse.Namespace, switches: list[str], cost: bool) -> tuple[float, str]:
     """Median ms per iteration over the last half, and pretrain_gpt's bucket line."""
     binary = Path(os.environ.get("MEGATRON_BUILD_DIR", ROOT / "build")) / "bin" / "pretrain_gpt"
     with tempfile.TemporaryDirectory() as tmp:
@@ -48,9 +58,10 @@ def run(a: argparse.Namespace, overlap: bool, cost: bool) -> tuple[float, str]:
                "--global-batch-size", str(a.micro_batches * a.micro_batch_size * (2 if a.mode == "grad-reduce" else 1)),
                "--train-iters", str(a.iters), "--lr-warmup-iters", "1", "--log-interval", "1", "--eval-iters", "0",
                "--metrics-file", str(metrics)]
-        base, switch = MODES[a.mode]
-        cmd += base + ([str(a.bucket_size)] if a.mode == "grad-reduce" else []) + (switch if overlap else [])
+        cmd += (["--ddp-bucket-size", str(a.bucket_size)] if a.mode == "grad-reduce"
+                else ["--tensor-model-parallel-size", "2"])
         cmd += ["--use-distributed-optimizer"] if a.use_distributed_optimizer else []
+        cmd += switches
         env = dict(os.environ, OMP_NUM_THREADS="1",
                    MEGATRON_INJECT_COMM_LATENCY_US=str(a.latency_us if cost else 0),
                    MEGATRON_INJECT_COMM_US_PER_MB=str(a.us_per_mb if cost else 0))
@@ -77,23 +88,22 @@ def main() -> None:
     a = p.parse_args()
     if a.latency_us == 0 and a.us_per_mb == 0:
         sys.exit("comm_overlap_bench: give --latency-us and/or --us-per-mb")
-    names = ("plain", "--overlap-grad-reduce" if a.mode == "grad-reduce" else "--domino")
     rows, detail = {}, ""
-    for name, overlap in zip(names, (False, True)):
-        (free, detail), (slow, _) = run(a, overlap, False), run(a, overlap, True)
+    for name, switches in variants(a):
+        (free, detail), (slow, _) = run(a, switches, False), run(a, switches, True)
         rows[name] = (free, slow, slow - free)
     layout = ("DP 2" + (", distributed optimizer" if a.use_distributed_optimizer else "")
               if a.mode == "grad-reduce" else "TP 2")
     print(f"{layout}, configs/gpt2-tiny.toml, {a.micro_batches} micro-batch(es) of {a.micro_batch_size}{detail}; "
           f"injected per collective: {a.latency_us / 1e3:.1f} ms + {a.us_per_mb / 1e3:.1f} ms/MiB")
-    print(f"{'':22}{'free (ms)':>11}{'with cost (ms)':>16}{'exposed (ms)':>14}")
+    print(f"{'':26}{'free (ms)':>11}{'with cost (ms)':>16}{'exposed (ms)':>14}")
     for name, (free, slow, exposed) in rows.items():
-        print(f"{name:22}{free:11.2f}{slow:16.2f}{exposed:14.2f}")
-    plain, overlapped = rows[names[0]], rows[names[1]]
-    print(f"communication share of the plain step: {plain[2] / plain[1]:.0%}; hidden by {names[1]}: "
-          f"{1 - max(overlapped[2], 0.0) / plain[2]:.0%}; step time with cost, {names[1]} / plain: "
-          f"{overlapped[1] / plain[1]:.3f}x, / plain without cost: {overlapped[1] / plain[0]:.3f}x")
-
+        print(f"{name:26}{free:11.2f}{slow:16.2f}{exposed:14.2f}")
+    plain = rows["plain"]
+    print(f"communication share of the plain step: {plain[2] / plain[1]:.0%}")
+    for name, (free, slow, exposed) in list(rows.items())[1:]:
+        print(f"{name}: hidden {1 - max(exposed, 0.0) / plain[2]:.0%}; step time with cost / plain: "
+              f"{slow / plain[1]:.3f}x, / plain without cost: {slow / plain[0]:.3f}x")
 
 if __name__ == "__main__":
     main()

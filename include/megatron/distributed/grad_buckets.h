@@ -8,6 +8,9 @@
 // bit for bit. With the distributed optimizer (shard_numel given) a bucket is not all-reduced but
 // reduced, piece by piece, to the rank whose optimizer shard holds each piece: once all buckets
 // are done, each rank's shard of the buffer holds the average, as a reduce-scatter would leave it.
+// The same buckets carry the updated parameters back (--overlap-param-gather): each shard's
+// piece broadcast from its owner, launched after the step in forward order, and waited for by
+// the forward that first reads the bucket's parameters.
 #pragma once
 
 #include "megatron/export.h"
@@ -15,6 +18,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -38,6 +42,7 @@ class MEGATRON_API GradBuckets {
     int64_t offset = 0, numel = 0;  // in the buffer
     std::vector<size_t> params;     // indices into the buffer's parameters
     std::vector<Piece> pieces;      // the collectives that average it
+    std::vector<Piece> shards;      // with shard_numel: the range cut where one rank's shard ends
   };
 
   // params: the buffer's parameters, in the order its constructor took them. shard_numel: per
@@ -60,6 +65,18 @@ class MEGATRON_API GradBuckets {
   int64_t launched() const;
   // Whether the bucket holding parameter `param` was launched since start().
   bool launched_with(size_t param) const;
+
+  // The distributed optimizer's parameter gather, overlapped: launches every bucket's broadcasts
+  // (each shard piece from its owner, which has written its updated shard into the buffer), in
+  // the order the parameters were given, so that the first layers' arrive first.
+  void start_param_sync(const std::shared_ptr<comm::ProcessGroup>& group);
+  // Waits for every pending broadcast.
+  void finish_param_sync();
+  // What a module calls before its forward: waits for the pending broadcasts of the buckets
+  // holding `params` (a no-op once these buckets are gone).
+  std::function<void()> param_sync_waiter(const std::vector<size_t>& params) const;
+  // Buckets whose broadcasts were launched and not waited for yet.
+  int64_t param_syncs_pending() const;
 
   struct State;  // shared with the accumulator hooks
 

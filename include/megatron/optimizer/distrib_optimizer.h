@@ -38,6 +38,9 @@ class MEGATRON_API ParamShards {
   std::vector<at::Tensor> norm_grads(const at::Tensor& shard_grad) const;
   // Writes every rank's updated shard into the model parameters.
   void all_gather_params() const;
+  // Writes this rank's updated shard into its part of the model parameters only (for a gather
+  // that others launch: GradBuckets::start_param_sync).
+  void write_main_to_params() const;
   // The same, launched; `sent` keeps the outgoing shard alive until the work is waited for.
   comm::WorkHandle all_gather_params_async(at::Tensor& sent) const;
   // Copies this rank's part of the (allocated) model parameters into the main parameters.

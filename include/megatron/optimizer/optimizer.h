@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,11 @@ struct MEGATRON_API OptimizerConfig {
   // (without the distributed optimizer; with it the reduce-scatter follows the backward pass).
   int64_t bucket_numel = 40'000'000;
   bool overlap_grad_reduce = false;
+  // With the distributed optimizer (ZeRO-1, and ZeRO-2's parameters outside the decoder layers):
+  // the updated parameters gathered under the next forward, each bucket waited for by the first
+  // module that reads it (param_gather() hooks); gathered at the end of the step when a module
+  // never asked for its hooks.
+  bool overlap_param_gather = false;
   // --decoupled-lr: the embedding and output-layer parameters form groups of their own, updated
   // with set_lr's `decoupled` rate.
   bool decoupled_lr = false;
@@ -147,7 +153,18 @@ class MEGATRON_API MegatronOptimizer {
   // gathers its parameters (ZeRO-3) and allocates its whole gradient as its backward begins.
   // nullptr otherwise, or for a unit this rank does not hold. Under ZeRO-2 a unit whose hooks are
   // never asked for gets its gradient allocated before each step instead; ZeRO-3 needs them.
+  // With overlap_param_gather: waits for the unit's part of the parameter gather before its
+  // forward.
   std::shared_ptr<transformer::ParamGather> param_gather(const std::string& fsdp_unit) const;
+  // overlap_param_gather: waits for what is left of the gather the last step launched. Before
+  // anything but the model's forward reads the parameters (the checkpoint functions and unshard()
+  // call it themselves).
+  void finish_param_sync();
+  // Buckets whose parameter gather is launched and not waited for, for tests.
+  int64_t param_syncs_pending() const;
+  // overlap_param_gather applies: every unit whose parameters the buckets carry has asked for its
+  // hooks (else the step gathers them before it returns).
+  bool param_sync_overlapped() const;
   // ZeRO-3: every parameter whole, for what reads the model outside its forward (checkpoints),
   // and released again. No-ops otherwise.
   void gather_params();
@@ -228,6 +245,7 @@ class MEGATRON_API MegatronOptimizer {
   std::unique_ptr<distributed::FsdpUnits> fsdp_;
   std::map<std::string, size_t> fsdp_unit_index_;   // "" for the kept unit (ZeRO-3)
   std::map<std::string, int> fsdp_chunks_;          // model chunk prefix -> index
+  mutable std::set<std::string> hooked_units_;      // param_gather() asked for them
   bool grads_synced_ = false;                       // finish_grad_sync() ran since zero_grad()
   std::vector<std::vector<size_t>> buffer_params_;  // each buffer's parameters as params_ indices
   std::deque<UpdateGroup> groups_;                  // a deque: fsdp_ points at their shards

@@ -67,6 +67,7 @@ struct MEGATRON_API Arguments {
   std::string data_parallel_sharding_strategy = "no_shard";  // | optim | optim_grads | optim_grads_params
   bool no_fsdp_prefetch = false;
   bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
   std::optional<int64_t> ddp_bucket_size;  // elements; default max(40M, 1M x data-parallel size)
   bool domino = false;
   bool domino_intra_layer_overlap = false;
@@ -204,7 +205,6 @@ struct MEGATRON_API Arguments {
   bool no_rope_fusion = false;
   bool no_gradient_accumulation_fusion = false;
   bool no_persist_layer_norm = false;
-  bool overlap_param_gather = false;
   std::string distributed_backend = "nccl";  // nccl | gloo (gloo: a CPU job)
   bool deepspeed_activation_checkpointing = false;
   bool no_create_attention_mask_in_dataloader = false;

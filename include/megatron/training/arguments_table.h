@@ -144,6 +144,9 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(distributed, overlap_grad_reduce, kNotSaved, any(),                                                             \
     "all-reduce each data-parallel gradient bucket during the backward pass, as soon as the last micro-batch "       \
     "completes it (with --use-distributed-optimizer each bucket is reduced to the ranks whose shards hold it)")          \
+  X(distributed, overlap_param_gather, kNotSaved, any(),                                                            \
+    "with --use-distributed-optimizer and --overlap-grad-reduce: gather the updated parameters under the next "     \
+    "forward pass, each bucket waited for by the first layer that reads it (optim_grads_params prefetches anyway)") \
   X(distributed, ddp_bucket_size, kNotSaved, positive(),                                                            \
     "elements per data-parallel gradient bucket (default max(40M, 1M x data-parallel size))")                      \
   X(distributed, domino, kNotSaved, any(),                                                                          \
@@ -301,8 +304,6 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(ignored, no_rope_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                       \
   X(ignored, no_gradient_accumulation_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")      \
   X(ignored, no_persist_layer_norm, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                \
-  X(ignored, overlap_param_gather, kNotSaved, any(),                                                                \
-    "accepted, no effect: the distributed optimizer gathers parameters after its step")                             \
   X(distributed, distributed_backend, kNotSaved, one_of("nccl|gloo"),                                               \
     "nccl: CUDA tensors through NCCL; gloo: a CPU job. Host tensors: MPI under mpirun, Gloo under torchrun/deepspeed") \
   X(ignored, deepspeed_activation_checkpointing, kNotSaved, any(),                                                  \
