@@ -216,6 +216,7 @@ int main(int argc, char** argv) {
   tok->add_option("--tokenizer-model", tok_options.tokenizer_model);
   tok->add_option("--tiktoken-pattern", tok_options.tiktoken_pattern);
   tok->add_option("--tiktoken-num-special-tokens", tok_options.tiktoken_num_special_tokens);
+  tok->add_option("--tokenizer-special-tokens", tok_options.special_tokens);
   tok->add_option("--vocab-size", tok_options.vocab_size);
   tok->add_option("--input", input)->required();
   auto* smp = app.add_subcommand("sampler", "micro-batches of a pretraining sampler");

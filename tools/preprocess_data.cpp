@@ -328,6 +328,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"v1", "v2"}));
   app.add_option("--tiktoken-num-special-tokens", args.tokenizer.tiktoken_num_special_tokens,
                  "special tokens before the vocabulary (TikTokenizer)");
+  app.add_option("--tokenizer-special-tokens", args.tokenizer.special_tokens,
+                 "TikTokenizer: its special tokens in id order (the seven defaults among them); HuggingFaceTokenizer, "
+                 "GPT2BPETokenizer: tokens added after the vocabulary, matched whole in the text");
   app.add_flag("--append-eod", args.append_eod, "append the EOD token to every document");
   app.add_option("--workers", args.workers, "tokenizer threads")->check(CLI::Range(1, 1024));
   app.add_option("--log-interval", args.log_interval, "documents between progress lines")->check(CLI::PositiveNumber);

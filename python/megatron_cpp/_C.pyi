@@ -1294,6 +1294,14 @@ class Arguments:
     def tokenizer_model(self, arg0: str) -> None:
         ...
     @property
+    def tokenizer_special_tokens(self) -> list[str]:
+        """
+        TikTokenizer: its special tokens in id order (all of <unk> <s> </s> <mask> <pad> <cls> <sep> among them); HuggingFaceTokenizer / GPT2BPETokenizer: tokens added after the vocabulary, matched whole in the text
+        """
+    @tokenizer_special_tokens.setter
+    def tokenizer_special_tokens(self, arg0: collections.abc.Sequence[str]) -> None:
+        ...
+    @property
     def tokenizer_type(self) -> str:
         """
         GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | SentencePieceTokenizer | GPTSentencePieceTokenizer | Llama2Tokenizer | NullTokenizer
@@ -1663,8 +1671,10 @@ class GPT2BPETokenizer(Tokenizer):
     """
     GPT-2 byte-level BPE from vocab.json and merges.txt, encoding as HF tokenizers does.
     """
-    def __init__(self, vocab_file: str, merge_file: str) -> None:
-        ...
+    def __init__(self, vocab_file: str, merge_file: str, special_tokens: collections.abc.Sequence[str] = []) -> None:
+        """
+        special_tokens: added after the vocabulary unless in it, matched whole in the text (--tokenizer-special-tokens).
+        """
     def token_to_id(self, token: str) -> int:
         """
         Id of a vocabulary entry (in its byte-to-unicode spelling), or -1.
@@ -1795,9 +1805,9 @@ class HuggingFaceTokenizer(Tokenizer):
     """
     A Hugging Face tokenizer.json (BPE: byte-level or metaspace), encoding as the tokenizers package does.
     """
-    def __init__(self, path: str, include_special_tokens: bool = True) -> None:
+    def __init__(self, path: str, include_special_tokens: bool = True, special_tokens: collections.abc.Sequence[str] = []) -> None:
         """
-        path: a tokenizer.json or its folder (a tokenizer_config.json beside it names eos/bos).
+        path: a tokenizer.json or its folder (a tokenizer_config.json beside it names eos/bos). special_tokens: added as Hugging Face's add_special_tokens adds them (--tokenizer-special-tokens).
         """
     def id_to_token(self, id: typing.SupportsInt) -> str:
         """
@@ -2533,12 +2543,19 @@ class TikTokenizer(Tokenizer):
     """
     Megatron-LM's TikTokenizer: its tiktoken JSON, ids after num_special_tokens special tokens, encoding as tiktoken does.
     """
-    def __init__(self, path: str, pattern: str = 'v2', num_special_tokens: typing.SupportsInt = 1000, vocab_size: typing.SupportsInt = 131072) -> None:
-        ...
+    def __init__(self, path: str, pattern: str = 'v2', num_special_tokens: typing.SupportsInt = 1000, vocab_size: typing.SupportsInt = 131072, special_tokens: collections.abc.Sequence[str] = []) -> None:
+        """
+        special_tokens: the special tokens in id order, the seven defaults among them (--tokenizer-special-tokens).
+        """
     @property
     def bos(self) -> int:
         """
         The <s> id.
+        """
+    @property
+    def special_tokens(self) -> list[str]:
+        """
+        Every special token, by id.
         """
 class Tokenizer:
     """
@@ -2714,7 +2731,7 @@ def build_mock_gpt_datasets(vocab_size: typing.SupportsInt, eod_token: typing.Su
     --mock-data: Megatron's mock documents, split 1,1,1, no cache.
     """
 @typing.overload
-def build_tokenizer(tokenizer_type: str, *, vocab_file: str = '', merge_file: str = '', tokenizer_model: str = '', include_special_tokens: bool = True, tiktoken_pattern: str = 'v2', tiktoken_num_special_tokens: typing.SupportsInt = 1000, vocab_size: typing.SupportsInt = 0) -> Tokenizer:
+def build_tokenizer(tokenizer_type: str, *, vocab_file: str = '', merge_file: str = '', tokenizer_model: str = '', include_special_tokens: bool = True, tiktoken_pattern: str = 'v2', tiktoken_num_special_tokens: typing.SupportsInt = 1000, vocab_size: typing.SupportsInt = 0, special_tokens: collections.abc.Sequence[str] = []) -> Tokenizer:
     """
     A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer or NullTokenizer).
     """

@@ -51,14 +51,19 @@ void init_tokenizer(py::module_& m) {
 
   py::class_<tok::GPT2BPETokenizer, tok::Tokenizer, std::shared_ptr<tok::GPT2BPETokenizer>>(
       m, "GPT2BPETokenizer", "GPT-2 byte-level BPE from vocab.json and merges.txt, encoding as HF tokenizers does.")
-      .def(py::init<const std::string&, const std::string&>(), py::arg("vocab_file"), py::arg("merge_file"), Release())
+      .def(py::init<const std::string&, const std::string&, const std::vector<std::string>&>(), py::arg("vocab_file"),
+           py::arg("merge_file"), py::arg("special_tokens") = std::vector<std::string>{}, Release(),
+           "special_tokens: added after the vocabulary unless in it, matched whole in the text "
+           "(--tokenizer-special-tokens).")
       .def("token_to_id", &tok::GPT2BPETokenizer::token_to_id, py::arg("token"),
            "Id of a vocabulary entry (in its byte-to-unicode spelling), or -1.");
   py::class_<tok::HuggingFaceTokenizer, tok::Tokenizer, std::shared_ptr<tok::HuggingFaceTokenizer>>(
       m, "HuggingFaceTokenizer",
       "A Hugging Face tokenizer.json (BPE: byte-level or metaspace), encoding as the tokenizers package does.")
-      .def(py::init<const std::string&, bool>(), py::arg("path"), py::arg("include_special_tokens") = true, Release(),
-           "path: a tokenizer.json or its folder (a tokenizer_config.json beside it names eos/bos).")
+      .def(py::init<const std::string&, bool, const std::vector<std::string>&>(), py::arg("path"),
+           py::arg("include_special_tokens") = true, py::arg("special_tokens") = std::vector<std::string>{}, Release(),
+           "path: a tokenizer.json or its folder (a tokenizer_config.json beside it names eos/bos). "
+           "special_tokens: added as Hugging Face's add_special_tokens adds them (--tokenizer-special-tokens).")
       .def_property_readonly("bos", &tok::HuggingFaceTokenizer::bos, "The beginning-of-sequence id, or -1.")
       .def("token_to_id", &tok::HuggingFaceTokenizer::token_to_id, py::arg("token"), "Id of a token, or -1.")
       .def("id_to_token", &tok::HuggingFaceTokenizer::id_to_token, py::arg("id"),
@@ -67,9 +72,13 @@ void init_tokenizer(py::module_& m) {
       m, "TikTokenizer",
       "Megatron-LM's TikTokenizer: its tiktoken JSON, ids after num_special_tokens special tokens, encoding as "
       "tiktoken does.")
-      .def(py::init<const std::string&, const std::string&, int64_t, int64_t>(), py::arg("path"),
-           py::arg("pattern") = "v2", py::arg("num_special_tokens") = 1000, py::arg("vocab_size") = 131072, Release())
-      .def_property_readonly("bos", &tok::TikTokenizer::bos, "The <s> id.");
+      .def(
+          py::init<const std::string&, const std::string&, int64_t, int64_t, const std::vector<std::string>&>(),
+          py::arg("path"), py::arg("pattern") = "v2", py::arg("num_special_tokens") = 1000,
+          py::arg("vocab_size") = 131072, py::arg("special_tokens") = std::vector<std::string>{}, Release(),
+          "special_tokens: the special tokens in id order, the seven defaults among them (--tokenizer-special-tokens).")
+      .def_property_readonly("bos", &tok::TikTokenizer::bos, "The <s> id.")
+      .def_property_readonly("special_tokens", &tok::TikTokenizer::special_tokens, "Every special token, by id.");
   py::class_<tok::SentencePieceTokenizer, tok::Tokenizer, std::shared_ptr<tok::SentencePieceTokenizer>>(
       m, "SentencePieceTokenizer",
       "A SentencePiece .model (BPE or unigram), encoding as sentencepiece's encode_as_ids does (Megatron-LM's "
@@ -84,7 +93,7 @@ void init_tokenizer(py::module_& m) {
       "build_tokenizer",
       [](const std::string& tokenizer_type, const std::string& vocab_file, const std::string& merge_file,
          const std::string& tokenizer_model, bool include_special_tokens, const std::string& tiktoken_pattern,
-         int64_t tiktoken_num_special_tokens, int64_t vocab_size) {
+         int64_t tiktoken_num_special_tokens, int64_t vocab_size, const std::vector<std::string>& special_tokens) {
         tok::TokenizerOptions o;
         o.tokenizer_type = tokenizer_type;
         o.vocab_file = vocab_file;
@@ -94,12 +103,14 @@ void init_tokenizer(py::module_& m) {
         o.tiktoken_pattern = tiktoken_pattern;
         o.tiktoken_num_special_tokens = tiktoken_num_special_tokens;
         o.vocab_size = vocab_size;
+        o.special_tokens = special_tokens;
         py::gil_scoped_release release;
         return std::shared_ptr<tok::Tokenizer>(tok::build_tokenizer(o));
       },
       py::arg("tokenizer_type"), py::kw_only(), py::arg("vocab_file") = "", py::arg("merge_file") = "",
       py::arg("tokenizer_model") = "", py::arg("include_special_tokens") = true, py::arg("tiktoken_pattern") = "v2",
       py::arg("tiktoken_num_special_tokens") = 1000, py::arg("vocab_size") = 0,
+      py::arg("special_tokens") = std::vector<std::string>{},
       "A tokenizer by Megatron's --tokenizer-type (GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer or "
       "NullTokenizer).");
 

@@ -1,5 +1,6 @@
 #include "megatron/tokenizer/gpt2_bpe.h"
 
+#include "added_tokens.h"
 #include "bpe.h"
 #include "gpt2_pretokenizer.h"
 
@@ -37,7 +38,8 @@ std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
   return out;
 }
 
-GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::string& merges_file)
+GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::string& merges_file,
+                                   const std::vector<std::string>& special_tokens)
     : merges_(std::make_unique<detail::MergeTable>()), instance_id_(detail::new_tokenizer_instance_id()) {
   nlohmann::json vocab;
   try {
@@ -93,6 +95,16 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::str
                 ": merge '", line, "' uses a token missing from ", vocab_file);
     merges_->add(l->second, r->second, rank++, m->second);
   }
+  for (const std::string& t : special_tokens) {
+    if (t.empty()) continue;
+    if (!specials_) specials_ = std::make_unique<detail::AddedTokenSplitter>();
+    auto it = vocab_.find(t);
+    if (it == vocab_.end()) {
+      it = vocab_.emplace(t, static_cast<int32_t>(id_to_bytes_.size())).first;
+      id_to_bytes_.push_back(t);
+    }
+    specials_->add(detail::AddedToken{t, it->second});
+  }
 }
 
 GPT2BPETokenizer::~GPT2BPETokenizer() = default;
@@ -115,14 +127,23 @@ void GPT2BPETokenizer::bpe(std::string_view word, std::vector<int32_t>& out) con
 }
 
 void GPT2BPETokenizer::tokenize_into(std::string_view text, std::vector<int32_t>& out) const {
-  detail::for_each_pretoken(text, [&](size_t b, size_t e) {
-    const std::string_view word = text.substr(b, e - b);
-    if (word.size() == 1) {  // a single byte is its own token
-      bpe(word, out);
-      return;
-    }
-    detail::cached_encode(instance_id_, word, out, [this](std::string_view w, std::vector<int32_t>& o) { bpe(w, o); });
-  });
+  auto words = [&](std::string_view part) {
+    detail::for_each_pretoken(part, [&](size_t b, size_t e) {
+      const std::string_view word = part.substr(b, e - b);
+      if (word.size() == 1) {  // a single byte is its own token
+        bpe(word, out);
+        return;
+      }
+      detail::cached_encode(instance_id_, word, out,
+                            [this](std::string_view w, std::vector<int32_t>& o) { bpe(w, o); });
+    });
+  };
+  if (!specials_) {
+    words(text);
+    return;
+  }
+  specials_->split(
+      text, [&](size_t b, size_t e) { words(text.substr(b, e - b)); }, [&](int32_t id) { out.push_back(id); });
 }
 
 std::string GPT2BPETokenizer::detokenize(const std::vector<int32_t>& ids) const {

@@ -95,6 +95,21 @@ struct HuggingFaceTokenizer::Impl {
     auto v = vocab.find(token);
     return v == vocab.end() ? -1 : v->second;
   }
+  // --tokenizer-special-tokens, as tokenizers' add_special_tokens adds them: a token of the
+  // vocabulary keeps its id, a new one gets the next id; all are matched whole in raw text. One
+  // that tokenizer.json lists as an added token already stays as it is listed.
+  void add_special_tokens(const std::vector<std::string>& tokens) {
+    for (const std::string& t : tokens) {
+      if (t.empty() || added_ids.count(t)) continue;
+      int32_t id = lookup(t);
+      if (id < 0) {
+        id = static_cast<int32_t>(id_to_token.size());
+        id_to_token.push_back(t);
+      }
+      added_ids[t] = id;
+      raw_added.add(detail::AddedToken{t, id});
+    }
+  }
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
   void encode_text(std::string_view text, bool first, std::vector<int32_t>& out) const;
@@ -319,7 +334,8 @@ void HuggingFaceTokenizer::Impl::encode_text(std::string_view text, bool first, 
   normalized_added.split(normal, words, [&](int32_t id) { out.push_back(id); });
 }
 
-HuggingFaceTokenizer::HuggingFaceTokenizer(const std::string& model, bool include_special_tokens)
+HuggingFaceTokenizer::HuggingFaceTokenizer(const std::string& model, bool include_special_tokens,
+                                           const std::vector<std::string>& special_tokens)
     : impl_(std::make_unique<Impl>()) {
   std::error_code ec;  // the non-throwing forms: a filesystem error is the same missing-file message
   std::string path = model;
@@ -341,6 +357,7 @@ HuggingFaceTokenizer::HuggingFaceTokenizer(const std::string& model, bool includ
     if (!impl_->config_path.empty())
       cfg = json::parse(detail::read_whole_file(impl_->config_path, "tokenizer_config.json"));
     impl_->load(j);
+    impl_->add_special_tokens(special_tokens);
     for (auto [key, id] : {std::pair{"eos_token", &impl_->eos}, {"bos_token", &impl_->bos}}) {
       const std::string name = cfg.is_object() && cfg.contains(key) ? token_name(cfg[key]) : "";
       if (!name.empty()) *id = impl_->lookup(name);

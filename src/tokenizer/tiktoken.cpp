@@ -11,8 +11,12 @@
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
+#include <set>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace megatron::tokenizer {
 namespace {
@@ -62,11 +66,38 @@ bool base64_decode(const std::string& in, std::string& out) {
   return pad <= 2 && (in.size() % 4 == 0 || pad == 0);
 }
 
+// Megatron-LM's special tokens: the list given (the seven defaults when none is), then
+// <SPECIAL_i> up to num_special_tokens, the name of each filler its id.
+std::vector<std::string> special_token_names(const std::vector<std::string>& given, int64_t num_special_tokens) {
+  std::vector<std::string> names = given;
+  if (names.empty()) names.assign(kSpecialTokens.begin(), kSpecialTokens.end());
+  std::set<std::string> seen(names.begin(), names.end());
+  TORCH_CHECK(seen.size() == names.size(), "[tokenizer] --tokenizer-special-tokens: expected each token once, found ",
+              names.size() - seen.size(), " repeated");
+  TORCH_CHECK(static_cast<int64_t>(names.size()) <= num_special_tokens,
+              "[tokenizer] --tokenizer-special-tokens: ", names.size(),
+              " tokens, more than --tiktoken-num-special-tokens (", num_special_tokens, ")");
+  for (const char* required : kSpecialTokens)
+    TORCH_CHECK(seen.count(required),
+                "[tokenizer] --tokenizer-special-tokens: TikTokenizer needs all of <unk> <s> </s> <mask> <pad> <cls> "
+                "<sep> among them; ",
+                required, " is missing");
+  TORCH_CHECK(!seen.count(""), "[tokenizer] --tokenizer-special-tokens: an empty token");
+  for (int64_t i = static_cast<int64_t>(names.size()); i < num_special_tokens; ++i) {
+    names.push_back("<SPECIAL_" + std::to_string(i) + ">");
+    TORCH_CHECK(seen.insert(names.back()).second, "[tokenizer] --tokenizer-special-tokens: ", names.back(),
+                " is the name of filler token ", i);
+  }
+  return names;
+}
+
 }  // namespace
 
 struct TikTokenizer::Impl {
   std::string path;
   int32_t num_special = 0;
+  std::vector<std::string> special_names;  // by id
+  int32_t eod = -1, bos = -1;
   int64_t vocab_size = 0;
   std::unique_ptr<detail::Regex> regex;
   std::unordered_map<std::string, int32_t> ids;  // token bytes -> id
@@ -92,7 +123,7 @@ struct TikTokenizer::Impl {
 };
 
 TikTokenizer::TikTokenizer(const std::string& path, const std::string& pattern, int64_t num_special_tokens,
-                           int64_t vocab_size)
+                           int64_t vocab_size, const std::vector<std::string>& special_tokens)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.path = path;
@@ -105,6 +136,13 @@ TikTokenizer::TikTokenizer(const std::string& path, const std::string& pattern, 
               vocab_size);
   m.num_special = static_cast<int32_t>(num_special_tokens);
   m.vocab_size = vocab_size;
+  m.special_names = special_token_names(special_tokens, num_special_tokens);
+  auto index_of = [&](const char* name) {
+    return static_cast<int32_t>(std::find(m.special_names.begin(), m.special_names.end(), name) -
+                                m.special_names.begin());
+  };
+  m.eod = index_of("</s>");
+  m.bos = index_of("<s>");
   const std::string text = detail::read_whole_file(path, "tiktoken JSON (--tokenizer-model)");
   nlohmann::json list;
   try {
@@ -120,8 +158,7 @@ TikTokenizer::TikTokenizer(const std::string& path, const std::string& pattern, 
               " tokens, found ", list.is_array() ? std::to_string(list.size()) + " tokens" : list.type_name());
   m.id_to_bytes.resize(static_cast<size_t>(vocab_size));
   for (int32_t i = 0; i < m.num_special; ++i) {
-    const std::string name = i < static_cast<int32_t>(kSpecialTokens.size()) ? kSpecialTokens[static_cast<size_t>(i)]
-                                                                             : "<SPECIAL_" + std::to_string(i) + ">";
+    const std::string& name = m.special_names[static_cast<size_t>(i)];
     m.id_to_bytes[static_cast<size_t>(i)] = name;
     m.specials.add(detail::AddedToken{name, i});
   }
@@ -185,10 +222,13 @@ int64_t TikTokenizer::vocab_size() const {
   return impl_->vocab_size;
 }
 int32_t TikTokenizer::eod() const {
-  return 2;
-}  // </s>, third of kSpecialTokens
+  return impl_->eod;
+}
 int32_t TikTokenizer::bos() const {
-  return 1;
-}  // <s>
+  return impl_->bos;
+}
+const std::vector<std::string>& TikTokenizer::special_tokens() const {
+  return impl_->special_names;
+}
 
 }  // namespace megatron::tokenizer

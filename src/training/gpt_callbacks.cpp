@@ -21,6 +21,7 @@ std::unique_ptr<tokenizer::Tokenizer> build_tokenizer(const Arguments& args) {
   t.include_special_tokens = !args.tokenizer_hf_no_include_special_tokens;
   if (!args.tiktoken_pattern.empty()) t.tiktoken_pattern = args.tiktoken_pattern;
   t.tiktoken_num_special_tokens = args.tiktoken_num_special_tokens;
+  t.special_tokens = args.tokenizer_special_tokens;
   t.vocab_size = args.vocab_size.value_or(0);
   return tokenizer::build_tokenizer(t);
 }

@@ -7,6 +7,9 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "hf_schema.h"
 #include "megatron/tokenizer/hf_tokenizer.h"
@@ -22,24 +25,49 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void copy_file(const std::string& from, const std::string& out_dir, const char* name) {
+std::string read_file(const std::string& from) {
   std::ifstream in(from, std::ios::binary);
   TORCH_CHECK(in, "[convert_checkpoint] ", from, ": cannot open for reading");
-  write_text_file((fs::path(out_dir) / name).string(),
-                  std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void copy_file(const std::string& from, const std::string& out_dir, const char* name) {
+  write_text_file((fs::path(out_dir) / name).string(), read_file(from));
 }
 
 int64_t model_max_length(const Arguments& args) {
   return args.max_position_embeddings > 0 ? args.max_position_embeddings : args.seq_length;
 }
 
-// tokenizer.json as it is; its tokenizer_config.json (and special_tokens_map.json) too when there
-// is one, else a config naming the fast tokenizer class and the eos/bos tokens.
+// The tokenizer.json with --tokenizer-special-tokens among its added tokens, at the ids training
+// gave them, so that transformers reads the same ids.
+nlohmann::json with_added_special_tokens(const tokenizer::HuggingFaceTokenizer& tok,
+                                         const std::vector<std::string>& special_tokens) {
+  nlohmann::json j = nlohmann::json::parse(read_file(tok.tokenizer_json()));
+  nlohmann::json& added = j["added_tokens"];
+  if (!added.is_array()) added = nlohmann::json::array();
+  std::set<std::string> listed;
+  for (const auto& t : added) listed.insert(t.value("content", std::string()));
+  for (const std::string& t : special_tokens) {
+    if (t.empty() || !listed.insert(t).second) continue;
+    added.push_back({{"id", tok.token_to_id(t)},
+                     {"content", t},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
+  }
+  return j;
+}
+
+// tokenizer.json as it is (with --tokenizer-special-tokens added); its tokenizer_config.json (and
+// special_tokens_map.json) too when there is one, else a config naming the fast tokenizer class and the eos/bos tokens.
 SpecialTokenIds export_hf_tokenizer(const Arguments& args, const std::string& out_dir) {
   std::unique_ptr<tokenizer::HuggingFaceTokenizer> built;
   try {
-    built = std::make_unique<tokenizer::HuggingFaceTokenizer>(args.tokenizer_model,
-                                                              !args.tokenizer_hf_no_include_special_tokens);
+    built = std::make_unique<tokenizer::HuggingFaceTokenizer>(
+        args.tokenizer_model, !args.tokenizer_hf_no_include_special_tokens, args.tokenizer_special_tokens);
   } catch (const c10::Error& e) {
     TORCH_CHECK(false,
                 "[convert_checkpoint] the checkpoint was trained with HuggingFaceTokenizer and --tokenizer-model ",
@@ -47,7 +75,12 @@ SpecialTokenIds export_hf_tokenizer(const Arguments& args, const std::string& ou
                 "); pass --tokenizer-model to export its tokenizer");
   }
   const tokenizer::HuggingFaceTokenizer& tok = *built;
-  copy_file(tok.tokenizer_json(), out_dir, "tokenizer.json");
+  if (args.tokenizer_special_tokens.empty()) {
+    copy_file(tok.tokenizer_json(), out_dir, "tokenizer.json");
+  } else {
+    write_text_file((fs::path(out_dir) / "tokenizer.json").string(),
+                    with_added_special_tokens(tok, args.tokenizer_special_tokens).dump(2) + "\n");
+  }
   if (!tok.tokenizer_config().empty()) {
     copy_file(tok.tokenizer_config(), out_dir, "tokenizer_config.json");
     const fs::path map = fs::path(tok.tokenizer_config()).parent_path() / "special_tokens_map.json";
@@ -103,6 +136,8 @@ SpecialTokenIds export_tokenizer(const Arguments& args, const std::string& out_d
   // GPT-2's special tokens are all <|endoftext|>, as Hugging Face's gpt2 folder has them.
   const std::string end = tokenizer->detokenize({eod});
   nlohmann::json special = {{"bos_token", end}, {"eos_token", end}, {"unk_token", end}};
+  // Added by transformers after the vocabulary in this order, as training added them.
+  if (!args.tokenizer_special_tokens.empty()) special["additional_special_tokens"] = args.tokenizer_special_tokens;
   nlohmann::json config = special;
   config["tokenizer_class"] = "GPT2Tokenizer";
   config["add_prefix_space"] = false;

@@ -20,8 +20,9 @@
 
 namespace megatron::tokenizer {
 namespace detail {
+class AddedTokenSplitter;
 class MergeTable;
-}
+}  // namespace detail
 
 // GPT-2's reversible byte -> code point table (printable bytes map to themselves).
 MEGATRON_API const std::array<uint32_t, 256>& bytes_to_unicode();
@@ -31,7 +32,11 @@ MEGATRON_API std::vector<std::string_view> gpt2_pretokenize(std::string_view tex
 
 class MEGATRON_API GPT2BPETokenizer : public Tokenizer {
  public:
-  GPT2BPETokenizer(const std::string& vocab_file, const std::string& merges_file);
+  // special_tokens (--tokenizer-special-tokens): added as Hugging Face's add_special_tokens adds
+  // them to GPT-2's tokenizer (Megatron-LM's GPT2BPETokenizer): a vocabulary token keeps its id,
+  // a new one gets the next id; only these are matched whole in the text.
+  GPT2BPETokenizer(const std::string& vocab_file, const std::string& merges_file,
+                   const std::vector<std::string>& special_tokens = {});
   ~GPT2BPETokenizer() override;
 
   void tokenize_into(std::string_view text, std::vector<int32_t>& out) const override;
@@ -49,6 +54,7 @@ class MEGATRON_API GPT2BPETokenizer : public Tokenizer {
   std::vector<std::string> id_to_bytes_;  // raw bytes of each token
   std::array<int32_t, 256> byte_ids_;     // single-byte tokens (-1 when absent)
   std::unique_ptr<detail::MergeTable> merges_;
+  std::unique_ptr<detail::AddedTokenSplitter> specials_;  // null without special tokens
   int32_t eod_ = -1;
   uint64_t instance_id_;  // keys the per-thread word caches
 };

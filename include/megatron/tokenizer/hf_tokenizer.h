@@ -23,8 +23,11 @@ class MEGATRON_API HuggingFaceTokenizer : public Tokenizer {
   // Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub; nothing is
   // downloaded). A tokenizer_config.json beside it names the eos/bos tokens (as transformers reads
   // them). include_special_tokens: add the post-processor's tokens (Megatron-LM's default;
-  // --tokenizer-hf-no-include-special-tokens turns it off).
-  explicit HuggingFaceTokenizer(const std::string& model, bool include_special_tokens = true);
+  // --tokenizer-hf-no-include-special-tokens turns it off). special_tokens
+  // (--tokenizer-special-tokens): added as Hugging Face's add_special_tokens adds them, after the
+  // vocabulary unless they are in it, matched whole in the text.
+  explicit HuggingFaceTokenizer(const std::string& model, bool include_special_tokens = true,
+                                const std::vector<std::string>& special_tokens = {});
   ~HuggingFaceTokenizer() override;
 
   void tokenize_into(std::string_view text, std::vector<int32_t>& out) const override;

@@ -38,6 +38,9 @@ struct MEGATRON_API TokenizerOptions {
   std::string tiktoken_pattern = "v2";
   int64_t tiktoken_num_special_tokens = 1000;
   int64_t vocab_size = 0;  // NullTokenizer; TikTokenizer (0: 131072, Megatron-LM's default)
+  // --tokenizer-special-tokens: TikTokenizer's special tokens in id order (the seven defaults
+  // among them); added to a HuggingFaceTokenizer or GPT2BPETokenizer; refused by the others.
+  std::vector<std::string> special_tokens;
 };
 
 MEGATRON_API std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options);

@@ -89,6 +89,7 @@ struct MEGATRON_API Arguments {
   bool tokenizer_hf_no_include_special_tokens = false;
   std::string tiktoken_pattern;  // empty: v2
   int64_t tiktoken_num_special_tokens = 1000;
+  std::vector<std::string> tokenizer_special_tokens;
   // NullTokenizer: ids 0..vocab_size-1, EOD = vocab_size - 1; TikTokenizer: with its special tokens
   std::optional<int64_t> vocab_size;
   std::string data_cache_path;

@@ -181,6 +181,9 @@ enum class ArgSaved { kSaved, kNotSaved };
     "HuggingFaceTokenizer: leave out the post-processor's tokens (BOS/EOS) when tokenizing")                        \
   X(tokenizer, tiktoken_pattern, kSaved, one_of("v1|v2"), "TikTokenizer's split pattern (default v2)")              \
   X(tokenizer, tiktoken_num_special_tokens, kSaved, at_least(7), "TikTokenizer: special tokens before the vocabulary") \
+  X(tokenizer, tokenizer_special_tokens, kSaved, any(),                                                             \
+    "TikTokenizer: its special tokens in id order (all of <unk> <s> </s> <mask> <pad> <cls> <sep> among them); "  \
+    "HuggingFaceTokenizer / GPT2BPETokenizer: tokens added after the vocabulary, matched whole in the text")      \
   X(tokenizer, vocab_size, kSaved, at_least(2),                                                                     \
     "vocabulary size of NullTokenizer / mock data; TikTokenizer's with its special tokens (default 131072)")        \
   X(data, data_cache_path, kNotSaved, any(), "where index caches go (default next to the data)")                    \
