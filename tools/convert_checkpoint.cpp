@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
       std::printf("wrote %s (TP %d, PP %d%s) to %s\n", training::iteration_dir_name(r.iteration).c_str(),
                   o.target_tensor_model_parallel_size, o.target_pipeline_model_parallel_size,
                   r.has_optimizer_state ? "" : ", no optimizer state", o.save.c_str());
+    if (!r.optimizer_unread.empty()) std::printf("optimizer state left behind: %s\n", r.optimizer_unread.c_str());
     return 0;
   });
 }

@@ -32,6 +32,7 @@ struct FullCheckpoint {
   int64_t true_vocab = 0, padded_vocab = 0;
   TensorMap model;
   std::map<std::string, TensorMap> optim;  // empty: no optimizer state
+  std::string optimizer_unread;            // RankCheckpoint::optimizer_unread of a rank
   std::optional<RankCheckpoint::GradScalerState> grad_scaler;
   RankCheckpoint::SchedulerState scheduler;
   int64_t consumed_train = 0, consumed_valid = 0;
@@ -135,6 +136,7 @@ FullCheckpoint read_full(const std::string& dir, std::optional<int64_t> step) {
       }
       if (!ck.optimizer) {
         has_optim = false;
+        if (f.optimizer_unread.empty()) f.optimizer_unread = ck.optimizer_unread;
         continue;
       }
       for (const auto& [key, state] : ck.optimizer->param_state) {
@@ -353,6 +355,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
   ConvertResult r;
   r.iteration = f.iteration;
   r.has_optimizer_state = !f.optim.empty();
+  r.optimizer_unread = f.optimizer_unread;
   return r;
 }
 

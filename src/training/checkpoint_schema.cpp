@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "checkpoint_dicts.h"
 #include "host_rng_state.h"
 #include "megatron/training/checkpoint_files.h"
 #include "megatron/training/checkpoint_layout.h"
@@ -19,35 +20,14 @@ using GenericDict = c10::impl::GenericDict;
 using GenericList = c10::impl::GenericList;
 using TensorMap = RankCheckpoint::TensorMap;
 
-GenericDict new_dict() {
-  return GenericDict(c10::StringType::get(), c10::AnyType::get());
-}
+using detail::get;
+using detail::get_dict;
+using detail::get_double;
+using detail::get_int;
+using detail::new_dict;
+
 GenericList new_list() {
   return GenericList(c10::AnyType::get());
-}
-
-// --- dict access with one-line errors naming the file
-
-const c10::IValue& get(const GenericDict& d, const char* key, const std::string& file) {
-  auto it = d.find(key);
-  TORCH_CHECK(it != d.end(), "[checkpointing] ", file, " has no '", key, "' entry");
-  return it->value();
-}
-GenericDict get_dict(const GenericDict& d, const char* key, const std::string& file) {
-  const auto& v = get(d, key, file);
-  TORCH_CHECK(v.isGenericDict(), "[checkpointing] ", file, ": '", key, "' is a ", v.tagKind(), ", expected a dict");
-  return v.toGenericDict();
-}
-int64_t get_int(const GenericDict& d, const char* key, const std::string& file) {
-  const auto& v = get(d, key, file);
-  TORCH_CHECK(v.isInt(), "[checkpointing] ", file, ": '", key, "' is a ", v.tagKind(), ", expected an int");
-  return v.toInt();
-}
-double get_double(const GenericDict& d, const char* key, const std::string& file) {
-  const auto& v = get(d, key, file);
-  TORCH_CHECK(v.isDouble() || v.isInt(), "[checkpointing] ", file, ": '", key, "' is a ", v.tagKind(),
-              ", expected a float");
-  return v.isDouble() ? v.toDouble() : static_cast<double>(v.toInt());
 }
 
 GenericDict tensor_dict(const TensorMap& tensors) {
@@ -156,14 +136,7 @@ RankCheckpoint::OptimizerState read_optimizer(const GenericDict& d, const std::s
     o.grad_scaler = RankCheckpoint::GradScalerState{get_double(sd, "scale", file), get_int(sd, "growth_tracker", file),
                                                     get_int(sd, "hysteresis_tracker", file)};
   }
-  const auto sd = get_dict(d, "opt_param_scheduler", file);
-  auto& s = o.scheduler;
-  s.max_lr = get_double(sd, "max_lr", file);
-  s.min_lr = get_double(sd, "min_lr", file);
-  s.lr_warmup_steps = get_int(sd, "lr_warmup_steps", file);
-  s.lr_decay_steps = get_int(sd, "lr_decay_steps", file);
-  s.lr_decay_style = get(sd, "lr_decay_style", file).toStringRef();
-  s.num_steps = get_int(sd, "num_steps", file);
+  o.scheduler = detail::read_scheduler(d, file);
   return o;
 }
 
@@ -177,31 +150,45 @@ RankCheckpoint::RngState read_rng(const c10::IValue& v, const std::string& file)
   return r;
 }
 
-// Megatron-LM's Transformer Engine layers hold the norm before a linear layer inside it, and
-// per-module FP8 metadata in _extra_state; the local layers (our names) have neither.
 TensorMap local_layer_names(const c10::IValue& v, const std::string& what) {
   TORCH_CHECK(v.isGenericDict(), "[checkpointing] ", what, " is not a dict of tensors");
-  static const std::pair<const char*, const char*> kFused[] = {
-      {"self_attention.linear_qkv.layer_norm_weight", "input_layernorm.weight"},
-      {"self_attention.linear_qkv.layer_norm_bias", "input_layernorm.bias"},
-      {"mlp.linear_fc1.layer_norm_weight", "pre_mlp_layernorm.weight"},
-      {"mlp.linear_fc1.layer_norm_bias", "pre_mlp_layernorm.bias"}};
   auto kept = new_dict();
   for (const auto& e : v.toGenericDict()) {
     if (!e.key().isString()) continue;
-    std::string name = e.key().toStringRef();
-    if (name.size() >= 12 && name.compare(name.size() - 12, 12, "_extra_state") == 0) continue;
-    for (const auto& [fused, local] : kFused) {
-      const size_t n = std::strlen(fused);
-      if (name.size() > n && name.compare(name.size() - n, n, fused) == 0)
-        name = name.substr(0, name.size() - n) + local;
-    }
-    kept.insert(name, e.value());
+    const std::string name = detail::local_layer_name(e.key().toStringRef());
+    if (!name.empty()) kept.insert(name, e.value());
   }
   return to_tensor_map(kept, what);
 }
 
 }  // namespace
+
+std::string detail::local_layer_name(std::string name) {
+  static const std::pair<const char*, const char*> kFused[] = {
+      {"self_attention.linear_qkv.layer_norm_weight", "input_layernorm.weight"},
+      {"self_attention.linear_qkv.layer_norm_bias", "input_layernorm.bias"},
+      {"mlp.linear_fc1.layer_norm_weight", "pre_mlp_layernorm.weight"},
+      {"mlp.linear_fc1.layer_norm_bias", "pre_mlp_layernorm.bias"}};
+  if (name.size() >= 12 && name.compare(name.size() - 12, 12, "_extra_state") == 0) return "";
+  for (const auto& [fused, local] : kFused) {
+    const size_t n = std::strlen(fused);
+    if (name.size() > n && name.compare(name.size() - n, n, fused) == 0) return name.substr(0, name.size() - n) + local;
+  }
+  return name;
+}
+
+RankCheckpoint::SchedulerState detail::read_scheduler(const GenericDict& d, const std::string& file) {
+  const auto sd = get_dict(d, "opt_param_scheduler", file);
+  RankCheckpoint::SchedulerState s;
+  s.max_lr = get_double(sd, "max_lr", file);
+  s.min_lr = get_double(sd, "min_lr", file);
+  // Megatron-LM's warmup is a float when it came from --lr-warmup-fraction.
+  s.lr_warmup_steps = static_cast<int64_t>(get_double(sd, "lr_warmup_steps", file));
+  s.lr_decay_steps = get_int(sd, "lr_decay_steps", file);
+  s.lr_decay_style = get(sd, "lr_decay_style", file).toStringRef();
+  s.num_steps = get_int(sd, "num_steps", file);
+  return s;
+}
 
 std::map<std::string, c10::IValue> RankCheckpoint::to_files() const {
   std::map<std::string, c10::IValue> files;
@@ -254,8 +241,15 @@ RankCheckpoint RankCheckpoint::read(const std::string& rank_dir, bool read_optim
   TORCH_CHECK(!c.model.empty(), "[checkpointing] ", file, " has no 'model' entry");
   if (d.contains("optimizer") && d.at("optimizer").isGenericDict()) {
     // Megatron-LM's own optimizer state (torch's by parameter index, no "distributed" key).
-    c.megatron_lm_optimizer = !d.at("optimizer").toGenericDict().contains("distributed");
-    if (read_optimizer_state && !c.megatron_lm_optimizer) c.optimizer = read_optimizer(d, rank_dir, file);
+    const bool megatron_lm = !d.at("optimizer").toGenericDict().contains("distributed");
+    if (read_optimizer_state && !megatron_lm) c.optimizer = read_optimizer(d, rank_dir, file);
+    if (read_optimizer_state && megatron_lm) {
+      try {
+        c.optimizer = detail::read_megatron_lm_optimizer(d, file);
+      } catch (const c10::Error& e) {  // the weights stay readable (conversion carries them without it)
+        c.optimizer_unread = e.what_without_backtrace();
+      }
+    }
   }
   if (auto it = d.find("rng_state"); it != d.end() && it->value().isList()) {
     c.rng_state.emplace();

@@ -71,7 +71,9 @@ void check_arguments(const Arguments& args, const TrainingState& state, const Ra
   same("--apply-layernorm-1p", args.apply_layernorm_1p, saved.apply_layernorm_1p);
   same("--swiglu", args.swiglu, saved.swiglu);
   same("--disable-bias-linear", args.disable_bias_linear, saved.disable_bias_linear);
-  same("--add-qkv-bias", args.add_qkv_bias, saved.add_qkv_bias);
+  // Whether Q, K, V have a bias: Megatron-LM sets add_qkv_bias with every bias-linear run.
+  same("--add-qkv-bias (or biases on every linear layer)", args.add_qkv_bias || !args.disable_bias_linear,
+       saved.add_qkv_bias || !saved.disable_bias_linear);
   same("--embed-layernorm", args.embed_layernorm, saved.embed_layernorm);
   same("--untie-embeddings-and-output-weights", args.untie_embeddings_and_output_weights,
        saved.untie_embeddings_and_output_weights);
@@ -293,9 +295,10 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
   }
   check_ranks_agree(world, state, ck.checkpoint_version, file);
   if (want_optimizer && !release) {
-    TORCH_CHECK(!ck.megatron_lm_optimizer, "[checkpointing] ", file,
-                " holds Megatron-LM's optimizer state, which this reader does not map onto its parameters; pass "
-                "--no-load-optim (the Adam moments restart) or --finetune");
+    TORCH_CHECK(ck.optimizer_unread.empty(), ck.optimizer_unread,
+                ck.optimizer_unread.find("--no-load-optim") == std::string::npos
+                    ? "; pass --no-load-optim (the Adam moments restart) or --finetune"
+                    : "");
     TORCH_CHECK(ck.optimizer, "[checkpointing] ", file,
                 " has no optimizer state (saved with --no-save-optim?); pass --no-load-optim or --finetune");
     try {

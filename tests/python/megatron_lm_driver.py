@@ -7,12 +7,15 @@ and loads or saves a --ckpt-format torch checkpoint with megatron.training.check
                                                                (with PP > 1 each rank's weights into OUT.rankR)
     megatron_lm_driver.py save CKPT_DIR IDS OUT -- FLAGS...   save at --train-iters with 8 samples
                                                                per iteration consumed, logits into OUT
+    megatron_lm_driver.py save-optim CKPT_DIR IDS OUT -- ...  the same with its optimizer state after two
+                                                               AdamW steps, that state by name into OUT
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
+import types
 import typing
 
 if not hasattr(typing, "override"):  # Python < 3.12; Megatron-LM's hybrid model imports it
@@ -39,6 +42,33 @@ def one_rank_read_metadata(read):
         finally:
             torch.distributed.is_initialized = initialized
     return wrapped
+
+
+def adam_steps(model, args):
+    """Megatron-LM's parameter groups (its own _get_param_groups and standard overrides) under
+    torch's AdamW, which it uses without Transformer Engine and apex, after two steps on random
+    gradients; its scheduler; the state by parameter name."""
+    from megatron.core.optimizer import OptimizerConfig, _get_param_groups, get_standard_config_overrides
+    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+    config = OptimizerConfig(optimizer="adam", lr=args.lr, min_lr=args.min_lr, weight_decay=args.weight_decay,
+                             decoupled_lr=args.decoupled_lr, decoupled_min_lr=args.decoupled_min_lr)
+    adam = torch.optim.AdamW(_get_param_groups([model], config, get_standard_config_overrides(config)), lr=args.lr,
+                             weight_decay=args.weight_decay, betas=(args.adam_beta1, args.adam_beta2),
+                             eps=args.adam_eps)
+    generator = torch.Generator().manual_seed(1234 + torch.distributed.get_rank())
+    for _ in range(2):
+        for p in model.parameters():
+            p.grad = torch.randn(p.shape, generator=generator)
+        adam.step()
+    samples = 8 * args.train_iters
+    scheduler = OptimizerParamScheduler(adam, init_lr=0.0, max_lr=args.lr, min_lr=args.min_lr, lr_warmup_steps=0,
+                                        lr_decay_steps=samples, lr_decay_style="cosine",
+                                        start_wd=args.weight_decay, end_wd=args.weight_decay,
+                                        wd_incr_steps=samples, wd_incr_style="constant")
+    scheduler.step(samples)
+    names = {p: n for n, p in model.named_parameters()}
+    state = {names[p]: {k: v.clone() for k, v in adam.state[p].items()} for p in names}
+    return types.SimpleNamespace(is_stub_optimizer=False, state_dict=adam.state_dict), scheduler, state
 
 
 def main() -> None:
@@ -75,7 +105,10 @@ def main() -> None:
         seed_and_offset = torch.tensor([args.seed, 0], dtype=torch.int64).view(torch.uint8)
         torch.cuda.get_rng_state = lambda device="cuda": seed_and_offset.clone()
         args.consumed_train_samples = 8 * args.train_iters
-        checkpointing.save_checkpoint(args.train_iters, [model], None, None, 0)
+        optimizer = scheduler = None
+        if mode == "save-optim":
+            optimizer, scheduler, result["optimizer_state"] = adam_steps(model, args)
+        checkpointing.save_checkpoint(args.train_iters, [model], optimizer, scheduler, 0)
     if args.pipeline_model_parallel_size > 1:
         # A stage's forward needs the pipeline schedule: each rank writes its weights instead.
         torch.save({k: v for k, v in model.state_dict().items() if isinstance(v, torch.Tensor)},

@@ -5,12 +5,15 @@ its rng_state has Python's and numpy's states as those libraries give them seede
 Megatron-LM seeds them (seed + 100 x pipeline rank); a checkpoint the test writes in Megatron-LM's
 layout (args with torch dtypes, enums and 40-bit integers, numpy's state as an ndarray, Transformer
 Engine's fused-norm names and _extra_state, an OrderedDict with _metadata, the consumed samples in
-args only, Megatron-LM's optimizer state) resumes here with --no-load-optim and converts back to
-the same weights, and a resume that needs its optimizer state is one error naming the way through.
+args only, Megatron-LM's optimizer state in torch's, FusedAdam's and the bf16 optimizer's layouts)
+resumes here with its Adam moments on the parameters they belong to (or without, --no-load-optim)
+and converts back to the same weights and moments; its distributed optimizer's state is one error
+naming the way through.
 
 With Megatron-LM's own code (a snapshot of its repository in MEGATRON_LM_DIR; skipped without),
 at TP 1 and TP 2: its load_checkpoint loads ours strictly and its GPT model gives our logits, and
-what its save_checkpoint writes resumes here and gives its logits."""
+what its save_checkpoint writes resumes here and gives its logits; its optimizer state (its own
+parameter groups under torch's AdamW) resumes here, each parameter's moments where they belong."""
 from __future__ import annotations
 
 import argparse
@@ -86,61 +89,166 @@ TE_NAMES = {"input_layernorm.weight": "self_attention.linear_qkv.layer_norm_weig
             "pre_mlp_layernorm.bias": "mlp.linear_fc1.layer_norm_bias"}
 
 
-def megatron_lm_layout(ours: dict, attn_backend) -> dict:
-    """Our checkpoint as Megatron-LM (with Transformer Engine) writes one, from its save_checkpoint."""
+# Megatron-LM's GPTModel registers its parameters in this order (Transformer Engine's layers); its
+# state_dict() and named_parameters() both follow it.
+MCORE_LAYER_ORDER = ["self_attention.linear_proj.weight", "self_attention.linear_proj.bias",
+                     "self_attention.linear_qkv.layer_norm_weight", "self_attention.linear_qkv.layer_norm_bias",
+                     "self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias",
+                     "mlp.linear_fc1.layer_norm_weight", "mlp.linear_fc1.layer_norm_bias", "mlp.linear_fc1.weight",
+                     "mlp.linear_fc1.bias", "mlp.linear_fc2.weight", "mlp.linear_fc2.bias"]
+
+
+def mcore_position(name: str) -> tuple:
+    if name.startswith("embedding."):
+        return 0, 0, ["embedding.word_embeddings.weight", "embedding.position_embeddings.weight"].index(name)
+    if name.startswith("decoder.layers."):
+        index, rest = name[len("decoder.layers."):].split(".", 1)
+        return 1, int(index), MCORE_LAYER_ORDER.index(rest)
+    if name.startswith("decoder.final_layernorm."):
+        return 2, 0, ["weight", "bias"].index(name.rsplit(".", 1)[1])
+    return 3, 0, 0  # output_layer.weight
+
+
+def megatron_adam_state(model: dict, fused: bool = False) -> tuple[dict, dict]:
+    """Megatron-LM's optimizer.state_dict() (non-distributed, fp32 parameters) for this model
+    dict: torch's layout over its two standard groups, weight decay then none (biases and 1-D
+    parameters), each in named_parameters() order. torch's AdamW keeps a step per parameter;
+    Transformer Engine's and apex's FusedAdam (fused) one per group. Also the state by our names."""
+    names = [n for n in model if not n.endswith("_extra_state")]
+    no_decay = [n for n in names if n.endswith(".bias") or model[n].dim() == 1]
+    generator = torch.Generator().manual_seed(5)
+    state, groups, by_name = {}, [], {}
+    for members, wd_mult in (([n for n in names if n not in no_decay], 1.0), (no_decay, 0.0)):
+        indices = []
+        for n in members:
+            s = {"exp_avg": torch.randn(model[n].shape, generator=generator),
+                 "exp_avg_sq": torch.rand(model[n].shape, generator=generator)}
+            if not fused:
+                s = {"step": torch.tensor(7.0), **s}
+            indices.append(len(state))
+            state[len(state)] = s
+            ours = n
+            for plain, fused_name in TE_NAMES.items():
+                ours = ours.replace(fused_name, plain)
+            by_name[ours] = s
+        group = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01 * wd_mult,
+                 "is_expert_parallel": False, "default_config": True, "wd_mult": wd_mult, "lr_mult": 1.0,
+                 "is_decoupled_lr": False, "max_lr": 2e-3, "min_lr": 2e-4}
+        groups.append({**group, **({"step": 7} if fused else {}), "params": indices})
+    torch_state = {"state": state, "param_groups": groups}
+    if model[names[0]].dtype == torch.float32:
+        return torch_state, by_name
+    # Float16OptimizerWithFloat16Params: torch's state of the fp32 master copies, which it keeps
+    # beside it group by group.
+    masters = []
+    for group in groups:
+        masters.append([])
+        for index in group["params"]:
+            name = next(n for n, s in by_name.items() if s is state[index])
+            by_name[name]["main_param"] = torch.randn(state[index]["exp_avg"].shape, generator=generator)
+            masters[-1].append(by_name[name]["main_param"])
+    return {"optimizer": torch_state, "fp32_from_fp16_params": masters}, by_name
+
+
+def megatron_lm_layout(ours: dict, attn_backend, fused_adam: bool = False) -> tuple[dict, dict]:
+    """Our checkpoint as Megatron-LM (with Transformer Engine) writes one, from its save_checkpoint,
+    and its optimizer state by our names."""
     args = argparse.Namespace(**vars(ours["args"]))
     args.params_dtype = torch.float32
     args.attention_backend = attn_backend.auto
     args.num_query_groups = 1  # Megatron-LM's default without --group-query-attention
     args.vocab_file = None
     args.train_samples_for_a_long_run = 220_000_000_000
-    model = collections.OrderedDict()
+    renamed = {}
     for name, tensor in ours["model"].items():
         for local, fused in TE_NAMES.items():
             name = name.replace(local, fused)
-        model[name] = tensor
+        renamed[name] = tensor
+    model = collections.OrderedDict()
+    for name in sorted(renamed, key=mcore_position):
+        model[name] = renamed[name]
         if name.endswith("linear_fc1.weight"):
             model[name.replace("weight", "_extra_state")] = io.BytesIO(b"fp8 metadata")
     model._metadata = collections.OrderedDict({"": {"version": 1}})
+    optimizer, by_name = megatron_adam_state(model, fused_adam)
     tracker_states = ours["rng_state"][0]["rng_tracker_states"]
-    return {"args": args, "checkpoint_version": 3.0, "iteration": 7, "model": model,
-            "optimizer": {"optimizer": {"state": {0: {"exp_avg": torch.zeros(3), "step": 7}},
-                                        "param_groups": [{"params": [0], "lr": 1e-3}]},
-                          "fp32_from_fp16_params": []},
-            "opt_param_scheduler": dict(max_lr=2e-3, min_lr=2e-4, lr_warmup_steps=8, lr_decay_steps=96,
-                                        lr_decay_style="cosine", num_steps=56),
+    return {"args": args, "checkpoint_version": 3.0, "iteration": 7, "model": model, "optimizer": optimizer,
+            "opt_param_scheduler": dict(max_lr=2e-3, min_lr=2e-4, lr_warmup_steps=8.0, lr_decay_steps=96,
+                                        lr_decay_style="cosine", num_steps=56, start_wd=0.01, end_wd=0.01,
+                                        wd_incr_style="constant", wd_incr_steps=96),
             "rng_state": [{"random_rng_state": random.getstate(), "np_rng_state": np.random.get_state(),
                            "torch_rng_state": torch.get_rng_state(),
                            "cuda_rng_state": torch.tensor([1234, 0]).view(torch.uint8),
                            "rng_tracker_states": tracker_states}],
-            "num_floating_point_operations_so_far": 1.5e22}
+            "num_floating_point_operations_so_far": 1.5e22}, by_name
+
+
+def write_megatron_lm(ck: Path, state: dict, iteration: int = 7) -> None:
+    rank_file(ck, iteration).parent.mkdir(parents=True, exist_ok=True)
+    torch.save(state, rank_file(ck, iteration))
+    (ck / "latest_checkpointed_iteration.txt").write_text(str(iteration))
+
+
+def assert_moments_carried(ck: Path, expected: dict, iteration: int) -> None:
+    """Our checkpoint's optimizer state (param_state by name) holds the expected moments."""
+    saved = torch.load(rank_file(ck, iteration), weights_only=True)["optimizer"]["param_state"]
+    assert saved.keys() == expected.keys()
+    for name, s in expected.items():
+        for key in ("exp_avg", "exp_avg_sq", "main_param"):
+            if key in s:
+                assert torch.equal(saved[name][key].reshape(s[key].shape), s[key]), (name, key)
 
 
 def test_a_megatron_lm_checkpoint_resumes_here(tmp_path, megatron_modules):
+    """Its Adam moments (torch's AdamW layout, and FusedAdam's; bf16 with its fp32 master copies)
+    map onto our parameters by its group order and named_parameters() order; its distributed
+    optimizer's is one error naming the way through."""
     run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "ck"), *NO_DROPOUT)])
     ours = torch.load(rank_file(tmp_path / "ck", 2), weights_only=True)
-    theirs = megatron_lm_layout(ours, megatron_modules)
+    theirs, moments = megatron_lm_layout(ours, megatron_modules)
     theirs["args"].consumed_train_samples = 56
     mlm = tmp_path / "mlm"
-    rank_file(mlm, 7).parent.mkdir(parents=True)
-    torch.save(theirs, rank_file(mlm, 7))
-    (mlm / "latest_checkpointed_iteration.txt").write_text("7")
+    write_megatron_lm(mlm, theirs)
 
-    refused = run([PRETRAIN, *tiny(9, "--load", str(mlm), *NO_DROPOUT)], check=False)
-    assert refused.returncode != 0
-    assert "holds Megatron-LM's optimizer state" in refused.stderr and "--no-load-optim" in refused.stderr
-
-    resumed = run([PRETRAIN, *tiny(9, "--load", str(mlm), "--no-load-optim", *NO_DROPOUT)])
+    resumed = run([PRETRAIN, *tiny(9, "--load", str(mlm), *NO_DROPOUT)])
     assert "successfully loaded checkpoint from " + str(mlm) + " [ iter_0000007 ] at iteration 7" in resumed.stdout
     assert "iteration        8/       9 | consumed samples:           64" in resumed.stdout
+    assert "iteration        8/       9 | consumed samples:           64" in run(
+        [PRETRAIN, *tiny(9, "--load", str(mlm), "--no-load-optim", *NO_DROPOUT)]).stdout
 
-    # Through our reader and back to our layout: the same weights under our names.
+    # Through our reader and back to our layout: the same weights under our names, and its moments.
     run([CONVERT, "--load", str(mlm), "--save", str(tmp_path / "back")])
     back = torch.load(rank_file(tmp_path / "back", 7), weights_only=True)
     assert back["model"].keys() == ours["model"].keys()
     for name, tensor in ours["model"].items():
         assert torch.equal(back["model"][name], tensor), name
     assert back["args"].consumed_train_samples == 56
+    assert_moments_carried(tmp_path / "back", moments, 7)
+
+    fused, moments = megatron_lm_layout(ours, megatron_modules, fused_adam=True)
+    write_megatron_lm(tmp_path / "fused", fused)
+    run([CONVERT, "--load", str(tmp_path / "fused"), "--save", str(tmp_path / "fused_back")])
+    assert_moments_carried(tmp_path / "fused_back", moments, 7)
+
+    # bf16: the fp32 master copies come from fp32_from_fp16_params.
+    run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "bf16"), "--bf16", *NO_DROPOUT)])
+    half, moments = megatron_lm_layout(torch.load(rank_file(tmp_path / "bf16", 2), weights_only=True),
+                                       megatron_modules)
+    assert all("main_param" in s for s in moments.values())
+    write_megatron_lm(tmp_path / "mlm_bf16", half)
+    run([PRETRAIN, *tiny(8, "--load", str(tmp_path / "mlm_bf16"), "--bf16", *NO_DROPOUT)])
+    run([CONVERT, "--load", str(tmp_path / "mlm_bf16"), "--save", str(tmp_path / "bf16_back")])
+    assert_moments_carried(tmp_path / "bf16_back", moments, 7)
+
+    # Megatron-LM's distributed optimizer keeps only the groups here (the moments in distrib_optim.pt).
+    theirs["optimizer"] = {"optimizer": {"param_groups": [{k: v for k, v in g.items() if k != "params"}
+                                                          for g in theirs["optimizer"]["param_groups"]]}}
+    write_megatron_lm(tmp_path / "distopt", theirs)
+    refused = run([PRETRAIN, *tiny(9, "--load", str(tmp_path / "distopt"), *NO_DROPOUT)], check=False)
+    assert refused.returncode != 0 and "Megatron-LM's distributed optimizer" in refused.stderr
+    assert "--no-load-optim" in refused.stderr
+    converted = run([CONVERT, "--load", str(tmp_path / "distopt"), "--save", str(tmp_path / "distopt_back")])
+    assert "no optimizer state" in converted.stdout and "distributed optimizer" in converted.stdout
 
 
 megatron_lm = pytest.mark.skipif(not Path(MEGATRON_LM, "megatron", "training", "checkpointing.py").is_file(),
@@ -199,6 +307,21 @@ def test_a_checkpoint_megatron_lm_saves_resumes_here_with_its_logits(tmp_path, t
     dump = our_logits(state, tmp_path, **DUMP_MODEL)
     assert torch.equal(dump["input_ids"], ids)
     assert (theirs["logits"] - dump["logits"]).abs().max().item() <= 1e-5
+
+
+@megatron_lm
+def test_megatron_lm_optimizer_state_resumes_here(tmp_path):
+    """Its optimizer state, from its own parameter groups under torch's AdamW after two steps,
+    resumes here and carries each parameter's moments to the parameter of the same name."""
+    torch.save(torch.zeros(2, 16, dtype=torch.long), tmp_path / "ids.pt")
+    theirs = megatron_lm_driver("save-optim", tmp_path / "mlm", tmp_path / "ids.pt", tmp_path / "theirs.pt",
+                                *MEGATRON_SHAPE, "--train-iters", "5", "--save-interval", "5", "--min-lr", "2e-4")
+    resumed = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "mlm"), *NO_DROPOUT)])
+    assert "[ iter_0000005 ] at iteration 5" in resumed.stdout
+    run([CONVERT, "--load", str(tmp_path / "mlm"), "--save", str(tmp_path / "back")])
+    assert_moments_carried(tmp_path / "back", theirs["optimizer_state"], 5)
+    saved = torch.load(rank_file(tmp_path / "back", 5), weights_only=True)["optimizer"]["param_state"]
+    assert all(float(s["step"]) == 2 for s in saved.values())
 
 
 @megatron_lm

@@ -40,6 +40,7 @@ struct MEGATRON_API ConvertOptions {
 struct MEGATRON_API ConvertResult {
   std::optional<int64_t> iteration;  // nullopt: a "release" checkpoint (imported)
   bool has_optimizer_state = false;
+  std::string optimizer_unread;  // why a Megatron-LM optimizer state was left behind ("": none was)
 };
 
 // Throws c10::Error with one line naming the file or option at fault.

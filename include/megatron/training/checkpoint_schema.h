@@ -63,10 +63,12 @@ struct MEGATRON_API RankCheckpoint {
   Arguments args;
   int64_t padded_vocab_size = 0, true_vocab_size = 0;  // 0: not recorded
   int64_t iteration = 0;
-  double checkpoint_version = 0;                   // Megatron-LM's; 0: not recorded
-  std::vector<TensorMap> model;                    // one state dict per model chunk
-  std::optional<OptimizerState> optimizer;         // absent: --no-save-optim, or an import
-  bool megatron_lm_optimizer = false;              // Megatron-LM wrote its optimizer state, not read here
+  double checkpoint_version = 0;  // Megatron-LM's; 0: not recorded
+  std::vector<TensorMap> model;   // one state dict per model chunk
+  // absent: --no-save-optim, or an import; Megatron-LM's own (non-distributed) state is mapped
+  // onto the parameter names, and when it cannot be, why not is in optimizer_unread.
+  std::optional<OptimizerState> optimizer;
+  std::string optimizer_unread;
   std::optional<std::vector<RngState>> rng_state;  // one per data-parallel rank, or one
   int64_t consumed_train_samples = 0, consumed_valid_samples = 0;
   std::string data_fingerprint;  // data_fingerprint() of the run; "": not recorded (older, imported)

@@ -1,0 +1,53 @@
+// Reading the dicts of a checkpoint file with one-line errors naming the file, shared by the
+// readers of our own layout (checkpoint_schema.cpp) and of Megatron-LM's optimizer state
+// (megatron_lm_optimizer.cpp).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <c10/util/Exception.h>
+
+#include <cstdint>
+#include <string>
+
+#include "megatron/training/checkpoint_schema.h"
+
+namespace megatron::training::detail {
+
+using GenericDict = c10::impl::GenericDict;
+
+inline GenericDict new_dict() {
+  return GenericDict(c10::StringType::get(), c10::AnyType::get());
+}
+
+inline const c10::IValue& get(const GenericDict& d, const char* key, const std::string& file) {
+  auto it = d.find(key);
+  TORCH_CHECK(it != d.end(), "[checkpointing] ", file, " has no '", key, "' entry");
+  return it->value();
+}
+inline GenericDict get_dict(const GenericDict& d, const char* key, const std::string& file) {
+  const auto& v = get(d, key, file);
+  TORCH_CHECK(v.isGenericDict(), "[checkpointing] ", file, ": '", key, "' is a ", v.tagKind(), ", expected a dict");
+  return v.toGenericDict();
+}
+inline int64_t get_int(const GenericDict& d, const char* key, const std::string& file) {
+  const auto& v = get(d, key, file);
+  TORCH_CHECK(v.isInt(), "[checkpointing] ", file, ": '", key, "' is a ", v.tagKind(), ", expected an int");
+  return v.toInt();
+}
+inline double get_double(const GenericDict& d, const char* key, const std::string& file) {
+  const auto& v = get(d, key, file);
+  TORCH_CHECK(v.isDouble() || v.isInt(), "[checkpointing] ", file, ": '", key, "' is a ", v.tagKind(),
+              ", expected a float");
+  return v.isDouble() ? v.toDouble() : static_cast<double>(v.toInt());
+}
+
+// A model dict key as our local layers name it: Megatron-LM's Transformer Engine layers hold the
+// norm before a linear layer inside it; "" for their per-module FP8 metadata (_extra_state).
+std::string local_layer_name(std::string name);
+// opt_param_scheduler (Megatron-LM's keys; steps are samples).
+RankCheckpoint::SchedulerState read_scheduler(const GenericDict& d, const std::string& file);
+// Megatron-LM's own (non-distributed) optimizer state, mapped onto the parameters by name.
+RankCheckpoint::OptimizerState read_megatron_lm_optimizer(const GenericDict& d, const std::string& file);
+
+}  // namespace megatron::training::detail
