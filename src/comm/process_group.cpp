@@ -315,6 +315,19 @@ WorkHandle ProcessGroup::reduce_async(at::Tensor& tensor, int dst, ReduceOp op) 
 void ProcessGroup::all_reduce(at::Tensor& tensor, ReduceOp op) {
   impl_->start_all_reduce(tensor, op, true)->wait();
 }
+void ProcessGroup::all_reduce_coalesced(const std::vector<at::Tensor>& tensors, ReduceOp op) {
+  if (tensors.empty()) return;
+  std::vector<at::Tensor> flat_parts;
+  for (const auto& t : tensors) flat_parts.push_back(t.reshape({-1}));
+  at::Tensor flat = at::cat(flat_parts);
+  all_reduce(flat, op);
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    at::Tensor target = t;  // a handle to the caller's storage
+    target.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
 void ProcessGroup::all_gather(at::Tensor& output, const at::Tensor& input) {
   impl_->start_all_gather(output, input, true)->wait();
 }

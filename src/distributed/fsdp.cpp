@@ -1,5 +1,7 @@
 #include "megatron/distributed/fsdp.h"
 
+#include "after_accumulation.h"
+
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/function.h>
@@ -173,22 +175,6 @@ class UnitHooks : public transformer::ParamGather {
   size_t unit_;
 };
 
-// Runs after AccumulateGrad has added a backward pass's gradient into the parameter's .grad.
-class AccumulatedHook : public torch::autograd::FunctionPostHook {
- public:
-  AccumulatedHook(std::weak_ptr<FsdpUnits::State> state, size_t unit, size_t param)
-      : state_(std::move(state)), unit_(unit), param_(param) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list& /*inputs*/) override {
-    if (auto s = state_.lock()) s->on_accumulated(unit_, param_);
-    return outputs;
-  }
-
- private:
-  std::weak_ptr<FsdpUnits::State> state_;
-  size_t unit_, param_;
-};
-
 }  // namespace
 
 FsdpUnits::FsdpUnits(std::shared_ptr<comm::ProcessGroup> dp, bool shard_params, bool prefetch,
@@ -216,13 +202,11 @@ size_t FsdpUnits::add_unit(ParamAndGradBuffer& buffer, std::vector<const optimiz
   // Where this rank's shard of each region holds sequence-parallel parameters.
   const auto& regions = buffer.regions();
   for (size_t r = 0; r < regions.size(); ++r) {
-    auto& ranges = u.sequence_parallel.emplace_back();
-    const int64_t numel = u.shards.at(r)->shard_numel(), begin = s.dp->rank() * numel;
-    for (const auto& m : regions[r].members) {
-      if (sequence_parallel.empty() || !sequence_parallel.at(m.index)) continue;
-      const int64_t lo = std::max(m.offset, begin), hi = std::min(m.offset + params.at(m.index).numel(), begin + numel);
-      if (lo < hi) ranges.emplace_back(lo - begin, hi - lo);
-    }
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (const auto& m : regions[r].members)
+      if (!sequence_parallel.empty() && sequence_parallel.at(m.index))
+        ranges.emplace_back(m.offset, params.at(m.index).numel());
+    u.sequence_parallel.push_back(u.shards.at(r)->in_shard(ranges));
   }
   u.seen.assign(params.size(), 0);
   // The previous unit of the same chunk (units come in forward order).
@@ -242,9 +226,9 @@ size_t FsdpUnits::add_unit(ParamAndGradBuffer& buffer, std::vector<const optimiz
   for (size_t i = 0; i < params.size(); ++i) {
     TORCH_CHECK(params[i].requires_grad() && params[i].is_leaf(), "[fsdp] parameter ", i,
                 " of a unit is not a leaf that requires a gradient");
-    auto accumulator = torch::autograd::impl::grad_accumulator(params[i]);
-    accumulator->add_post_hook(std::make_unique<AccumulatedHook>(state_, index, i));
-    grad_accumulators_.push_back(std::move(accumulator));
+    grad_accumulators_.push_back(detail::after_accumulation(params[i], [weak = std::weak_ptr<State>(state_), index, i] {
+      if (auto s = weak.lock()) s->on_accumulated(index, i);
+    }));
   }
   return index;
 }
@@ -303,21 +287,13 @@ void FsdpUnits::finish() {
   while (!s.reductions.empty()) s.drain_front();
   for (auto& u : s.units) s.wait_gather(u);
   if (s.tp && s.tp->size() > 1) {
-    // One all-reduce over every sequence-parallel piece of every shard.
+    // Every sequence-parallel piece of every shard, in one all-reduce.
     std::vector<at::Tensor> pieces;
     for (auto& u : s.units)
       for (size_t r = 0; r < u.sequence_parallel.size(); ++r)
         for (const auto& [offset, numel] : u.sequence_parallel[r])
           pieces.push_back(u.grad_shard[r].narrow(0, offset, numel));
-    if (!pieces.empty()) {
-      at::Tensor flat = at::cat(pieces);
-      s.tp->all_reduce(flat);
-      int64_t at = 0;
-      for (auto& piece : pieces) {
-        piece.copy_(flat.narrow(0, at, piece.numel()));
-        at += piece.numel();
-      }
-    }
+    s.tp->all_reduce_coalesced(pieces);
   }
 }
 

@@ -1,9 +1,6 @@
 #include "megatron/distributed/grad_buckets.h"
 
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/function_hook.h>
-#include <torch/csrc/autograd/functions/accumulate_grad.h>
-#include <torch/csrc/autograd/variable.h>
+#include "after_accumulation.h"
 
 #include <c10/util/Exception.h>
 
@@ -52,25 +49,6 @@ struct GradBuckets::State {
     if (--missing[b] == 0) launch(b);
   }
 };
-
-namespace {
-
-// Runs after AccumulateGrad has added a backward pass's gradient into the parameter's .grad.
-class AccumulatedHook : public torch::autograd::FunctionPostHook {
- public:
-  AccumulatedHook(std::weak_ptr<GradBuckets::State> state, size_t param) : state_(std::move(state)), param_(param) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list& /*inputs*/) override {
-    if (auto state = state_.lock()) state->on_accumulated(param_);
-    return outputs;
-  }
-
- private:
-  std::weak_ptr<GradBuckets::State> state_;
-  size_t param_;
-};
-
-}  // namespace
 
 GradBuckets::GradBuckets(const ParamAndGradBuffer& buffer, const std::vector<at::Tensor>& params, int64_t bucket_numel,
                          const std::vector<int64_t>& shard_numel, const std::vector<bool>& all_reduced)
@@ -133,9 +111,9 @@ void GradBuckets::enable_overlap() {
   for (size_t i = 0; i < params_.size(); ++i) {
     TORCH_CHECK(params_[i].requires_grad() && params_[i].is_leaf(), "[grad_buckets] parameter ", i,
                 " is not a leaf that requires a gradient; --overlap-grad-reduce hooks its accumulator");
-    auto accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
-    accumulator->add_post_hook(std::make_unique<AccumulatedHook>(state_, i));
-    grad_accumulators_.push_back(std::move(accumulator));
+    grad_accumulators_.push_back(detail::after_accumulation(params_[i], [weak = std::weak_ptr<State>(state_), i] {
+      if (auto state = weak.lock()) state->on_accumulated(i);
+    }));
   }
 }
 

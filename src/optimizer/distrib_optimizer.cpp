@@ -36,12 +36,20 @@ at::Tensor ParamShards::reduced_grads() const {
   return buffer_.grads_of(buffer_.regions()[region_]).narrow(0, shard_offset_, shard_numel_);
 }
 
+std::vector<std::pair<int64_t, int64_t>> ParamShards::in_shard(
+    const std::vector<std::pair<int64_t, int64_t>>& ranges) const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& [offset, numel] : ranges) {
+    const int64_t begin = std::max(offset, shard_offset_), end = std::min(offset + numel, shard_offset_ + shard_numel_);
+    if (begin < end) out.emplace_back(begin - shard_offset_, end - begin);
+  }
+  return out;
+}
+
 std::vector<at::Tensor> ParamShards::norm_grads(const at::Tensor& shard_grad) const {
   std::vector<at::Tensor> out;
-  for (const auto& [offset, numel] : buffer_.regions()[region_].counted) {
-    const int64_t begin = std::max(offset, shard_offset_), end = std::min(offset + numel, shard_offset_ + shard_numel_);
-    if (begin < end) out.push_back(shard_grad.narrow(0, begin - shard_offset_, end - begin));
-  }
+  for (const auto& [offset, numel] : in_shard(buffer_.regions()[region_].counted))
+    out.push_back(shard_grad.narrow(0, offset, numel));
   return out;
 }
 

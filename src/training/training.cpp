@@ -95,18 +95,23 @@ void log_memory_after_setup(const TrainingContext& ctx, const optimizer::Megatro
   log(LogLevel::kInfo, line);
 }
 
-// "decoder.layers.N" (with the chunk's prefix) for a decoder layer's parameters: the unit that
-// sharded data parallelism gathers and reduces together.
+// "decoder.layers.N" (with the chunk's prefix): decoder layer N's unit, whose parameters sharded
+// data parallelism gathers and reduces together.
+const std::string kLayers = "decoder.layers.";
+std::string layer_unit(const std::string& prefix, const std::string& layer) {
+  return prefix + kLayers + layer;
+}
+
+// The unit of a parameter ("" outside the decoder layers).
 std::string fsdp_unit_of(const std::string& prefix, const std::string& name) {
-  const std::string layers = "decoder.layers.";
-  if (name.compare(0, layers.size(), layers) != 0) return "";
-  return prefix + name.substr(0, name.find('.', layers.size()));
+  if (name.compare(0, kLayers.size(), kLayers) != 0) return "";
+  return layer_unit(prefix, name.substr(kLayers.size(), name.find('.', kLayers.size()) - kLayers.size()));
 }
 
 // Parameters as the optimizer sees them, over every model chunk of this stage. Copies that
 // another rank counts in the gradient norm are marked: replicated parameters on TP ranks > 0,
 // and the last stage's copy of the tied word embedding.
-std::vector<optimizer::OptimizerParam> optimizer_params(const Model& model, int tp_rank, bool sequence_parallel_on) {
+std::vector<optimizer::OptimizerParam> optimizer_params(const Model& model, int tp_rank) {
   std::vector<optimizer::OptimizerParam> params;
   for (size_t chunk = 0; chunk < model.size(); ++chunk) {
     const std::string prefix = model.size() > 1 ? "model" + std::to_string(chunk) + "." : "";
@@ -119,11 +124,8 @@ std::vector<optimizer::OptimizerParam> optimizer_params(const Model& model, int 
         const bool input_or_output = p.name == "embedding.word_embeddings.weight" || p.name == "output_layer.weight";
         const bool shared =
             lm->share_embeddings_and_output_weights() && !(lm->pre_process() && lm->post_process()) && input_or_output;
-        // As GPTModel::allreduce_sequence_parallel_grads picks them.
-        const bool sequence_parallel =
-            sequence_parallel_on && p.name.rfind("decoder.", 0) == 0 && !p.init.layout.is_sharded();
         params.push_back({prefix + p.name, p.param, elsewhere, input_or_output, shared, fsdp_unit_of(prefix, p.name),
-                          sequence_parallel});
+                          lm->has_sequence_parallel_grad(p)});
         // Deferred (DeferredParameterInit): the value GPTModel::initialize_parameters would give it.
         if (auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(model[chunk].get());
             gpt && tensor_parallel::DeferredParameterInit::deferred(p.param))
@@ -152,14 +154,13 @@ void attach_param_gather(const Model& model, const optimizer::MegatronOptimizer&
     gpt->param_gather = optim.param_gather("");
     for (size_t i = 0; i < gpt->decoder->layers->size(); ++i)
       gpt->decoder->layers->ptr<transformer::TransformerLayerImpl>(i)->param_gather =
-          optim.param_gather(prefix + "decoder.layers." + std::to_string(i));
+          optim.param_gather(layer_unit(prefix, std::to_string(i)));
   }
 }
 
 std::unique_ptr<optimizer::MegatronOptimizer> get_megatron_optimizer(const TrainingContext& ctx, const Model& model) {
   const auto& ps = ctx.parallel_state;
-  auto params = optimizer_params(model, ps.get_tensor_model_parallel_rank(),
-                                 ctx.args.sequence_parallel && ps.get_tensor_model_parallel_world_size() > 1);
+  auto params = optimizer_params(model, ps.get_tensor_model_parallel_rank());
   int64_t local_params = 0;
   for (const auto& p : params) local_params += p.param.numel();
   if (ps.get_data_parallel_rank() == 0)

@@ -81,6 +81,9 @@ class MEGATRON_API ProcessGroup {
   // CUDA: NCCL); each rank passes the same shape and dtype.
   void all_reduce(at::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
   WorkHandle all_reduce_async(at::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
+  // Many small tensors (one dtype and device, any layout) reduced in place by one all-reduce of
+  // their concatenation.
+  void all_reduce_coalesced(const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::kSum);
   // output: [size * n, ...] = concatenation of every rank's input [n, ...] along dim 0.
   void all_gather(at::Tensor& output, const at::Tensor& input);
   WorkHandle all_gather_async(at::Tensor& output, const at::Tensor& input);

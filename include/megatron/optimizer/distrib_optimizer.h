@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "megatron/comm/process_group.h"
@@ -36,6 +37,9 @@ class MEGATRON_API ParamShards {
   int64_t shard_numel() const { return shard_numel_; }
   // The parts of a shard gradient that count in the norm.
   std::vector<at::Tensor> norm_grads(const at::Tensor& shard_grad) const;
+  // The parts of (offset, numel) ranges of the region that fall in this rank's shard, as
+  // (offset, numel) in the shard.
+  std::vector<std::pair<int64_t, int64_t>> in_shard(const std::vector<std::pair<int64_t, int64_t>>& ranges) const;
   // Writes every rank's updated shard into the model parameters.
   void all_gather_params() const;
   // Writes this rank's updated shard into its part of the model parameters only (for a gather

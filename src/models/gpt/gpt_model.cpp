@@ -136,25 +136,19 @@ void GPTModelImpl::allreduce_word_embedding_grads(const std::shared_ptr<comm::Pr
   embedding_group->all_reduce(weight.mutable_grad());
 }
 
+bool GPTModelImpl::has_sequence_parallel_grad(const common::ShardedParameter& p) const {
+  return config.sequence_parallel() && tp::group_size(config.tp_group()) > 1 && p.name.rfind("decoder.", 0) == 0 &&
+         !p.init.layout.is_sharded();
+}
+
 void GPTModelImpl::allreduce_sequence_parallel_grads() {
-  if (!config.sequence_parallel() || tp::group_size(config.tp_group()) == 1) return;
   std::vector<at::Tensor> grads;
   for (const auto& sp : sharded_parameters()) {
-    if (sp.name.rfind("decoder.", 0) != 0 || sp.init.layout.is_sharded()) continue;
+    if (!has_sequence_parallel_grad(sp)) continue;
     // A released gradient is a sharded unit's (distributed/fsdp.h), summed on its shard.
     if (sp.param.grad().defined() && sp.param.grad().storage().nbytes() > 0) grads.push_back(sp.param.mutable_grad());
   }
-  if (grads.empty()) return;
-  // One all-reduce over the flattened gradients.
-  std::vector<at::Tensor> flat_parts;
-  for (auto& g : grads) flat_parts.push_back(g.reshape({-1}));
-  at::Tensor flat = at::cat(flat_parts);
-  config.tp_group()->all_reduce(flat);
-  int64_t offset = 0;
-  for (auto& g : grads) {
-    g.copy_(flat.narrow(0, offset, g.numel()).view_as(g));
-    offset += g.numel();
-  }
+  if (!grads.empty()) config.tp_group()->all_reduce_coalesced(grads);
 }
 
 at::Tensor GPTModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& position_ids_in,

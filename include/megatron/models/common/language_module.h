@@ -55,6 +55,9 @@ class MEGATRON_API LanguageModule : public transformer::MegatronModule {
   // replicated parameters' over the TP group.
   virtual void allreduce_word_embedding_grads(const std::shared_ptr<comm::ProcessGroup>& embedding_group) = 0;
   virtual void allreduce_sequence_parallel_grads() = 0;
+  // Whether p is replicated over the TP ranks with a partial gradient on each (sequence
+  // parallelism), which allreduce_sequence_parallel_grads sums.
+  virtual bool has_sequence_parallel_grad(const ShardedParameter& p) const = 0;
 };
 
 // The padded vocabulary of a language model's embedding and output layer:

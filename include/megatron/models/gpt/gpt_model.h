@@ -100,6 +100,7 @@ class MEGATRON_API GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl>, pub
   // replicated decoder parameters (norms, row-parallel biases) are partial: sums them over the TP
   // group (Megatron does this in finalize_model_grads). No-op without sequence parallelism.
   void allreduce_sequence_parallel_grads() override;
+  bool has_sequence_parallel_grad(const common::ShardedParameter& p) const override;
 
   // Every parameter of this rank with its sharding (name order = named_parameters()).
   std::vector<ShardedParameter> sharded_parameters() const override;
