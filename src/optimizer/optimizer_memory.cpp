@@ -16,44 +16,51 @@ namespace megatron::optimizer {
 
 namespace {
 
-// --overlap-param-gather: a unit's forward waits for the buckets that hold its parameters.
+// --overlap-param-gather: a unit's forward waits for the buckets that hold its parameters, then
+// runs its fsdp unit's hooks (ZeRO-2's decoder layers), if it has them.
 class ParamSyncWait : public transformer::ParamGather {
  public:
-  explicit ParamSyncWait(std::vector<std::function<void()>> waits) : waits_(std::move(waits)) {}
+  ParamSyncWait(std::vector<std::function<void()>> waits, std::shared_ptr<transformer::ParamGather> unit)
+      : waits_(std::move(waits)), unit_(std::move(unit)) {}
   void before_forward() override {
     for (auto& wait : waits_) wait();
+    if (unit_) unit_->before_forward();
   }
-  void after_forward(const at::Tensor& /*output*/) override {}
+  void after_forward(const at::Tensor& output) override {
+    if (unit_) unit_->after_forward(output);
+  }
 
  private:
   std::vector<std::function<void()>> waits_;
+  std::shared_ptr<transformer::ParamGather> unit_;
 };
 
 }  // namespace
 
 std::shared_ptr<transformer::ParamGather> MegatronOptimizer::param_gather(const std::string& fsdp_unit) const {
+  std::shared_ptr<transformer::ParamGather> unit;
   if (fsdp_) {
-    if (auto it = fsdp_unit_index_.find(fsdp_unit); it != fsdp_unit_index_.end()) return fsdp_->hooks(it->second);
+    if (auto it = fsdp_unit_index_.find(fsdp_unit); it != fsdp_unit_index_.end()) unit = fsdp_->hooks(it->second);
   }
-  if (!config_.overlap_param_gather || !distributed_ || config_.shard_params) return nullptr;
+  if (!config_.overlap_param_gather || !distributed_ || config_.shard_params) return unit;
   // buckets_[k] cuts buffers_[k], one of the buffers outside fsdp units.
   std::vector<std::function<void()>> waits;
   for (size_t k = 0; k < buckets_.size(); ++k) {
     std::vector<size_t> mine;
     for (size_t j = 0; j < buffer_params_[k].size(); ++j)
-      if (params_[buffer_params_[k][j]].fsdp_unit == fsdp_unit) mine.push_back(j);
+      if (gather_wait_unit(buffer_params_[k][j]) == fsdp_unit) mine.push_back(j);
     if (!mine.empty()) waits.push_back(buckets_[k]->param_sync_waiter(mine));
   }
-  if (waits.empty()) return nullptr;
+  if (waits.empty()) return unit;
   hooked_units_.insert(fsdp_unit);
-  return std::make_shared<ParamSyncWait>(std::move(waits));
+  return std::make_shared<ParamSyncWait>(std::move(waits), std::move(unit));
 }
 
 bool MegatronOptimizer::param_sync_overlapped() const {
   if (!config_.overlap_param_gather || !distributed_ || config_.shard_params || buckets_.empty()) return false;
   for (size_t k = 0; k < buckets_.size(); ++k)
     for (size_t i : buffer_params_[k])
-      if (!hooked_units_.count(params_[i].fsdp_unit)) return false;
+      if (!hooked_units_.count(gather_wait_unit(i))) return false;
   return true;
 }
 

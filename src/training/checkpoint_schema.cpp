@@ -239,6 +239,10 @@ RankCheckpoint RankCheckpoint::read(const std::string& rank_dir, bool read_optim
           local_layer_names(d.at("model" + std::to_string(v)), file + " 'model" + std::to_string(v) + "'"));
   }
   TORCH_CHECK(!c.model.empty(), "[checkpointing] ", file, " has no 'model' entry");
+  if (d.contains("optimizer") && d.at("optimizer").isList())  // Megatron-LM's ChainedOptimizer of several
+    c.optimizer_unread = "[checkpointing] " + file + " holds " + std::to_string(d.at("optimizer").toListRef().size()) +
+                         " optimizers' state (Megatron-LM's expert-parallel or "
+                         "--overlap-param-gather-with-optimizer-step optimizers), which this reader does not map";
   if (d.contains("optimizer") && d.at("optimizer").isGenericDict()) {
     // Megatron-LM's own optimizer state (torch's by parameter index, no "distributed" key).
     const bool megatron_lm = !d.at("optimizer").toGenericDict().contains("distributed");

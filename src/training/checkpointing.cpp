@@ -243,6 +243,11 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
       const std::string rank_dir = rank_dir_of(args, ps, iter_dir);
       file = join(rank_dir, kModelFileName);
       ck = RankCheckpoint::read(rank_dir, want_optimizer);
+      // Here, so that every rank agrees on it: a Megatron-LM optimizer state this reader cannot map.
+      TORCH_CHECK(!want_optimizer || !candidates[c] || ck.optimizer_unread.empty(), ck.optimizer_unread,
+                  ck.optimizer_unread.find("--no-load-optim") == std::string::npos
+                      ? "; pass --no-load-optim (the Adam moments restart) or --finetune"
+                      : "");
     });
     auto flag = at::full({1}, error.empty() ? 0.0 : 1.0, at::kDouble);
     world.all_reduce(flag, comm::ReduceOp::kMax);
@@ -295,10 +300,6 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
   }
   check_ranks_agree(world, state, ck.checkpoint_version, file);
   if (want_optimizer && !release) {
-    TORCH_CHECK(ck.optimizer_unread.empty(), ck.optimizer_unread,
-                ck.optimizer_unread.find("--no-load-optim") == std::string::npos
-                    ? "; pass --no-load-optim (the Adam moments restart) or --finetune"
-                    : "");
     TORCH_CHECK(ck.optimizer, "[checkpointing] ", file,
                 " has no optimizer state (saved with --no-save-optim?); pass --no-load-optim or --finetune");
     try {

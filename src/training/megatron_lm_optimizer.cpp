@@ -143,16 +143,25 @@ RankCheckpoint::OptimizerState read_megatron_lm_optimizer(const GenericDict& d, 
             mine[key] = e.value().toTensor();
           }
         }
-        if (!mine.count("step") && group_step != groups[k].end() && group_step->value().isInt())
-          mine["step"] = at::scalar_tensor(static_cast<double>(group_step->value().toInt()), at::kFloat);
+        if (!mine.count("step") && group_step != groups[k].end()) {
+          const auto& v = group_step->value();
+          if (v.isTensor()) mine["step"] = v.toTensor().to(at::kFloat).reshape({});
+          if (v.isInt() || v.isDouble()) mine["step"] = at::scalar_tensor(v.toScalar().toDouble(), at::kFloat);
+        }
       }
       if (p.tensor.scalar_type() == at::kBFloat16 || p.tensor.scalar_type() == at::kHalf) {
         TORCH_CHECK(next_master < group_masters.size(), "[checkpointing] ", file,
                     ": fp32_from_fp16_params has no fp32 copy of ", p.name);
-        mine["main_param"] = group_masters[next_master++];
+        const at::Tensor& master = group_masters[next_master++];
+        TORCH_CHECK(master.numel() == p.tensor.numel(), "[checkpointing] ", file, ": fp32_from_fp16_params holds ",
+                    master.numel(), " elements for ", p.name, ", which has ", p.tensor.numel());
+        mine["main_param"] = master;
       }
       ++mapped;
     }
+    TORCH_CHECK(next_master == group_masters.size(), "[checkpointing] ", file, ": fp32_from_fp16_params holds ",
+                group_masters.size(), " copies for optimizer parameter group ", k, ", which has ", next_master,
+                " 16-bit parameters");
     o.param_groups.push_back(
         {groups[k].contains("lr") ? get_double(groups[k], "lr", file) : 0.0, static_cast<int64_t>(members.size())});
   }

@@ -108,6 +108,13 @@ std::string fsdp_unit_of(const std::string& prefix, const std::string& name) {
   return layer_unit(prefix, name.substr(kLayers.size(), name.find('.', kLayers.size()) - kLayers.size()));
 }
 
+// Read after a chunk's last layer, its final norm and output layer wait for their part of an
+// overlapped parameter gather with that layer ("" for the others, and for a chunk without layers).
+std::string gather_wait_unit(const std::string& prefix, const std::string& name, int64_t layers) {
+  const bool tail = name.rfind("decoder.final_layernorm.", 0) == 0 || name.rfind("output_layer.", 0) == 0;
+  return tail && layers > 0 ? layer_unit(prefix, std::to_string(layers - 1)) : "";
+}
+
 // Parameters as the optimizer sees them, over every model chunk of this stage. Copies that
 // another rank counts in the gradient norm are marked: replicated parameters on TP ranks > 0,
 // and the last stage's copy of the tied word embedding.
@@ -126,9 +133,10 @@ std::vector<optimizer::OptimizerParam> optimizer_params(const Model& model, int 
             lm->share_embeddings_and_output_weights() && !(lm->pre_process() && lm->post_process()) && input_or_output;
         params.push_back({prefix + p.name, p.param, elsewhere, input_or_output, shared, fsdp_unit_of(prefix, p.name),
                           lm->has_sequence_parallel_grad(p)});
+        auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(model[chunk].get());
+        if (gpt) params.back().gather_wait_unit = gather_wait_unit(prefix, p.name, gpt->decoder->layers->size());
         // Deferred (DeferredParameterInit): the value GPTModel::initialize_parameters would give it.
-        if (auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(model[chunk].get());
-            gpt && tensor_parallel::DeferredParameterInit::deferred(p.param))
+        if (gpt && tensor_parallel::DeferredParameterInit::deferred(p.param))
           params.back().initialize = [init = p.init, seed = gpt->options.seed(), name = p.init_name](at::Tensor& view) {
             tensor_parallel::init_sharded_param(view, init, seed, name);
           };
@@ -270,6 +278,9 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
             (parts.optimizer->is_distributed() ? "reduce-scatter (reduced to each shard's rank): " : "all-reduce: ") +
             std::to_string(parts.optimizer->grad_bucket_count()) +
             (args.overlap_grad_reduce ? " (overlapped with the backward pass)" : ""));
+  if (parts.optimizer->param_sync_overlapped())
+    log_rank_0(LogLevel::kInfo,
+               "Parameter all-gather overlapped with the next forward pass: each layer waits for its own buckets");
   if (args.overlap_param_gather && args.data_parallel_sharding_strategy != "optim_grads_params" &&
       parts.optimizer->is_distributed() && !parts.optimizer->param_sync_overlapped())
     log_rank_0(LogLevel::kWarn,

@@ -191,7 +191,8 @@ void validate_distributed(Arguments& a, int64_t world) {
             "--data-parallel-sharding-strategy ", strategy, " does not support --domino yet; drop one");
   // As Megatron-LM: the gather it overlaps is the distributed optimizer's.
   ARG_CHECK(!a.overlap_param_gather || a.use_distributed_optimizer,
-            "--overlap-param-gather needs --use-distributed-optimizer (or --use-megatron-fsdp)");
+            "--overlap-param-gather needs --use-distributed-optimizer (or a --data-parallel-sharding-strategy "
+            "other than no_shard)");
   ARG_CHECK(!a.overlap_param_gather || a.overlap_grad_reduce, "--overlap-param-gather needs --overlap-grad-reduce");
 }
 

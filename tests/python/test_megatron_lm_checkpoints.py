@@ -189,11 +189,12 @@ def write_megatron_lm(ck: Path, state: dict, iteration: int = 7) -> None:
     (ck / "latest_checkpointed_iteration.txt").write_text(str(iteration))
 
 
-def assert_moments_carried(ck: Path, expected: dict, iteration: int) -> None:
-    """Our checkpoint's optimizer state (param_state by name) holds the expected moments."""
+def assert_moments_carried(ck: Path, expected: dict, iteration: int, step: int) -> None:
+    """Our checkpoint's optimizer state (param_state by name) holds the expected moments and step."""
     saved = torch.load(rank_file(ck, iteration), weights_only=True)["optimizer"]["param_state"]
     assert saved.keys() == expected.keys()
     for name, s in expected.items():
+        assert float(saved[name]["step"]) == step, name
         for key in ("exp_avg", "exp_avg_sq", "main_param"):
             if key in s:
                 assert torch.equal(saved[name][key].reshape(s[key].shape), s[key]), (name, key)
@@ -223,12 +224,12 @@ def test_a_megatron_lm_checkpoint_resumes_here(tmp_path, megatron_modules):
     for name, tensor in ours["model"].items():
         assert torch.equal(back["model"][name], tensor), name
     assert back["args"].consumed_train_samples == 56
-    assert_moments_carried(tmp_path / "back", moments, 7)
+    assert_moments_carried(tmp_path / "back", moments, 7, 7)
 
     fused, moments = megatron_lm_layout(ours, megatron_modules, fused_adam=True)
     write_megatron_lm(tmp_path / "fused", fused)
     run([CONVERT, "--load", str(tmp_path / "fused"), "--save", str(tmp_path / "fused_back")])
-    assert_moments_carried(tmp_path / "fused_back", moments, 7)
+    assert_moments_carried(tmp_path / "fused_back", moments, 7, 7)
 
     # bf16: the fp32 master copies come from fp32_from_fp16_params.
     run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "bf16"), "--bf16", *NO_DROPOUT)])
@@ -238,7 +239,7 @@ def test_a_megatron_lm_checkpoint_resumes_here(tmp_path, megatron_modules):
     write_megatron_lm(tmp_path / "mlm_bf16", half)
     run([PRETRAIN, *tiny(8, "--load", str(tmp_path / "mlm_bf16"), "--bf16", *NO_DROPOUT)])
     run([CONVERT, "--load", str(tmp_path / "mlm_bf16"), "--save", str(tmp_path / "bf16_back")])
-    assert_moments_carried(tmp_path / "bf16_back", moments, 7)
+    assert_moments_carried(tmp_path / "bf16_back", moments, 7, 7)
 
     # Megatron-LM's distributed optimizer keeps only the groups here (the moments in distrib_optim.pt).
     theirs["optimizer"] = {"optimizer": {"param_groups": [{k: v for k, v in g.items() if k != "params"}
@@ -319,9 +320,7 @@ def test_megatron_lm_optimizer_state_resumes_here(tmp_path):
     resumed = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "mlm"), *NO_DROPOUT)])
     assert "[ iter_0000005 ] at iteration 5" in resumed.stdout
     run([CONVERT, "--load", str(tmp_path / "mlm"), "--save", str(tmp_path / "back")])
-    assert_moments_carried(tmp_path / "back", theirs["optimizer_state"], 5)
-    saved = torch.load(rank_file(tmp_path / "back", 5), weights_only=True)["optimizer"]["param_state"]
-    assert all(float(s["step"]) == 2 for s in saved.values())
+    assert_moments_carried(tmp_path / "back", theirs["optimizer_state"], 5, 2)
 
 
 @megatron_lm

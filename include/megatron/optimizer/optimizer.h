@@ -88,6 +88,10 @@ struct MEGATRON_API OptimizerParam {
   // For a parameter created without memory (tensor_parallel::DeferredParameterInit, under
   // ZeRO-3): writes its initial value into `view` (its shape, dtype and device).
   std::function<void(at::Tensor&)> initialize;
+  // overlap_param_gather: the unit whose hook waits for its part of the gather, when not
+  // fsdp_unit (a chunk's final norm and output layer wait with its last layer, not as its forward
+  // begins).
+  std::string gather_wait_unit;
 };
 
 // Bytes this rank holds now, counted from the live tensors (each storage once).
@@ -229,6 +233,9 @@ class MEGATRON_API MegatronOptimizer {
   at::Tensor reduce_norm(const std::vector<at::Tensor>& grads, const at::Tensor& skip) const;
   void update(const std::vector<at::Tensor>& grads, const at::Tensor& found_inf);
   void copy_back();
+  const std::string& gather_wait_unit(size_t i) const {
+    return params_[i].gather_wait_unit.empty() ? params_[i].fsdp_unit : params_[i].gather_wait_unit;
+  }
   void reset_state(UpdateGroup& g);
   // The update's state of a group as named flat tensors (main's shape), and its restore.
   std::map<std::string, at::Tensor> state_of(const UpdateGroup& g) const;
