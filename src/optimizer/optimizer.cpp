@@ -11,13 +11,21 @@
 namespace megatron::optimizer {
 namespace {
 
-bool no_weight_decay(const OptimizerParam& p) {
-  const auto& n = p.name;
-  const bool is_bias = n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0;
-  return is_bias || p.param.dim() == 1;
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 }  // namespace
+
+bool no_weight_decay(const std::string& name, int64_t dim) {
+  return ends_with(name, ".bias") || dim == 1;
+}
+
+bool is_embedding_or_output_name(const std::string& name) {
+  for (const std::string n : {"embedding.word_embeddings.weight", "output_layer.weight"})
+    if (name == n || ends_with(name, "." + n)) return true;
+  return false;
+}
 
 MegatronOptimizer::MegatronOptimizer(std::vector<OptimizerParam> params, OptimizerConfig config,
                                      std::shared_ptr<comm::ProcessGroup> data_parallel_group,
@@ -102,7 +110,7 @@ void MegatronOptimizer::add_buffer(const std::vector<size_t>& indices, const std
     counted.push_back(!p.counted_elsewhere_in_grad_norm);
     shared.push_back(p.shared_across_pipeline_stages);
     const bool decoupled = config_.decoupled_lr && p.is_embedding_or_output_parameter;
-    regions[(no_weight_decay(p) ? 1 : 0) + (decoupled ? 2 : 0)].push_back(k);
+    regions[(no_weight_decay(p.name, p.param.dim()) ? 1 : 0) + (decoupled ? 2 : 0)].push_back(k);
   }
   const size_t b = buffers_.size();
   buffer_params_.push_back(indices);

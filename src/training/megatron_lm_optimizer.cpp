@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "checkpoint_dicts.h"
+#include "megatron/optimizer/optimizer.h"
 
 namespace megatron::training::detail {
 namespace {
@@ -28,10 +29,6 @@ const char* kind_name(GroupKind k) {
     case GroupKind::kNoDecay: return "no weight decay";
   }
   return "";
-}
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 GroupKind kind_of_group(const GenericDict& g) {
@@ -70,9 +67,9 @@ std::vector<ModelParam> model_params(const GenericDict& d, bool decoupled, const
       if (name.empty()) continue;
       const at::Tensor t = e.value().toTensor();
       GroupKind kind = GroupKind::kDecay;
-      if (ends_with(name, ".bias") || t.dim() == 1)
+      if (optimizer::no_weight_decay(name, t.dim()))
         kind = GroupKind::kNoDecay;
-      else if (decoupled && (name == "embedding.word_embeddings.weight" || name == "output_layer.weight"))
+      else if (decoupled && optimizer::is_embedding_or_output_name(name))
         kind = GroupKind::kDecoupled;
       out.push_back({prefix + name, t, kind});
     }

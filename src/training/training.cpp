@@ -128,7 +128,7 @@ std::vector<optimizer::OptimizerParam> optimizer_params(const Model& model, int 
         if (!p.param.requires_grad()) continue;
         const bool elsewhere =
             (tp_rank > 0 && !p.init.layout.is_sharded()) || (tied_copy && p.name == "output_layer.weight");
-        const bool input_or_output = p.name == "embedding.word_embeddings.weight" || p.name == "output_layer.weight";
+        const bool input_or_output = optimizer::is_embedding_or_output_name(p.name);
         const bool shared =
             lm->share_embeddings_and_output_weights() && !(lm->pre_process() && lm->post_process()) && input_or_output;
         params.push_back({prefix + p.name, p.param, elsewhere, input_or_output, shared, fsdp_unit_of(prefix, p.name),

@@ -94,6 +94,12 @@ struct MEGATRON_API OptimizerParam {
   std::string gather_wait_unit;
 };
 
+// Megatron-LM's parameter-group rules, by our parameter names (a chunk prefix allowed): biases and
+// 1-D parameters (the norms) take no weight decay; the word embedding and the output layer take the
+// decoupled learning rate (its is_embedding_or_output_parameter).
+MEGATRON_API bool no_weight_decay(const std::string& name, int64_t dim);
+MEGATRON_API bool is_embedding_or_output_name(const std::string& name);
+
 // Bytes this rank holds now, counted from the live tensors (each storage once).
 struct MEGATRON_API MemoryReport {
   int64_t params = 0;           // the model's parameters
