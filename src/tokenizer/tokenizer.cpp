@@ -29,22 +29,20 @@ std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
                                           options.tiktoken_num_special_tokens,
                                           options.vocab_size > 0 ? options.vocab_size : 131072, options.special_tokens);
   }
-  // As Megatron-LM's SentencePiece tokenizer refuses them outside its legacy mode (which this one
-  // does not have); NullTokenizer has no text to find them in.
-  auto no_special_tokens = [&] {
+  if (options.tokenizer_type == "SentencePieceTokenizer" || options.tokenizer_type == "GPTSentencePieceTokenizer" ||
+      options.tokenizer_type == "Llama2Tokenizer") {
+    // As Megatron-LM's SentencePiece tokenizer refuses them outside its legacy mode (which this
+    // one does not have).
     TORCH_CHECK(options.special_tokens.empty(), "[tokenizer] --tokenizer-special-tokens: ", options.tokenizer_type,
                 " takes none (GPT2BPETokenizer, HuggingFaceTokenizer and TikTokenizer do), found ",
                 options.special_tokens.size());
-  };
-  if (options.tokenizer_type == "SentencePieceTokenizer" || options.tokenizer_type == "GPTSentencePieceTokenizer" ||
-      options.tokenizer_type == "Llama2Tokenizer") {
-    no_special_tokens();
     TORCH_CHECK(!options.tokenizer_model.empty(), "[tokenizer] ", options.tokenizer_type,
                 " needs --tokenizer-model (a SentencePiece .model file)");
     return std::make_unique<SentencePieceTokenizer>(options.tokenizer_model);
   }
+  // NullTokenizer has no text to find them in; Megatron-LM ignores the list there, and so do we
+  // (a launch script that passes it to every run keeps working with --mock-data).
   if (options.tokenizer_type == "NullTokenizer") {
-    no_special_tokens();
     return std::make_unique<NullTokenizer>(options.vocab_size);
   }
   TORCH_CHECK(false,
