@@ -1,10 +1,12 @@
 // JSONL -> Megatron .bin/.idx, one document per line, as Megatron-LM's tools/preprocess_data.py:
-// {output_prefix}_{key}_document.bin/.idx per --json-keys key. Worker threads tokenize batches
-// of lines; documents are written in input order, or with --partitions N in the order
-// Megatron-LM's merge of its N partitions gives (partition p holds lines p, p + N, ...).
+// {output_prefix}_{key}_document.bin/.idx per --json-keys key (_sentence with --split-sentences,
+// each sentence a sequence). Worker threads tokenize batches of lines; documents are written in
+// input order, or with --partitions N in the order Megatron-LM's merge of its N partitions gives
+// (partition p holds lines p, p + N, ...).
 #include "cli.h"
 #include "json_lines.h"
 #include "megatron/datasets/indexed_dataset.h"
+#include "megatron/tokenizer/punkt.h"
 #include "megatron/tokenizer/tokenizer.h"
 
 #include <c10/util/Exception.h>
@@ -44,6 +46,8 @@ struct Args {
   int64_t partitions = 1;
   bool keep_sequential_samples = false;
   bool split_sentences = false;
+  bool keep_newlines = false;
+  std::string lang = "english";
 };
 
 struct Encoded {
@@ -55,9 +59,11 @@ struct Encoded {
   std::vector<std::vector<int64_t>> lengths;
 };
 
-// One JSONL line, as Megatron's Encoder.encode: a string is one sentence, a list of strings
-// several; empty sentences vanish; EOD goes after the last one when asked.
-Encoded encode_line(const std::string& line, const Args& args, const megatron::tokenizer::Tokenizer& tok) {
+// One JSONL line, as Megatron's Encoder.encode: a string is one sentence (or, with a splitter,
+// the sentences punkt finds in it), a list of strings several; empty sentences vanish; EOD goes
+// after the last one when asked.
+Encoded encode_line(const std::string& line, const Args& args, const megatron::tokenizer::Tokenizer& tok,
+                    const megatron::tokenizer::PunktSentenceSplitter* splitter) {
   Encoded e;
   if (line.find_first_not_of(" \t\r") == std::string::npos) {
     e.blank = true;
@@ -79,9 +85,16 @@ Encoded encode_line(const std::string& line, const Args& args, const megatron::t
   for (const auto& key : args.json_keys) {
     auto found = doc.find(key);
     const json* v = found == doc.end() ? nullptr : &*found;
-    std::vector<const std::string*> sentences;
+    std::vector<std::string_view> sentences;
+    auto add = [&](const std::string& text) {
+      if (!splitter) {
+        sentences.push_back(text);
+        return;
+      }
+      for (std::string_view s : splitter->split(text)) sentences.push_back(s);
+    };
     if (v != nullptr && v->is_string()) {
-      sentences.push_back(&v->get_ref<const std::string&>());
+      add(v->get_ref<const std::string&>());
     } else if (v != nullptr && v->is_array()) {
       for (const auto& s : *v) {
         if (!s.is_string()) {
@@ -89,7 +102,7 @@ Encoded encode_line(const std::string& line, const Args& args, const megatron::t
           v = nullptr;
           break;
         }
-        sentences.push_back(&s.get_ref<const std::string&>());
+        add(s.get_ref<const std::string&>());
       }
     } else {
       v = nullptr;
@@ -101,9 +114,9 @@ Encoded encode_line(const std::string& line, const Args& args, const megatron::t
     }
     std::vector<int32_t> ids;
     std::vector<int64_t> lens;
-    for (const std::string* s : sentences) {
+    for (std::string_view s : sentences) {
       const size_t before = ids.size();
-      tok.tokenize_into(*s, ids);
+      tok.tokenize_into(s, ids);
       if (ids.size() > before) lens.push_back(static_cast<int64_t>(ids.size() - before));
     }
     if (!ids.empty() && args.append_eod) {
@@ -119,7 +132,9 @@ Encoded encode_line(const std::string& line, const Args& args, const megatron::t
 // Persistent workers (their per-thread BPE caches stay warm) splitting each batch of lines.
 class Pool {
  public:
-  Pool(int n, const Args& args, const megatron::tokenizer::Tokenizer& tok) : args_(args), tok_(tok) {
+  Pool(int n, const Args& args, const megatron::tokenizer::Tokenizer& tok,
+       const megatron::tokenizer::PunktSentenceSplitter* splitter)
+      : args_(args), tok_(tok), splitter_(splitter) {
     for (int w = 0; w < n; ++w) threads_.emplace_back([this, w, n] { run(w, n); });
   }
   ~Pool() {
@@ -163,7 +178,7 @@ class Pool {
         if (begin >= n) break;
         for (size_t i = begin; i < std::min(n, begin + 16); ++i) {
           try {
-            (*out_)[i] = encode_line((*lines_)[i], args_, tok_);
+            (*out_)[i] = encode_line((*lines_)[i], args_, tok_, splitter_);
           } catch (const c10::Error& err) {
             (*out_)[i].ok = false;
             (*out_)[i].error = err.what_without_backtrace();
@@ -177,6 +192,7 @@ class Pool {
 
   const Args& args_;
   const megatron::tokenizer::Tokenizer& tok_;
+  const megatron::tokenizer::PunktSentenceSplitter* splitter_;
   std::vector<std::thread> threads_;
   std::mutex mutex_;
   std::condition_variable cv_, done_cv_;
@@ -189,12 +205,11 @@ class Pool {
 };
 
 int run(const Args& args) {
-  // Megatron-LM splits with NLTK's trained punkt model, which has no C++ reader: a splitter of our
-  // own would give other sentences, and so other datasets, from the same corpus.
-  TORCH_CHECK(!args.split_sentences,
-              "[preprocess_data] --split-sentences: Megatron-LM splits sentences with NLTK's punkt model, "
-              "which this tool does not have; split them with Megatron-LM's preprocess_data.py, or give each "
-              "document as a list of sentences ({\"text\": [\"...\", \"...\"]}), which is read as such");
+  TORCH_CHECK(!args.keep_newlines || args.split_sentences, "[preprocess_data] --keep-newlines needs --split-sentences");
+  std::unique_ptr<megatron::tokenizer::PunktSentenceSplitter> splitter;
+  if (args.split_sentences)
+    splitter = std::make_unique<megatron::tokenizer::PunktSentenceSplitter>(
+        megatron::tokenizer::PunktSentenceSplitter::find_model(args.lang), args.keep_newlines);
   megatron::tokenizer::TokenizerOptions options = args.tokenizer;
   options.include_special_tokens = !args.tokenizer_hf_no_include_special_tokens;
   auto tok = megatron::tokenizer::build_tokenizer(options);
@@ -218,11 +233,11 @@ int run(const Args& args) {
   std::vector<std::unique_ptr<IndexedDatasetBuilder>> builders;
   std::vector<std::string> idx_paths;
   for (const auto& key : args.json_keys) {
-    const std::string prefix = args.output_prefix + "_" + key + "_document";
+    const std::string prefix = args.output_prefix + "_" + key + (splitter ? "_sentence" : "_document");
     builders.push_back(std::make_unique<IndexedDatasetBuilder>(prefix + ".bin", dtype));
     idx_paths.push_back(prefix + ".idx");
   }
-  Pool pool(args.workers, args, *tok);
+  Pool pool(args.workers, args, *tok, splitter.get());
   const auto start = std::chrono::steady_clock::now();
   int64_t line_no = 0, docs = 0, bytes = 0, malformed = 0, blank = 0, tokens = 0;
   int64_t next_log = args.log_interval;
@@ -310,7 +325,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Tokenize a JSONL corpus into Megatron .bin/.idx files"};
   app.add_option("--input", args.input, "JSONL file, one document per line")->required();
   app.add_option("--json-keys", args.json_keys, "keys to extract (default: text)");
-  app.add_option("--output-prefix", args.output_prefix, "writes {prefix}_{key}_document.bin/.idx")->required();
+  app.add_option("--output-prefix", args.output_prefix,
+                 "writes {prefix}_{key}_document.bin/.idx ({prefix}_{key}_sentence with --split-sentences)")
+      ->required();
   app.add_option("--tokenizer-type", args.tokenizer.tokenizer_type,
                  "GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | SentencePieceTokenizer | "
                  "GPTSentencePieceTokenizer | Llama2Tokenizer | NullTokenizer")
@@ -342,6 +359,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_flag("--keep-sequential-samples", args.keep_sequential_samples,
                "with --partitions: partitions of consecutive lines, so documents stay in input order");
-  app.add_flag("--split-sentences", args.split_sentences, "refused: needs NLTK's punkt model (see the message)");
+  app.add_flag("--split-sentences", args.split_sentences,
+               "split each text into sentences with NLTK's punkt model (punkt_tab, found as NLTK finds it: "
+               "NLTK_DATA, ~/nltk_data, /usr/share/nltk_data, ...), one sequence each");
+  app.add_flag("--keep-newlines", args.keep_newlines,
+               "with --split-sentences: keep the whitespace after each sentence (newlines included) in it");
+  app.add_option("--lang", args.lang, "punkt model for --split-sentences (default english)");
   return run_tool(app, "preprocess_data", argc, argv, [&] { return run(args); });
 }

@@ -15,6 +15,29 @@ extern const CodepointRange kLetterRanges[];
 extern const size_t kLetterRanges_size;
 extern const CodepointRange kNumberRanges[];
 extern const size_t kNumberRanges_size;
+// For the punkt sentence splitter: \w and \d of the regex module nltk compiles its patterns with,
+// Python's str.isupper() and str.islower().
+extern const CodepointRange kPunktWordRanges[];
+extern const size_t kPunktWordRanges_size;
+extern const CodepointRange kPunktDigitRanges[];
+extern const size_t kPunktDigitRanges_size;
+extern const CodepointRange kUpperRanges[];
+extern const size_t kUpperRanges_size;
+extern const CodepointRange kLowerRanges[];
+extern const size_t kLowerRanges_size;
+
+// str.lower()'s final-sigma context: characters it skips, and cased ones.
+extern const CodepointRange kCaseIgnorableRanges[];
+extern const size_t kCaseIgnorableRanges_size;
+extern const CodepointRange kCasedRanges[];
+extern const size_t kCasedRanges_size;
+
+struct CaseMapping {
+  uint32_t from, to;
+};
+// str.lower() of each code point it maps to one other, sorted by `from`.
+extern const CaseMapping kLowerMap[];
+extern const size_t kLowerMap_size;
 
 inline bool in_ranges(const CodepointRange* ranges, size_t n, uint32_t cp) {
   const CodepointRange* end = ranges + n;
@@ -40,6 +63,49 @@ inline bool is_space(uint32_t cp) {
   if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
   return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
          cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+// Python's str.isspace() (str.strip's whitespace): is_space (the regex module's \s) and the four
+// ASCII separators.
+inline bool is_python_space(uint32_t cp) {
+  return is_space(cp) || (cp >= 0x1C && cp <= 0x1F);
+}
+
+inline bool is_punkt_word(uint32_t cp) {
+  if (cp < 0x80) return cp == '_' || (cp | 0x20) - 'a' < 26 || cp - '0' < 10;
+  return in_ranges(kPunktWordRanges, kPunktWordRanges_size, cp);
+}
+
+inline bool is_punkt_digit(uint32_t cp) {
+  if (cp < 0x80) return cp - '0' < 10;
+  return in_ranges(kPunktDigitRanges, kPunktDigitRanges_size, cp);
+}
+
+inline bool is_python_upper(uint32_t cp) {
+  if (cp < 0x80) return cp >= 'A' && cp <= 'Z';
+  return in_ranges(kUpperRanges, kUpperRanges_size, cp);
+}
+
+inline bool is_python_lower(uint32_t cp) {
+  if (cp < 0x80) return cp >= 'a' && cp <= 'z';
+  return in_ranges(kLowerRanges, kLowerRanges_size, cp);
+}
+
+inline bool is_case_ignorable(uint32_t cp) {
+  return in_ranges(kCaseIgnorableRanges, kCaseIgnorableRanges_size, cp);
+}
+inline bool is_cased(uint32_t cp) {
+  return in_ranges(kCasedRanges, kCasedRanges_size, cp);
+}
+
+// One code point of str.lower() out of context (U+0130 gives two, a capital sigma may be final:
+// the caller handles both).
+inline uint32_t python_lower(uint32_t cp) {
+  if (cp < 0x80) return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
+  const CaseMapping* end = kLowerMap + kLowerMap_size;
+  const CaseMapping* it =
+      std::lower_bound(kLowerMap, end, cp, [](const CaseMapping& m, uint32_t c) { return m.from < c; });
+  return it != end && it->from == cp ? it->to : cp;
 }
 
 }  // namespace megatron::tokenizer::detail
