@@ -74,7 +74,13 @@ class GlooWork : public Work {
         finish_(std::move(finish)),
         retired_(std::move(retired)) {}
   ~GlooWork() override { retired_->add(std::move(works_)); }
-  bool is_completed() override { return done_; }
+  // Done once every c10d work says so (Gloo's threads run them); those that complete only inside
+  // their wait keep it false until then.
+  bool is_completed() override {
+    if (!done_ && std::all_of(works_.begin(), works_.end(), [](const auto& w) { return w->isCompleted(); }))
+      wait(timeout_);
+    return done_;
+  }
   void wait(std::chrono::milliseconds timeout) override {
     if (done_) return;
     const auto deadline = std::chrono::steady_clock::now() + timeout;

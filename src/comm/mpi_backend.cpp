@@ -22,6 +22,7 @@
 
 #include "backend.h"
 #include "megatron/program.h"
+#include "mpi_progress.h"
 
 namespace megatron::comm::detail {
 namespace {
@@ -325,9 +326,14 @@ class MpiBackend : public Backend {
 
   WorkHandle make_work(std::shared_ptr<std::vector<MPI_Request>> requests, const OpInfo& info,
                        std::function<void()> finish, std::vector<at::Tensor> keep_alive) {
-    auto test = [requests, keep_alive = std::move(keep_alive)]() {
+    auto tracked = std::make_shared<TrackedRequests>();
+    tracked->requests = std::move(requests);
+    track_mpi_requests(tracked);
+    auto test = [tracked, keep_alive = std::move(keep_alive)]() {
+      std::lock_guard<std::mutex> lock(tracked->mutex);
       int flag = 0;
-      check_mpi(MPI_Testall(static_cast<int>(requests->size()), requests->data(), &flag, MPI_STATUSES_IGNORE),
+      check_mpi(MPI_Testall(static_cast<int>(tracked->requests->size()), tracked->requests->data(), &flag,
+                            MPI_STATUSES_IGNORE),
                 "MPI_Testall");
       return flag != 0;
     };
@@ -341,7 +347,9 @@ class MpiBackend : public Backend {
 void finalize_mpi_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  stop_mpi_progress();
+  MPI_Finalize();
 }
 
 }  // namespace
@@ -355,6 +363,7 @@ void init_mpi() {
   // Errors come back as return codes and become exceptions naming the call.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   create_half_ops();
+  init_mpi_progress(provided);
   std::atexit(finalize_mpi_at_exit);
 }
 

@@ -178,6 +178,21 @@ TEST(ProcessGroup, AsyncOperationsOverlapWithCompute) {
   EXPECT_FLOAT_EQ(product[0][0].item<float>(), 64.0f);
 }
 
+// Open MPI advances a nonblocking collective only inside MPI calls; the progress thread makes
+// them while the caller computes, so an operation launched before a second of work (no MPI call
+// on this thread) is found done. Gloo runs its own threads; a world of one has nothing to do.
+TEST(ProcessGroup, AsyncCollectivesProgressWhileTheCallerComputes) {
+  auto& pg = *world();
+  auto t = at::full({4 << 20}, 1.0f);  // 16 MiB: many fragments, each needing progress
+  pg.barrier();
+  auto work = pg.all_reduce_async(t);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_TRUE(work->is_completed()) << "rank " << pg.rank()
+                                    << ": the all-reduce did not advance during the caller's work";
+  work->wait();
+  EXPECT_TRUE(at::equal(t, at::full({4 << 20}, 1.0f * pg.size())));
+}
+
 // Registered as process_group_test.latency, with MEGATRON_INJECT_COMM_LATENCY_US=200000: each
 // collective completes 0.2 s after its launch, and the caller is free until it waits.
 TEST(InjectedLatency, CollectivesCompleteNoEarlierThanTheLatencyAfterLaunch) {
