@@ -246,20 +246,31 @@ TEST(Pretrain, OverlappedParamGatherIsWaitedForByEachLayer) {
 // reduce gives exactly the losses, norms and weights of the reduce after backward, with TP and
 // sequence parallelism too; with the distributed optimizer each bucket's pieces are reduced to
 // their shards' ranks (the tied embedding's, summed across pipeline stages next, all-reduced),
-// and the updated parameters gathered under the next forward (--overlap-param-gather).
+// and the updated parameters gathered under the next forward (--overlap-param-gather), in bf16
+// and with interleaved pipeline stages too.
 TEST(Pretrain, OverlappedGradReduceTrainsBitIdentically) {
   MEGATRON_REQUIRE_WORLD_SIZE(4);
-  const std::vector<Layout> layouts = {{1, 1, 2},
-                                       {1, 1, 4},
-                                       {2, 1, 2, std::nullopt, true},
-                                       {1, 1, 2, std::nullopt, false, true},
-                                       {1, 1, 4, std::nullopt, false, true},
-                                       {2, 1, 2, std::nullopt, true, true},
-                                       {1, 2, 2, std::nullopt, false, true}};
-  for (const auto& l : layouts) {
-    SCOPED_TRACE(l.name());
+  struct Case {
+    Layout layout;
+    bool bf16 = false;
+    int64_t layers = 2;
+  };
+  const std::vector<Case> cases = {{{1, 1, 2}},
+                                   {{1, 1, 4}},
+                                   {{2, 1, 2, std::nullopt, true}},
+                                   {{1, 1, 2, std::nullopt, false, true}},
+                                   {{1, 1, 4, std::nullopt, false, true}},
+                                   {{2, 1, 2, std::nullopt, true, true}},
+                                   {{1, 2, 2, std::nullopt, false, true}},
+                                   {{1, 1, 2, std::nullopt, false, true}, true},
+                                   {{1, 2, 2, 1, false, true}, false, 4}};
+  for (const auto& c : cases) {
+    const auto& l = c.layout;
+    SCOPED_TRACE(l.name() + (c.bf16 ? " bf16" : ""));
     auto run = [&](bool overlap) {
       auto a = tiny_args();
+      a.bf16 = c.bf16;
+      a.num_layers = c.layers;
       a.overlap_grad_reduce = overlap;
       a.overlap_param_gather = overlap && l.distributed_optimizer;
       a.ddp_bucket_size = 2000;
