@@ -301,12 +301,30 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   const auto model = parts.model;
   auto* optimizer = parts.optimizer.get();
   detail::Trainer trainer(ctx, std::move(parts), progress, start_time);
+  // The model outlives the optimizer (the caller may hold it). If training throws (a non-finite
+  // loss stops it), the gather the last step launched into its parameters is finished (its
+  // buffers die with the optimizer) and the hooks into the optimizer are removed; no new
+  // collective is started, since a failing peer may never join it.
+  struct Unwind {
+    const Model& model;
+    optimizer::MegatronOptimizer* optimizer;
+    bool armed = true;
+    ~Unwind() {
+      if (!armed) return;
+      try {
+        optimizer->finish_param_sync();
+      } catch (const std::exception&) {  // a peer gone: the first error is already on its way
+      }
+      detach_param_gather(model);
+    }
+  } unwind{model, optimizer};
   log_rank_0(LogLevel::kInfo, "training ...");
   trainer.train();
   if (!trainer.exited_early()) trainer.evaluate_final();
-  // The model outlives the run (the caller may hold it): whole again, without sharding hooks.
+  // Whole again, without sharding hooks.
   optimizer->unshard();
   detach_param_gather(model);
+  unwind.armed = false;
   return trainer.result();
 }
 

@@ -12,9 +12,11 @@
 #include <tuple>
 
 #include "distributed_test.h"
+#include "megatron/models/gpt/gpt_model.h"
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/readback.h"
 #include "megatron/transformer/param_gather.h"
+#include "megatron/transformer/transformer_layer.h"
 #include "subgroup_pretrain.h"
 #include "tiny_gpt_args.h"
 
@@ -240,6 +242,35 @@ TEST(Pretrain, OverlappedParamGatherIsWaitedForByEachLayer) {
     at::manual_seed(7);
     EXPECT_FALSE(at::equal(serial.w0, at::randn({64, 64}).to(dtype))) << "the step changed nothing, rank " << rank;
   }
+}
+
+// A run stopped by a NaN loss under --overlap-param-gather hands back its model (the caller's)
+// without hooks into the optimizer that dies with the run; the gather the last step launched
+// into its parameters is finished first. Every rank.
+TEST(Pretrain, NanStopDetachesTheOverlappedParamGather) {
+  MEGATRON_REQUIRE_WORLD_SIZE(2);
+  auto group = megatron::testing::world()->new_group({0, 1}, "nan_stop_gather");
+  if (!group) return;
+  auto a = tiny_args();
+  a.lr = 1e30;  // diverges within a few iterations
+  a.clip_grad = 0;
+  a.use_distributed_optimizer = a.overlap_grad_reduce = a.overlap_param_gather = true;
+  a.validate(2);
+  auto callbacks = training::gpt_callbacks(training::build_tokenizer(a));
+  std::vector<std::shared_ptr<torch::nn::Module>> built;
+  auto builder = [&](const training::TrainingContext& ctx, bool pre, bool post) {
+    built.push_back(callbacks.model_builder(ctx, pre, post));
+    return built.back();
+  };
+  EXPECT_THROW(training::pretrain(a, builder, callbacks.dataset_builder, callbacks.forward_step, group), c10::Error)
+      << "rank " << group->rank();
+  ASSERT_EQ(built.size(), 1u);
+  auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(built[0].get());
+  ASSERT_NE(gpt, nullptr);
+  EXPECT_EQ(gpt->param_gather, nullptr) << "rank " << group->rank();
+  for (size_t i = 0; i < gpt->decoder->layers->size(); ++i)
+    EXPECT_EQ(gpt->decoder->layers->ptr<transformer::TransformerLayerImpl>(i)->param_gather, nullptr)
+        << "layer " << i << ", rank " << group->rank();
 }
 
 // Whole training runs: with small buckets and two micro-batches per step (DP 2), the overlapped
