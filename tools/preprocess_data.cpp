@@ -205,7 +205,9 @@ class Pool {
 };
 
 int run(const Args& args) {
-  TORCH_CHECK(!args.keep_newlines || args.split_sentences, "[preprocess_data] --keep-newlines needs --split-sentences");
+  // Megatron-LM ignores it without --split-sentences; so do we, saying so.
+  if (args.keep_newlines && !args.split_sentences)
+    std::fprintf(stderr, "[preprocess_data] warning: --keep-newlines has no effect without --split-sentences\n");
   std::unique_ptr<megatron::tokenizer::PunktSentenceSplitter> splitter;
   if (args.split_sentences)
     splitter = std::make_unique<megatron::tokenizer::PunktSentenceSplitter>(

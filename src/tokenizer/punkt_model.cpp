@@ -88,7 +88,7 @@ std::string PunktSentenceSplitter::find_model(const std::string& lang) {
                 "as punkt_tab: python -c \"import nltk; nltk.download('punkt_tab')\"");
     looked += (looked.empty() ? "" : ", ") + dir;
   }
-  TORCH_CHECK(false, "[punkt] no punkt_tab model for --lang ", lang, "; looked in ", looked,
+  TORCH_CHECK(false, "[punkt] --split-sentences: no punkt_tab model for --lang ", lang, "; looked in ", looked,
               ". Install it with python -c \"import nltk; nltk.download('punkt_tab')\", or point NLTK_DATA at the "
               "folder holding tokenizers/punkt_tab");
   return "";

@@ -44,7 +44,7 @@ def test_preprocess_null_tokenizer_writes_spec_files(tmp_path):
     assert doc_idx.tolist() == [0, 1, 2, 4]
 
 
-def test_preprocess_partitions_give_megatron_lms_merged_order(tmp_path):
+def test_preprocess_partitions_give_megatron_lms_merged_order(tmp_path, monkeypatch):
     # Megatron-LM deals line i to partition i % N, then merges partitions 0..N-1 in order; with
     # --keep-sequential-samples a partition is a run of consecutive lines.
     src = tmp_path / "in.jsonl"
@@ -62,10 +62,13 @@ def test_preprocess_partitions_give_megatron_lms_merged_order(tmp_path):
     proc = run("preprocess_data", "--input", src, "--output-prefix", str(tmp_path / "bad"), "--tokenizer-type",
                "NullTokenizer", "--vocab-size", 100, "--partitions", 4, check=False)
     assert proc.returncode != 0 and f"{src}:6:" in proc.stderr, proc.stderr
-    # Sentence splitting needs NLTK's punkt model: one line saying so, nothing written.
+    # Sentence splitting needs NLTK's punkt model: without one, one line saying so, nothing written.
+    monkeypatch.setenv("NLTK_DATA", str(tmp_path / "no_nltk_data"))
+    monkeypatch.setenv("HOME", str(tmp_path))
     proc = run("preprocess_data", "--input", src, "--output-prefix", str(tmp_path / "ss"), "--tokenizer-type",
                "NullTokenizer", "--vocab-size", 100, "--split-sentences", check=False)
-    assert proc.returncode != 0 and "--split-sentences" in proc.stderr and "punkt" in proc.stderr, proc.stderr
+    assert proc.returncode != 0 and "--split-sentences" in proc.stderr and "punkt_tab" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not list(tmp_path.glob("ss*"))
 
 

@@ -147,7 +147,7 @@ def test_missing_model_and_old_pickle_are_named(tmp_path, monkeypatch):
     proc = run("preprocess_data", *flags, "--lang", "klingon", check=False)
     assert proc.returncode != 0
     message = proc.stderr.strip().splitlines()[-1]
-    assert "no punkt_tab model for --lang klingon" in message, proc.stderr
+    assert "--split-sentences: no punkt_tab model for --lang klingon" in message, proc.stderr
     assert str(tmp_path / "nowhere" / "tokenizers" / "punkt_tab" / "klingon") in message
     assert "nltk.download('punkt_tab')" in message
 
@@ -159,8 +159,12 @@ def test_missing_model_and_old_pickle_are_named(tmp_path, monkeypatch):
     assert proc.returncode != 0 and f"found {pickled / 'english.pickle'}" in proc.stderr, proc.stderr
     assert "punkt_tab" in proc.stderr
 
-    proc = run("preprocess_data", *flags[:-1], "--keep-newlines", check=False)
-    assert proc.returncode != 0 and "--keep-newlines needs --split-sentences" in proc.stderr, proc.stderr
+    # Megatron-LM ignores --keep-newlines without --split-sentences: a document per sequence.
+    src.write_text(json.dumps({"text": "1 2 3"}) + "\n")
+    proc = run("preprocess_data", *flags[:-1], "--keep-newlines")
+    assert "--keep-newlines has no effect without --split-sentences" in proc.stderr, proc.stderr
+    _, lengths, _, _, tokens = read_mmidx(str(tmp_path / "out_text_document"))
+    assert lengths.tolist() == [3] and tokens.tolist() == [1, 2, 3]
 
 
 def test_a_malformed_model_file_is_named(tmp_path, monkeypatch, model):
