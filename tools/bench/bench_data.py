@@ -16,6 +16,8 @@
   2. GPTDataset index building on 1 M documents / 100 M tokens (bench_data) vs numpy's
      RandomState.shuffle of the same document and sample indices (what Megatron-LM spends in numpy).
   3. Sample fetch: samples/s of build_batch vs a numpy re-statement of Megatron's __getitem__.
+  Also --split-sentences: preprocess_data --workers T with a punkt model trained here by nltk vs
+  Megatron-LM's path in one Python process (nltk's punkt per document, HF encode per sentence).
 
     python3 tools/bench/bench_data.py --build-dir build [--threads 1 2] [--max-mb 16]
 """
@@ -174,6 +176,33 @@ TIKTOKEN_V2 = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}
                r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|"
                r"\s+(?!\S)|\s+")
 
+# Megatron-LM's --split-sentences path in one process: nltk's punkt on each document (in pieces
+# of 10^6 characters), then each sentence tokenized (here by HF tokenizers, faster than
+# Megatron-LM's own Python GPT-2 tokenizer).
+SPLIT_SCRIPT = r"""
+import json, sys, time, tokenizers
+from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+d = sys.argv[4]
+params = PunktParameters()
+lines = lambda name: [l.rstrip("\n") for l in open(f"{d}/{name}", encoding="utf-8") if l.strip()]
+params.abbrev_types = set(lines("abbrev_types.txt"))
+params.sent_starters = set(lines("sent_starters.txt"))
+params.collocations = {tuple(l.split("\t")) for l in lines("collocations.tab")}
+for l in lines("ortho_context.tab"):
+    k, v = l.split("\t")
+    params.ortho_context[k] = int(v)
+splitter = PunktSentenceTokenizer(params)
+tok = tokenizers.ByteLevelBPETokenizer(sys.argv[2], sys.argv[3])
+size = sum(len(l) for l in open(sys.argv[1], encoding="utf-8"))
+t0 = time.perf_counter()
+for line in open(sys.argv[1], encoding="utf-8"):
+    text = json.loads(line)["text"]
+    for piece in range(0, len(text), 1000000):
+        for sentence in splitter.tokenize(text[piece:piece + 1000000]):
+            tok.encode(sentence)
+print(size / (time.perf_counter() - t0) / 1e6)
+"""
+
 HF_SCRIPT = r"""
 import json, sys, time, tokenizers
 texts = [json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")]
@@ -229,6 +258,30 @@ def main():
         print(f"threads {t}: preprocess_data {ours:.2f} MB/s ({wall:.2f} with start-up) | HF encode_batch {hf:.2f} MB/s | "
               f"ratio vs HF {ours / hf:.2f}x | vs plain Python (1 process, {py:.2f} MB/s) "
               f"{ours / t / py:.1f}x per thread")
+
+    # A punkt model trained on the corpus by nltk's PunktTrainer, written in punkt_tab form.
+    from nltk.tokenize.punkt import PunktTrainer
+    punkt_trainer = PunktTrainer()
+    punkt_trainer.train("\n".join(texts)[:2000000], finalize=True)
+    params = punkt_trainer.get_params()
+    punkt = os.path.join(work, "nltk_data", "tokenizers", "punkt_tab", "english")
+    os.makedirs(punkt)
+    for name, rows in (("abbrev_types.txt", params.abbrev_types), ("sent_starters.txt", params.sent_starters),
+                       ("collocations.tab", ["\t".join(c) for c in params.collocations]),
+                       ("ortho_context.tab", [f"{k}\t{v}" for k, v in params.ortho_context.items()])):
+        open(os.path.join(punkt, name), "w", encoding="utf-8").write("\n".join(sorted(rows)))
+    print("\n== --split-sentences: punkt, then GPT-2 BPE per sentence (MB/s of JSONL) ==")
+    ref = float(subprocess.run([sys.executable, "-c", SPLIT_SCRIPT, corpus, vocab, merges, punkt], check=True,
+                               capture_output=True, text=True).stdout)
+    for t in args.threads:
+        proc = subprocess.run([binary("preprocess_data"), "--input", corpus, "--output-prefix",
+                               os.path.join(work, "ss"), "--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", vocab,
+                               "--merge-file", merges, "--append-eod", "--split-sentences", "--workers", str(t),
+                               "--log-interval", "100000000"], check=True, capture_output=True, text=True,
+                              env=dict(os.environ, NLTK_DATA=os.path.join(work, "nltk_data")))
+        ours = float(re.search(r"([0-9.]+) MB/s\)\.\s*$", proc.stderr).group(1)) * 1.048576
+        print(f"threads {t}: preprocess_data {ours:.2f} MB/s | nltk punkt + HF encode, 1 process {ref:.2f} MB/s | "
+              f"{ours / t / ref:.1f}x per thread")
 
     sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
     from hf_families import FAMILIES
