@@ -44,6 +44,18 @@ def gpt2_tokenizer():
     put("gpt2_tokenizer", "bad_merge", struct.pack("<HH", len(vocab), 6) + vocab + b"h zz\n" + b"hi")
 
 
+def punkt():
+    """A small punkt_tab model (abbreviations, a collocation, starters, contexts) and text that
+    reaches its rules, in both modes; and a malformed ortho_context.tab."""
+    files = [b"dr\nu.s\ne.g", b"##number##\tpercent\ns\tbach", b"the\nhowever", b"dr\t4\nthe\t34\nbach\t2"]
+    text = ("Dr. Smith went to the U.S. The end. J. S. Bach said (yes.) \u201cno.\u201d 3.14 percent!!! "
+            "Ok... . . . next?\n\nNew \u039f\u0394\u039f\u03a3. \u0130st. \u65e5\u672c\u8a9e\u3002 x").encode() + b"\xff."
+    for name, keep in [("plain", 0), ("keep_newlines", 1)]:
+        put("punkt", name, bytes([keep]) + b"".join(struct.pack("<H", len(f)) for f in files) + b"".join(files) + text)
+    bad = files[:3] + [b"dr\tmany"]
+    put("punkt", "bad_ortho", b"\x00" + b"".join(struct.pack("<H", len(f)) for f in bad) + b"".join(bad) + b"A. B.")
+
+
 def hf_tokenizer():
     """A tokenizer.json of each family's shape, trained small by HF tokenizers (hf_families.py)."""
     from hf_families import FAMILIES
@@ -147,6 +159,6 @@ def checkpoint_pickle():
     put("checkpoint_pickle", "global", b"\x80\x02cos\nsystem\n.")
 
 
-for make in [indexed_dataset, gpt2_tokenizer, hf_tokenizer, tiktoken, sentencepiece, npy, safetensors, config_toml, deepspeed_json, tracker, checkpoint,
+for make in [indexed_dataset, gpt2_tokenizer, hf_tokenizer, tiktoken, sentencepiece, punkt, npy, safetensors, config_toml, deepspeed_json, tracker, checkpoint,
              checkpoint_pickle]:
     make()
