@@ -4,6 +4,7 @@
 // --overlap: how much of an all_reduce_async launched before compute of about its own length is
 // hidden by it (tools/bench/mpi_progress_bench.py runs it with and without the progress thread).
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 // The C API only (as the library's MPI backend): the C++ bindings need extra libraries.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
