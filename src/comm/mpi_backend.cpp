@@ -189,13 +189,13 @@ class MpiBackend : public Backend {
       if (op == ReduceOp::kAvg) tensor.div_(ctx_.size);
       return completed_work();
     }
-    auto requests = std::make_shared<std::vector<MPI_Request>>(1);
+    std::vector<MPI_Request> requests(1);
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), mpi_count(tensor), mpi_type(tensor.scalar_type()),
-                             mpi_op(op, tensor.scalar_type()), comm_, requests->data()),
+                             mpi_op(op, tensor.scalar_type()), comm_, requests.data()),
               "MPI_Iallreduce");
     std::function<void()> finish;
     if (op == ReduceOp::kAvg) finish = [tensor, n = ctx_.size]() mutable { tensor.div_(n); };
-    return make_work(requests, info, std::move(finish), {tensor});
+    return make_work(std::move(requests), info, std::move(finish), {tensor});
   }
 
   WorkHandle all_gather(at::Tensor& output, const at::Tensor& input, const OpInfo& info) override {
@@ -207,11 +207,11 @@ class MpiBackend : public Backend {
           "MPI_Allgather");
       return completed_work();
     }
-    auto requests = std::make_shared<std::vector<MPI_Request>>(1);
+    std::vector<MPI_Request> requests(1);
     check_mpi(MPI_Iallgather(input.data_ptr(), mpi_count(input), type, output.data_ptr(), mpi_count(input), type, comm_,
-                             requests->data()),
+                             requests.data()),
               "MPI_Iallgather");
-    return make_work(requests, info, nullptr, {output, input});
+    return make_work(std::move(requests), info, nullptr, {output, input});
   }
 
   WorkHandle reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op, const OpInfo& info) override {
@@ -223,14 +223,14 @@ class MpiBackend : public Backend {
       if (op == ReduceOp::kAvg) output.div_(ctx_.size);
       return completed_work();
     }
-    auto requests = std::make_shared<std::vector<MPI_Request>>(1);
+    std::vector<MPI_Request> requests(1);
     check_mpi(
         MPI_Ireduce_scatter_block(input.data_ptr(), output.data_ptr(), mpi_count(output), mpi_type(input.scalar_type()),
-                                  mpi_op(op, input.scalar_type()), comm_, requests->data()),
+                                  mpi_op(op, input.scalar_type()), comm_, requests.data()),
         "MPI_Ireduce_scatter_block");
     std::function<void()> finish;
     if (op == ReduceOp::kAvg) finish = [output, n = ctx_.size]() mutable { output.div_(n); };
-    return make_work(requests, info, std::move(finish), {output, input});
+    return make_work(std::move(requests), info, std::move(finish), {output, input});
   }
 
   WorkHandle broadcast(at::Tensor& tensor, int src, const OpInfo& info) override {
@@ -240,11 +240,11 @@ class MpiBackend : public Backend {
                 "MPI_Bcast");
       return completed_work();
     }
-    auto requests = std::make_shared<std::vector<MPI_Request>>(1);
+    std::vector<MPI_Request> requests(1);
     check_mpi(
-        MPI_Ibcast(tensor.data_ptr(), mpi_count(tensor), mpi_type(tensor.scalar_type()), src, comm_, requests->data()),
+        MPI_Ibcast(tensor.data_ptr(), mpi_count(tensor), mpi_type(tensor.scalar_type()), src, comm_, requests.data()),
         "MPI_Ibcast");
-    return make_work(requests, info, nullptr, {tensor});
+    return make_work(std::move(requests), info, nullptr, {tensor});
   }
 
   WorkHandle reduce(at::Tensor& tensor, int dst, ReduceOp op, const OpInfo& info) override {
@@ -265,29 +265,29 @@ class MpiBackend : public Backend {
     // Open MPI's nonblocking reduce (libnbc) is an unsegmented tree, several times slower than its
     // nonblocking all-reduce on large tensors: the others all-reduce a copy they drop (in place on
     // every rank, as MPI requires of MPI_IN_PLACE).
-    auto requests = std::make_shared<std::vector<MPI_Request>>(1);
+    std::vector<MPI_Request> requests(1);
     at::Tensor result = root ? tensor : tensor.clone();
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, result.data_ptr(), mpi_count(tensor), type, mop, comm_, requests->data()),
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, result.data_ptr(), mpi_count(tensor), type, mop, comm_, requests.data()),
               "MPI_Iallreduce");
-    return make_work(requests, info, std::move(finish), {tensor, result});
+    return make_work(std::move(requests), info, std::move(finish), {tensor, result});
   }
 
   WorkHandle batch_p2p(const std::vector<P2POp>& ops, const OpInfo& info) override {
-    auto requests = std::make_shared<std::vector<MPI_Request>>(ops.size());
+    std::vector<MPI_Request> requests(ops.size());
     std::vector<at::Tensor> keep;
     for (size_t i = 0; i < ops.size(); ++i) {
       const auto& p = ops[i];
       auto type = mpi_type(p.tensor.scalar_type());
       if (p.kind == P2POp::kSend) {
-        check_mpi(MPI_Isend(p.tensor.data_ptr(), mpi_count(p.tensor), type, p.peer, kP2PTag, comm_, &(*requests)[i]),
+        check_mpi(MPI_Isend(p.tensor.data_ptr(), mpi_count(p.tensor), type, p.peer, kP2PTag, comm_, &requests[i]),
                   "MPI_Isend");
       } else {
-        check_mpi(MPI_Irecv(p.tensor.data_ptr(), mpi_count(p.tensor), type, p.peer, kP2PTag, comm_, &(*requests)[i]),
+        check_mpi(MPI_Irecv(p.tensor.data_ptr(), mpi_count(p.tensor), type, p.peer, kP2PTag, comm_, &requests[i]),
                   "MPI_Irecv");
       }
       keep.push_back(p.tensor);
     }
-    return make_work(requests, info, nullptr, std::move(keep));
+    return make_work(std::move(requests), info, nullptr, std::move(keep));
   }
 
   WorkHandle barrier(const OpInfo& info) override {
@@ -296,9 +296,9 @@ class MpiBackend : public Backend {
       check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
       return completed_work();
     }
-    auto requests = std::make_shared<std::vector<MPI_Request>>(1);
-    check_mpi(MPI_Ibarrier(comm_, requests->data()), "MPI_Ibarrier");
-    return make_work(requests, info, nullptr, {});
+    std::vector<MPI_Request> requests(1);
+    check_mpi(MPI_Ibarrier(comm_, requests.data()), "MPI_Ibarrier");
+    return make_work(std::move(requests), info, nullptr, {});
   }
 
   std::unique_ptr<Backend> split(const std::vector<int>& ranks, const std::string& name) override {
@@ -324,17 +324,17 @@ class MpiBackend : public Backend {
  private:
   static constexpr int kP2PTag = 7;
 
-  WorkHandle make_work(std::shared_ptr<std::vector<MPI_Request>> requests, const OpInfo& info,
-                       std::function<void()> finish, std::vector<at::Tensor> keep_alive) {
+  WorkHandle make_work(std::vector<MPI_Request> requests, const OpInfo& info, std::function<void()> finish,
+                       std::vector<at::Tensor> keep_alive) {
     auto tracked = std::make_shared<TrackedRequests>();
     tracked->requests = std::move(requests);
     track_mpi_requests(tracked);
     auto test = [tracked, keep_alive = std::move(keep_alive)]() {
       std::lock_guard<std::mutex> lock(tracked->mutex);
       int flag = 0;
-      check_mpi(MPI_Testall(static_cast<int>(tracked->requests->size()), tracked->requests->data(), &flag,
-                            MPI_STATUSES_IGNORE),
-                "MPI_Testall");
+      check_mpi(
+          MPI_Testall(static_cast<int>(tracked->requests.size()), tracked->requests.data(), &flag, MPI_STATUSES_IGNORE),
+          "MPI_Testall");
       return flag != 0;
     };
     return std::make_shared<PollingWork>(info, ctx_.timeout, std::move(test), std::move(finish));

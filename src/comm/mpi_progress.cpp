@@ -62,24 +62,13 @@ class Progress {
       if (stopped_) return;
       bool completed = false;
       for (size_t i = 0; i < tracked_.size();) {
-        bool done = true;  // or dropped by its owner
-        if (auto r = tracked_[i].lock()) {
-          std::unique_lock<std::mutex> owner(r->mutex, std::try_to_lock);
-          done = false;
-          if (owner.owns_lock()) {  // else its owner is testing it right now
-            int flag = 0;
-            const int rc =
-                MPI_Testall(static_cast<int>(r->requests->size()), r->requests->data(), &flag, MPI_STATUSES_IGNORE);
-            done = flag != 0 || rc != MPI_SUCCESS;  // a failure is the owner's to report
-          }
-        }
-        if (done) {
-          completed = true;
-          tracked_[i] = std::move(tracked_.back());
-          tracked_.pop_back();
-        } else {
+        if (in_flight(tracked_[i])) {
           ++i;
+          continue;
         }
+        completed = true;
+        tracked_[i] = std::move(tracked_.back());
+        tracked_.pop_back();
       }
       interval_ = completed ? kFirstInterval : std::min(interval_ * 2, kLongestInterval);
       const auto interval = interval_;
@@ -87,6 +76,18 @@ class Progress {
       std::this_thread::sleep_for(interval);
       lock.lock();
     }
+  }
+
+  // Tests r unless its owner is testing it right now; false once done or dropped by its owner
+  // (a failure is the owner's to report).
+  static bool in_flight(const std::weak_ptr<TrackedRequests>& tracked) {
+    auto r = tracked.lock();
+    if (!r) return false;
+    std::unique_lock<std::mutex> owner(r->mutex, std::try_to_lock);
+    if (!owner.owns_lock()) return true;
+    int flag = 0;
+    const int rc = MPI_Testall(static_cast<int>(r->requests.size()), r->requests.data(), &flag, MPI_STATUSES_IGNORE);
+    return flag == 0 && rc == MPI_SUCCESS;
   }
 
   std::mutex mutex_;

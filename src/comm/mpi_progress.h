@@ -15,7 +15,7 @@ namespace megatron::comm::detail {
 // forbids testing one request from two threads at once).
 struct TrackedRequests {
   std::mutex mutex;
-  std::shared_ptr<std::vector<MPI_Request>> requests;
+  std::vector<MPI_Request> requests;
 };
 
 // After MPI_Init_thread, with the thread level it provided (below MPI_THREAD_MULTIPLE, or with

@@ -14,8 +14,6 @@
 
 #include <algorithm>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -159,15 +157,11 @@ enum class Starter { kYes, kNo, kUnknown };
 // Punkt's decisions over tokens, from a model's parameters.
 class Annotator {
  public:
-  explicit Annotator(const detail::PunktModel& m)
-      : abbrev_types(m.abbrev_types),
-        sent_starters(m.sent_starters),
-        collocations(m.collocations),
-        ortho_context(m.ortho_context) {}
+  explicit Annotator(const detail::PunktModel& model) : model_(model) {}
 
   int ortho(std::u32string_view type) const {
-    auto it = ortho_context.find(utf8(type));
-    return it == ortho_context.end() ? 0 : it->second;
+    auto it = model_.ortho_context.find(utf8(type));
+    return it == model_.ortho_context.end() ? 0 : it->second;
   }
 
   void first_pass(Token& t) const {
@@ -178,7 +172,8 @@ class Annotator {
     } else if (t.period_final() && !(t.tok.size() >= 2 && t.tok[t.tok.size() - 2] == '.')) {
       const std::string word = utf8(lower(t.tok.substr(0, t.tok.size() - 1)));
       const size_t dash = word.rfind('-');
-      if (abbrev_types.count(word) || abbrev_types.count(dash == std::string::npos ? word : word.substr(dash + 1)))
+      if (model_.abbrev_types.count(word) ||
+          model_.abbrev_types.count(dash == std::string::npos ? word : word.substr(dash + 1)))
         t.abbr = true;
       else
         t.sentbreak = true;
@@ -201,13 +196,14 @@ class Annotator {
     const std::u32string_view typ = t.type_no_period();
     const std::u32string_view next_typ = next.type_no_sentperiod();
     const bool initial = t.is_initial();
-    if (collocations.count(utf8(typ) + '\t' + utf8(next_typ))) {
+    if (model_.collocations.count(utf8(typ) + '\t' + utf8(next_typ))) {
       t.sentbreak = false;
       t.abbr = true;
       return;
     }
     if ((t.abbr || t.ellipsis) && !initial) {
-      if (ortho_heuristic(next) == Starter::kYes || (next.first_upper() && sent_starters.count(utf8(next_typ)))) {
+      if (ortho_heuristic(next) == Starter::kYes ||
+          (next.first_upper() && model_.sent_starters.count(utf8(next_typ)))) {
         t.sentbreak = true;
         return;
       }
@@ -244,8 +240,7 @@ class Annotator {
   }
 
  private:
-  const std::unordered_set<std::string>&abbrev_types, &sent_starters, &collocations;
-  const std::unordered_map<std::string, int>& ortho_context;
+  const detail::PunktModel& model_;
 };
 
 // One candidate sentence end found by the period-context pattern.
@@ -256,7 +251,8 @@ struct EndMatch {
   size_t next_tok = 0;        // where that text starts
 };
 
-// The lookahead after a candidate end at `k` (punctuation, or `ws` whitespace and a token).
+// The lookahead after a candidate end at `k`: a non-word character, or whitespace (at least one
+// character of it when need_space) and a token.
 bool lookahead(std::u32string_view s, size_t k, bool need_space, EndMatch& m) {
   const size_t n = s.size();
   if (k < n && non_word(s[k])) {
@@ -368,9 +364,8 @@ std::vector<std::string_view> PunktSentenceSplitter::split(std::string_view text
     // to the sentence before.
     size_t realign = 0;
     for (size_t i = 0; i < slices.size(); ++i) {
-      const Span one{slices[i].first + realign, slices[i].second};
+      Span kept{slices[i].first + realign, slices[i].second};
       realign = 0;
-      Span kept = one;
       if (i + 1 < slices.size()) {
         const auto [b, e] = slices[i + 1];
         size_t k = b;
