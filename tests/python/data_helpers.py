@@ -90,3 +90,17 @@ def gpt2_bytes_to_unicode():
             cs.append(256 + n)
             n += 1
     return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+def write_punkt_tab(params, nltk_data):
+    """nltk's PunktParameters as NLTK's punkt_tab model for english under the NLTK_DATA folder
+    `nltk_data` (its own save_punkt_params writes only inside NLTK's data folders); returns the
+    model folder."""
+    folder = os.path.join(nltk_data, "tokenizers", "punkt_tab", "english")
+    os.makedirs(folder)
+    for name, rows in (("abbrev_types.txt", params.abbrev_types), ("sent_starters.txt", params.sent_starters),
+                       ("collocations.tab", ["\t".join(c) for c in params.collocations]),
+                       ("ortho_context.tab", [f"{k}\t{v}" for k, v in params.ortho_context.items()])):
+        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+            f.write("\n".join(sorted(rows)))
+    return folder

@@ -9,7 +9,7 @@ import unicodedata
 import numpy as np
 import pytest
 import tokenizers
-from data_helpers import read_mmidx, run
+from data_helpers import read_mmidx, run, write_punkt_tab
 from nltk.tokenize import punkt as nltk_punkt
 
 
@@ -82,12 +82,7 @@ def model(tmp_path_factory):
     params.collocations |= {("##number##", "percent"), ("s", "bach")}
     params.sent_starters |= {"the", "however"}
     root = tmp_path_factory.mktemp("nltk_data")
-    d = root / "tokenizers" / "punkt_tab" / "english"
-    d.mkdir(parents=True)
-    (d / "abbrev_types.txt").write_text("\n".join(sorted(params.abbrev_types)))
-    (d / "sent_starters.txt").write_text("\n".join(sorted(params.sent_starters)))
-    (d / "collocations.tab").write_text("\n".join("\t".join(c) for c in sorted(params.collocations)))
-    (d / "ortho_context.tab").write_text("\n".join(f"{k}\t{v}" for k, v in sorted(params.ortho_context.items())))
+    write_punkt_tab(params, str(root))
     return root, params
 
 

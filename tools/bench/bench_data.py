@@ -264,12 +264,9 @@ def main():
     punkt_trainer = PunktTrainer()
     punkt_trainer.train("\n".join(texts)[:2000000], finalize=True)
     params = punkt_trainer.get_params()
-    punkt = os.path.join(work, "nltk_data", "tokenizers", "punkt_tab", "english")
-    os.makedirs(punkt)
-    for name, rows in (("abbrev_types.txt", params.abbrev_types), ("sent_starters.txt", params.sent_starters),
-                       ("collocations.tab", ["\t".join(c) for c in params.collocations]),
-                       ("ortho_context.tab", [f"{k}\t{v}" for k, v in params.ortho_context.items()])):
-        open(os.path.join(punkt, name), "w", encoding="utf-8").write("\n".join(sorted(rows)))
+    sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+    from data_helpers import write_punkt_tab
+    punkt = write_punkt_tab(params, os.path.join(work, "nltk_data"))
     print("\n== --split-sentences: punkt, then GPT-2 BPE per sentence (MB/s of JSONL) ==")
     ref = float(subprocess.run([sys.executable, "-c", SPLIT_SCRIPT, corpus, vocab, merges, punkt], check=True,
                                capture_output=True, text=True).stdout)
@@ -283,7 +280,6 @@ def main():
         print(f"threads {t}: preprocess_data {ours:.2f} MB/s | nltk punkt + HF encode, 1 process {ref:.2f} MB/s | "
               f"{ours / t / ref:.1f}x per thread")
 
-    sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
     from hf_families import FAMILIES
     for family in ("llama3", "llama2"):
         path = os.path.join(work, f"{family}.json")
