@@ -39,6 +39,7 @@ class ProcessGroupImpl {
   std::unique_ptr<Backend> cuda;                     // created on the first CUDA tensor
   detail::InjectedLink link;                         // under $MEGATRON_INJECT_COMM_LATENCY_US
   std::function<void(const std::string&)> observer;  // set_issue_observer
+  int64_t observed = 0;                              // operations it was told of
 #if MEGATRON_WITH_NCCL
   std::shared_ptr<detail::NcclRendezvous> rendezvous;
 #endif
@@ -66,6 +67,9 @@ class ProcessGroupImpl {
     return detail::completed_work();
   }
 
+  // An asynchronous operation just issued, which tells the observer when it is waited for.
+  WorkHandle observed_async(WorkHandle work);
+
   WorkHandle start_all_reduce(at::Tensor& tensor, ReduceOp op, bool blocking);
   WorkHandle start_all_gather(at::Tensor& output, const at::Tensor& input, bool blocking);
   WorkHandle start_reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op, bool blocking);
@@ -78,7 +82,10 @@ class ProcessGroupImpl {
 
   Backend& backend_for(const at::Tensor& tensor, const std::string& op) {
     TORCH_CHECK(tensor.defined(), "[comm] ", op, " on group '", name, "': undefined tensor");
-    if (observer) observer(op + " " + c10::str(tensor.sizes()));
+    if (observer) {
+      observer(op + " " + c10::str(tensor.sizes()));
+      ++observed;
+    }
     TORCH_CHECK(tensor.layout() == at::kStrided, "[comm] ", op, " on group '", name,
                 "': only dense tensors can be communicated, got layout ", tensor.layout());
     static const at::ScalarType kSupported[] = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kLong,
@@ -132,6 +139,24 @@ class CopyBackWork : public Work {
   WorkHandle inner_;
   at::Tensor target_, staging_;
   bool done_ = false;
+};
+
+// Reports its wait to the issue observer (set_issue_observer).
+class ObservedWork : public Work {
+ public:
+  ObservedWork(WorkHandle inner, std::function<void(const std::string&)> observer, int64_t index,
+               std::chrono::milliseconds timeout)
+      : Work(timeout), inner_(std::move(inner)), observer_(std::move(observer)), index_(index) {}
+  bool is_completed() override { return inner_->is_completed(); }
+  void wait(std::chrono::milliseconds timeout) override {
+    observer_("wait " + std::to_string(index_));
+    inner_->wait(timeout);
+  }
+
+ private:
+  WorkHandle inner_;
+  std::function<void(const std::string&)> observer_;
+  int64_t index_;
 };
 
 template <typename Start>
@@ -297,20 +322,25 @@ WorkHandle ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
   return backend.batch_p2p(ops, info);
 }
 
+WorkHandle ProcessGroupImpl::observed_async(WorkHandle work) {
+  if (!observer) return work;
+  return std::make_shared<ObservedWork>(std::move(work), observer, observed - 1, timeout);
+}
+
 WorkHandle ProcessGroup::all_reduce_async(at::Tensor& tensor, ReduceOp op) {
-  return impl_->start_all_reduce(tensor, op, false);
+  return impl_->observed_async(impl_->start_all_reduce(tensor, op, false));
 }
 WorkHandle ProcessGroup::all_gather_async(at::Tensor& output, const at::Tensor& input) {
-  return impl_->start_all_gather(output, input, false);
+  return impl_->observed_async(impl_->start_all_gather(output, input, false));
 }
 WorkHandle ProcessGroup::reduce_scatter_async(at::Tensor& output, const at::Tensor& input, ReduceOp op) {
-  return impl_->start_reduce_scatter(output, input, op, false);
+  return impl_->observed_async(impl_->start_reduce_scatter(output, input, op, false));
 }
 WorkHandle ProcessGroup::broadcast_async(at::Tensor& tensor, int src) {
-  return impl_->start_broadcast(tensor, src, false);
+  return impl_->observed_async(impl_->start_broadcast(tensor, src, false));
 }
 WorkHandle ProcessGroup::reduce_async(at::Tensor& tensor, int dst, ReduceOp op) {
-  return impl_->start_reduce(tensor, dst, op, false);
+  return impl_->observed_async(impl_->start_reduce(tensor, dst, op, false));
 }
 void ProcessGroup::all_reduce(at::Tensor& tensor, ReduceOp op) {
   impl_->start_all_reduce(tensor, op, true)->wait();
@@ -351,6 +381,7 @@ void ProcessGroup::recv(at::Tensor& tensor, int src) {
 
 void ProcessGroup::set_issue_observer(std::function<void(const std::string&)> observer) {
   impl_->observer = std::move(observer);
+  impl_->observed = 0;
 }
 
 void ProcessGroup::barrier() {

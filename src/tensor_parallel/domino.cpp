@@ -1,5 +1,6 @@
 #include "megatron/tensor_parallel/domino.h"
 
+#include <ATen/SequenceNumber.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "autograd_group.h"
@@ -64,6 +65,14 @@ at::Tensor wait_for_reduce(const at::Tensor& x, const PendingPtr& pending) {
 at::Tensor wait_for_grad_reduce_in_backward(const at::Tensor& x, const PendingPtr& pending) {
   TORCH_CHECK(pending, "[domino] wait_for_grad_reduce_in_backward needs a handle");
   return WaitForGradReduce::apply(x, pending);
+}
+
+at::Tensor GradWaitChain::wait_for_grad_reduce_in_backward(const at::Tensor& x, const PendingPtr& pending) {
+  at::Tensor out = tensor_parallel::wait_for_grad_reduce_in_backward(x, pending);
+  if (!out.grad_fn()) return out;  // no graph (evaluation): nothing to order
+  if (reserved_) out.grad_fn()->set_sequence_nr(*reserved_);
+  reserved_ = at::sequence_number::get_and_increment();
+  return out;
 }
 
 }  // namespace megatron::tensor_parallel

@@ -88,12 +88,13 @@ at::Tensor TransformerBlockImpl::forward_domino(const at::Tensor& hidden, const 
     auto m = attention_mask.chunk(2, 0);
     masks = {m[0], m[1]};
   }
+  tensor_parallel::GradWaitChain chain;
   for (int64_t i = 0; i < num_local_layers; ++i) {
     RECORD_USER_SCOPE("decoder.layers." + std::to_string(i));
     auto layer = layers->ptr<TransformerLayerImpl>(i);
     // Only the wait before the forward: sharded parameters (released after it) refuse --domino.
     if (layer->param_gather) layer->param_gather->before_forward();
-    halves = layer->forward_domino(halves, masks, rotary_pos_emb);
+    halves = layer->forward_domino(halves, masks, rotary_pos_emb, chain);
   }
   return at::cat({halves[0].resolve(config, is_training()), halves[1].resolve(config, is_training())}, 1);
 }

@@ -59,7 +59,7 @@ at::Tensor TransformerLayerImpl::forward(const at::Tensor& hidden, const at::Ten
 
 DominoHalves TransformerLayerImpl::forward_domino(const DominoHalves& halves,
                                                   const std::array<at::Tensor, 2>& attention_masks,
-                                                  const at::Tensor& rotary_pos_emb) {
+                                                  const at::Tensor& rotary_pos_emb, tp::GradWaitChain& chain) {
   const auto& g = config.tp_group();
   // Without tensor parallelism there is nothing to overlap: the plain sub-blocks (their GEMMs add the biases).
   const int tp_size = tp::group_size(g);
@@ -72,7 +72,7 @@ DominoHalves TransformerLayerImpl::forward_domino(const DominoHalves& halves,
   for (int i = 0; i < 2; ++i) {
     x[i] = halves[i].resolve(config, train);
     auto grad_reduce = pending();
-    at::Tensor ln = tp::wait_for_grad_reduce_in_backward(input_layernorm(x[i]), grad_reduce);
+    at::Tensor ln = chain.wait_for_grad_reduce_in_backward(input_layernorm(x[i]), grad_reduce);
     reduce[i] = pending();
     partial[i] =
         tp_size == 1
@@ -85,7 +85,7 @@ DominoHalves TransformerLayerImpl::forward_domino(const DominoHalves& halves,
     x[i] = finish(partial[i], reduce[i], tp_size == 1 ? at::Tensor() : self_attention->linear_proj->bias, x[i], config,
                   train);
     auto grad_reduce = pending();
-    at::Tensor ln = tp::wait_for_grad_reduce_in_backward(pre_mlp_layernorm(x[i]), grad_reduce);
+    at::Tensor ln = chain.wait_for_grad_reduce_in_backward(pre_mlp_layernorm(x[i]), grad_reduce);
     reduce[i] = pending();
     partial[i] = tp_size == 1 ? mlp(ln)
                               : tp::start_reduce_from_tensor_model_parallel_region(

@@ -2,11 +2,15 @@
 // without Domino run on each half of the micro-batch in turn. Each weight gradient is then a sum
 // of the same two terms, so outputs and gradients must be bit-identical, at TP 1, 2 and 4, with the
 // inter-layer and the intra-layer schedule. Every TP rank must issue the same collectives in the
-// same order.
+// same order, and in backward wait for each input-gradient all-reduce only under the other half's
+// compute.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "megatron/tensor_parallel/domino.h"
 #include "megatron/transformer/transformer_block.h"
@@ -40,14 +44,21 @@ tf::TransformerBlock make_block(bool domino, bool intra_layer) {
 struct BlockRun {
   at::Tensor out, input_grad;
   std::vector<at::Tensor> param_grads;
-  std::string issued;  // the collectives this rank issued, in order
+  std::string issued;  // the collectives this rank issued and waited for, in order
+  // Backward's operations, by their position in `events` (this rank's issues and waits).
+  std::vector<std::string> events;
+  size_t backward_from = 0;
 };
 
 BlockRun run(bool domino, bool intra_layer) {
   tf::TransformerBlock block = make_block(domino, intra_layer);
   BlockRun r;
   auto g = world_tp_group();
-  if (g) g->set_issue_observer([&](const std::string& op) { r.issued += op + ";"; });
+  if (g)
+    g->set_issue_observer([&](const std::string& op) {
+      r.issued += op + ";";
+      r.events.push_back(op);
+    });
   at::Tensor x = seeded_randn({kSeq, kBatch, kHidden}, 1).requires_grad_();
   if (domino) {
     r.out = block(x);
@@ -55,11 +66,31 @@ BlockRun run(bool domino, bool intra_layer) {
     auto halves = x.chunk(2, 1);
     r.out = at::cat({block(halves[0].contiguous()), block(halves[1].contiguous())}, 1);
   }
+  r.backward_from = r.events.size();
   r.out.backward(seeded_randn({kSeq, kBatch, kHidden}, 2));
   if (g) g->set_issue_observer(nullptr);
   r.input_grad = x.grad();
   for (const auto& p : block->parameters()) r.param_grads.push_back(p.grad());
   return r;
+}
+
+// Backward's all-reduces, in issue order: where each was issued and where waited for, as
+// positions in the event log (the observer numbers operations from 0 in issue order).
+std::vector<std::pair<size_t, size_t>> backward_issue_and_wait(const BlockRun& r) {
+  std::vector<std::pair<size_t, size_t>> ops;  // indexed by operation number
+  for (size_t at = 0; at < r.events.size(); ++at) {
+    const std::string& e = r.events[at];
+    if (e.rfind("wait ", 0) == 0) {
+      const size_t op = std::stoul(e.substr(5));
+      if (op < ops.size()) ops[op].second = at;
+    } else {
+      ops.emplace_back(at, SIZE_MAX);
+    }
+  }
+  std::vector<std::pair<size_t, size_t>> backward;
+  for (const auto& op : ops)
+    if (op.first >= r.backward_from) backward.push_back(op);
+  return backward;
 }
 
 TEST(Domino, BitIdenticalToTheHalvesRunOneAfterTheOther) {
@@ -87,6 +118,20 @@ TEST(Domino, BitIdenticalToTheHalvesRunOneAfterTheOther) {
     g->all_reduce(lo, megatron::comm::ReduceOp::kMin);
     g->all_reduce(hi, megatron::comm::ReduceOp::kMax);
     EXPECT_EQ(lo.item<int64_t>(), hi.item<int64_t>()) << "rank " << g->rank() << " issued " << domino.issued;
+    // Backward: each input-gradient all-reduce is still in flight when the next one (the other
+    // half's, or the previous layer's) is issued, so it is waited for only after that half's
+    // sub-block has run its backward. Autograd alone (latest node first) would wait for each
+    // right after its own weight-gradient GEMM.
+    const auto backward = backward_issue_and_wait(domino);
+    ASSERT_EQ(backward.size(), 2u * 2u * 2u) << domino.issued;
+    for (size_t k = 0; k < backward.size(); ++k) {
+      EXPECT_NE(backward[k].second, SIZE_MAX)
+          << "rank " << g->rank() << ": backward all-reduce " << k << " never waited for: " << domino.issued;
+      if (k + 1 < backward.size())
+        EXPECT_GT(backward[k].second, backward[k + 1].first)
+            << "rank " << g->rank() << ": backward all-reduce " << k
+            << " waited for before the next was issued: " << domino.issued;
+    }
   }
 }
 

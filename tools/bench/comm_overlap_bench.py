@@ -103,7 +103,8 @@ def main() -> None:
     print(f"communication share of the plain step: {plain[2] / plain[1]:.0%}")
     for name, (free, slow, exposed) in list(rows.items())[1:]:
         print(f"{name}: hidden {1 - max(exposed, 0.0) / plain[2]:.0%}; step time with cost / plain: "
-              f"{slow / plain[1]:.3f}x, / plain without cost: {slow / plain[0]:.3f}x")
+              f"{slow / plain[1]:.3f}x, / plain without cost: {slow / plain[0]:.3f}x, "
+              f"/ itself without cost: {slow / free:.3f}x")
 
 if __name__ == "__main__":
     main()

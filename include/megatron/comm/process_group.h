@@ -101,8 +101,10 @@ class MEGATRON_API ProcessGroup {
   // to each other at once without deadlock.
   WorkHandle batch_isend_irecv(const std::vector<P2POp>& ops);
   void barrier();
-  // Called with each operation's name and tensor shape as this rank issues it (nullptr: none).
-  // Tests use it to check that every rank issues the same collectives in the same order.
+  // Called with each operation's name and tensor shape as this rank issues it, and with "wait N"
+  // as this rank waits for the N-th operation (from 0, counted since the observer was set) it
+  // issued asynchronously; nullptr: none. Tests use it to check that every rank issues the same
+  // collectives in the same order, and where each asynchronous one is waited for.
   void set_issue_observer(std::function<void(const std::string&)> observer);
 
  private:

@@ -8,7 +8,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "megatron/comm/process_group.h"
 #include "megatron/tensor_parallel/mappings.h"
@@ -32,5 +34,18 @@ MEGATRON_API at::Tensor wait_for_reduce(const at::Tensor& x, const PendingPtr& p
 // ColumnParallelLinear given the same handle launched in its backward) before passing the
 // gradient on, to the LayerNorm backward that needs it.
 MEGATRON_API at::Tensor wait_for_grad_reduce_in_backward(const at::Tensor& x, const PendingPtr& pending);
+
+// Domino's backward schedule. Autograd runs the ready node with the highest sequence number first,
+// the one created last, so each half's input-gradient wait would run right after its own
+// weight-gradient GEMM. A chain takes the waits in forward order and gives each the sequence
+// number reserved just after the previous one: it then runs once that previous sub-block (the
+// other half's) has been through backward, and its all-reduce is hidden under it.
+class MEGATRON_API GradWaitChain {
+ public:
+  at::Tensor wait_for_grad_reduce_in_backward(const at::Tensor& x, const PendingPtr& pending);
+
+ private:
+  std::optional<uint64_t> reserved_;
+};
 
 }  // namespace megatron::tensor_parallel

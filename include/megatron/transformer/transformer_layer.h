@@ -11,6 +11,7 @@
 #include <array>
 #include <memory>
 
+#include "megatron/tensor_parallel/domino.h"
 #include "megatron/transformer/attention.h"
 #include "megatron/transformer/mlp.h"
 #include "megatron/transformer/norm.h"
@@ -41,9 +42,10 @@ class MEGATRON_API TransformerLayerImpl : public torch::nn::Cloneable<Transforme
   // undefined): each half's attention and MLP all-reduces are launched as soon as their partial
   // sums exist and waited where the result is needed, so that they run under the other half's
   // compute; in backward, the column-parallel layers' input-gradient all-reduces are waited just
-  // before the LayerNorm backward. Half 1 comes back pending unless domino_intra_layer_overlap.
+  // before the LayerNorm backward, in `chain`'s order (one chain per forward pass of the block).
+  // Half 1 comes back pending unless domino_intra_layer_overlap.
   DominoHalves forward_domino(const DominoHalves& halves, const std::array<at::Tensor, 2>& attention_masks,
-                              const at::Tensor& rotary_pos_emb);
+                              const at::Tensor& rotary_pos_emb, tensor_parallel::GradWaitChain& chain);
 
   TransformerConfig config;
   // Set under ZeRO-2/3: the block calls it around the layer's forward (parameters gathered under
