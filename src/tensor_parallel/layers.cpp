@@ -229,16 +229,16 @@ std::vector<std::pair<std::string, ParamInit>> VocabParallelEmbeddingImpl::param
   return {{"weight", ParamInit{ParamInit::kNormal, options.init_method_std(), layout}}};
 }
 
+at::Tensor VocabParallelEmbeddingImpl::forward_partial(const at::Tensor& input) {
+  if (group_size(options.tp_group()) == 1) return at::embedding(weight, input, -1, false, options.sparse_grad());
+  at::Tensor mask = (input < vocab_start_index).logical_or_(input >= vocab_end_index);
+  at::Tensor local_ids = (input - vocab_start_index).masked_fill_(mask, 0);
+  return at::embedding(weight, local_ids, -1, false, options.sparse_grad()).masked_fill(mask.unsqueeze(-1), 0.0);
+}
+
 at::Tensor VocabParallelEmbeddingImpl::forward(const at::Tensor& input) {
   const auto& g = options.tp_group();
-  at::Tensor out;
-  if (group_size(g) > 1) {
-    at::Tensor mask = (input < vocab_start_index).logical_or_(input >= vocab_end_index);
-    at::Tensor local_ids = (input - vocab_start_index).masked_fill_(mask, 0);
-    out = at::embedding(weight, local_ids, -1, false, options.sparse_grad()).masked_fill(mask.unsqueeze(-1), 0.0);
-  } else {
-    out = at::embedding(weight, input, -1, false, options.sparse_grad());
-  }
+  at::Tensor out = forward_partial(input);
   return options.reduce_scatter_embeddings() ? reduce_scatter_to_sequence_parallel_region(out, g)
                                              : reduce_from_tensor_model_parallel_region(out, g);
 }

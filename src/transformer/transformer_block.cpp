@@ -58,8 +58,11 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& hidden_in, const at::
   };
   const bool recompute = is_training() && config.recompute_granularity() == RecomputeGranularity::kFull;
   if (config.domino()) {
-    TORCH_CHECK(!recompute, "[domino] --domino does not support --recompute-granularity full");
-    hidden = forward_domino(hidden, attention_mask, rotary_pos_emb);
+    TORCH_CHECK(hidden.size(1) % 2 == 0, "[domino] --domino splits each micro-batch in two: its size (", hidden.size(1),
+                ") must be even");
+    auto halves = hidden.chunk(2, 1);
+    hidden = run_domino({DominoHalf{halves[0].contiguous()}, DominoHalf{halves[1].contiguous()}}, attention_mask,
+                        rotary_pos_emb);
   } else if (!recompute) {
     hidden = run_layers(hidden, 0, num_local_layers);
   } else if (config.recompute_method() == RecomputeMethod::kUniform) {
@@ -75,14 +78,20 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& hidden_in, const at::
   return hidden;
 }
 
-// Domino: the micro-batch split in two along the batch, the layers run on the halves, the halves
-// rejoined before the final norm.
-at::Tensor TransformerBlockImpl::forward_domino(const at::Tensor& hidden, const at::Tensor& attention_mask,
+at::Tensor TransformerBlockImpl::forward_domino(const DominoHalves& halves, const at::Tensor& attention_mask,
                                                 const at::Tensor& rotary_pos_emb) {
-  TORCH_CHECK(hidden.size(1) % 2 == 0, "[domino] --domino splits each micro-batch in two: its size (", hidden.size(1),
-              ") must be even");
-  auto halves_in = hidden.chunk(2, 1);
-  DominoHalves halves{DominoHalf{halves_in[0].contiguous()}, DominoHalf{halves_in[1].contiguous()}};
+  TORCH_CHECK(config.domino() && pre_process,
+              "[transformer_block] halves are the embedding's, for the first stage under --domino");
+  at::Tensor hidden = run_domino(halves, attention_mask, rotary_pos_emb);
+  return post_process ? final_layernorm(hidden) : hidden;
+}
+
+// Domino: the layers run on the two halves of the micro-batch, rejoined before the final norm.
+at::Tensor TransformerBlockImpl::run_domino(const DominoHalves& halves_in, const at::Tensor& attention_mask,
+                                            const at::Tensor& rotary_pos_emb) {
+  TORCH_CHECK(!(is_training() && config.recompute_granularity() == RecomputeGranularity::kFull),
+              "[domino] --domino does not support --recompute-granularity full");
+  DominoHalves halves = halves_in;
   std::array<at::Tensor, 2> masks{attention_mask, attention_mask};
   if (attention_mask.defined() && attention_mask.size(0) > 1) {
     auto m = attention_mask.chunk(2, 0);

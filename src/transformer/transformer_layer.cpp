@@ -36,12 +36,14 @@ at::Tensor hidden_dropout(const at::Tensor& x, const TransformerConfig& c, bool 
   return tp::dropout(x, p, true);
 }
 
-// The end of an attention or MLP sub-block: residual + dropout(all-reduced partial + bias).
+// The end of an attention or MLP sub-block: residual + dropout(all-reduced partial + bias); of the
+// embedding: dropout(all-reduced rows + position rows), with no residual.
 at::Tensor finish(const at::Tensor& partial, const tp::PendingPtr& pending, const at::Tensor& bias,
                   const at::Tensor& residual, const TransformerConfig& c, bool train) {
   at::Tensor out = tp::wait_for_reduce(partial, pending);
   if (bias.defined()) out = out + bias;
-  return residual + hidden_dropout(out, c, train);
+  out = hidden_dropout(out, c, train);
+  return residual.defined() ? residual + out : out;
 }
 }  // namespace
 

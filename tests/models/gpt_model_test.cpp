@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "error_of.h"
 #include "megatron/models/gpt/gpt_model.h"
@@ -63,10 +67,10 @@ GPTModelOptions single_rank(GPTModelOptions o, int tp_size) {
   return o.config(c).make_vocab_size_divisible_by(o.make_vocab_size_divisible_by() * tp_size);
 }
 
-GPTModelOptions on_world(GPTModelOptions o, bool sequence_parallel = false) {
+GPTModelOptions on_world(GPTModelOptions o, bool sequence_parallel = false, bool domino = false) {
   auto g = world_tp_group();
   auto c = o.config();
-  c.tensor_model_parallel_size(tp::group_size(g)).tp_group(g).sequence_parallel(sequence_parallel);
+  c.tensor_model_parallel_size(tp::group_size(g)).tp_group(g).sequence_parallel(sequence_parallel).domino(domino);
   return o.config(c);
 }
 
@@ -77,11 +81,11 @@ at::Tensor labels() {
   return input_ids().roll(-1, 1);
 }
 
-void compare_models(GPTModelOptions base, bool sequence_parallel) {
+void compare_models(GPTModelOptions base, bool sequence_parallel, bool domino = false) {
   auto g = world_tp_group();
   const int n = tp::group_size(g);
   GPTModel ref(single_rank(base, n));
-  GPTModel par(on_world(base, sequence_parallel));
+  GPTModel par(on_world(base, sequence_parallel, domino));
   ASSERT_EQ(ref->padded_vocab_size(), par->padded_vocab_size());
 
   // Same full weights at init.
@@ -125,6 +129,36 @@ TEST(GPTModel, LlamaMatchesSingleRank) {
 TEST(GPTModel, SequenceParallelMatchesSingleRank) {
   compare_models(gpt2_options(gpt2_config()), true);
   compare_models(llama_options(llama_config()), true);
+}
+
+// --domino (the embedding's all-reduce split by half, the layers on the two halves): the same
+// logits, loss and gradients.
+TEST(GPTModel, DominoMatchesSingleRank) {
+  compare_models(gpt2_options(gpt2_config()), false, true);
+  compare_models(llama_options(llama_config()), false, true);
+}
+
+// --domino: the embedding launches one all-reduce per half, and half 1's is waited for only once
+// half 0's first attention has run (its all-reduce issued), so that it is hidden under it.
+TEST(GPTModel, DominoEmbeddingReduceOfHalfOneRunsUnderHalfZerosAttention) {
+  auto g = world_tp_group();
+  GPTModel par(on_world(gpt2_options(gpt2_config()), false, true));
+  if (!g) return;  // TP 1: no collectives (the numbers are DominoMatchesSingleRank's)
+  std::vector<std::string> events;
+  g->set_issue_observer([&](const std::string& e) { events.push_back(e); });
+  par->forward(input_ids());
+  g->set_issue_observer(nullptr);
+  const std::string half = "all_reduce(sum) [8, 1, 32]";  // [s, b/2, h]
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events[0], half) << "rank " << g->rank();
+  EXPECT_EQ(events[1], half) << "rank " << g->rank();
+  // Issues are numbered from 0; the third (number 2) is half 0's first attention all-reduce.
+  const auto at = [&](const std::string& e) { return std::find(events.begin(), events.end(), e) - events.begin(); };
+  size_t issued = 0, third_issue = events.size();
+  for (size_t i = 0; i < events.size(); ++i)
+    if (events[i].rfind("wait ", 0) != 0 && ++issued == 3) third_issue = i;
+  EXPECT_LT(at("wait 0"), static_cast<std::ptrdiff_t>(third_issue)) << "rank " << g->rank();
+  EXPECT_GT(at("wait 1"), static_cast<std::ptrdiff_t>(third_issue)) << "rank " << g->rank();
 }
 
 // A TP = 1 state dict loads into the TP model (each rank keeps its shards) and the TP model's

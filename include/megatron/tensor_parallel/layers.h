@@ -143,6 +143,8 @@ class MEGATRON_API VocabParallelEmbeddingImpl : public torch::nn::Cloneable<Voca
   void reset() override;
   // ids [*] -> [*, h]
   at::Tensor forward(const at::Tensor& input);
+  // Domino: this rank's rows only (zeros for ids outside its vocabulary range), not reduced.
+  at::Tensor forward_partial(const at::Tensor& input);
   std::vector<std::pair<std::string, ParamInit>> param_inits() const override;
 
   VocabParallelEmbeddingOptions options;

@@ -20,8 +20,9 @@
 namespace megatron::transformer {
 
 // Domino: one half of a micro-batch between two layers. Complete when `pending` is null; else the
-// half whose MLP all-reduce is still in flight (inter-layer overlap), whose value is
-// residual + dropout(reduced hidden + bias), finished by the next layer once it needs it.
+// half whose MLP (or the embedding's) all-reduce is still in flight, whose value is
+// residual + dropout(reduced hidden + bias) (no residual: the embedding), finished by the next
+// layer once it needs it.
 struct MEGATRON_API DominoHalf {
   at::Tensor hidden;
   tensor_parallel::PendingPtr pending;

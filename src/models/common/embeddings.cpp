@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
+#include "megatron/tensor_parallel/domino.h"
 #include "megatron/tensor_parallel/random.h"
 
 namespace megatron::models::common {
@@ -65,15 +67,18 @@ std::vector<std::pair<std::string, tp::ParamInit>> LanguageModelEmbeddingImpl::p
            tp::ParamInit{tp::ParamInit::kNormal, config.init_method_std(), tp::ShardLayout{}}}};
 }
 
+at::Tensor LanguageModelEmbeddingImpl::position_rows(const at::Tensor& input_ids, const at::Tensor& position_ids) {
+  if (!position_embeddings) return {};
+  TORCH_CHECK(position_ids.defined(), "[embedding] learned position embeddings need position_ids");
+  TORCH_CHECK(input_ids.size(1) <= max_sequence_length, "[embedding] sequence length (", input_ids.size(1),
+              ") exceeds max_sequence_length (", max_sequence_length, ")");
+  return position_embeddings(position_ids);
+}
+
 at::Tensor LanguageModelEmbeddingImpl::forward(const at::Tensor& input_ids, const at::Tensor& position_ids) {
   at::Tensor emb = word_embeddings(input_ids);  // [b, s, h]
   if (word_embeddings_norm) emb = word_embeddings_norm(emb);
-  if (position_embeddings) {
-    TORCH_CHECK(position_ids.defined(), "[embedding] learned position embeddings need position_ids");
-    TORCH_CHECK(input_ids.size(1) <= max_sequence_length, "[embedding] sequence length (", input_ids.size(1),
-                ") exceeds max_sequence_length (", max_sequence_length, ")");
-    emb = emb + position_embeddings(position_ids);
-  }
+  if (at::Tensor pos = position_rows(input_ids, position_ids); pos.defined()) emb = emb + pos;
   emb = emb.transpose(0, 1).contiguous();  // [s, b, h]
   const double p = config.hidden_dropout();
   if (config.sequence_parallel()) {
@@ -85,6 +90,31 @@ at::Tensor LanguageModelEmbeddingImpl::forward(const at::Tensor& input_ids, cons
     }
   }
   return tp::dropout(emb, p, is_training());
+}
+
+transformer::DominoHalves LanguageModelEmbeddingImpl::forward_domino(const at::Tensor& input_ids,
+                                                                     const at::Tensor& position_ids) {
+  TORCH_CHECK(input_ids.size(0) % 2 == 0, "[domino] --domino splits each micro-batch in two: its size (",
+              input_ids.size(0), ") must be even");
+  const auto& g = config.tp_group();
+  // Nothing to overlap without TP; the norm needs the reduced rows; Domino refuses sequence parallelism.
+  if (tp::group_size(g) == 1 || word_embeddings_norm || config.sequence_parallel()) {
+    auto halves = forward(input_ids, position_ids).chunk(2, 1);
+    return {transformer::DominoHalf{halves[0].contiguous()}, transformer::DominoHalf{halves[1].contiguous()}};
+  }
+  const at::Tensor pos = position_rows(input_ids, position_ids);  // [b or 1, s, h]
+  const auto ids = input_ids.chunk(2, 0);
+  transformer::DominoHalves out;
+  for (int i = 0; i < 2; ++i) {
+    // [s, b/2, h] before the reduce, so that the reduced rows are the layer's layout with no copy.
+    at::Tensor partial = word_embeddings->forward_partial(ids[i]).transpose(0, 1).contiguous();
+    auto pending = std::make_shared<tp::PendingReduce>();
+    partial = tp::start_reduce_from_tensor_model_parallel_region(partial, g, pending);
+    at::Tensor pos_half;
+    if (pos.defined()) pos_half = (pos.size(0) == 1 ? pos : pos.chunk(2, 0)[i]).transpose(0, 1);
+    out[i] = transformer::DominoHalf{partial, pending, at::Tensor(), pos_half};
+  }
+  return out;
 }
 
 RotaryEmbedding::RotaryEmbedding(int64_t kv_channels, double rotary_percent, double rotary_base, bool interleaved,

@@ -3,6 +3,7 @@
 #include <torch/nn/module.h>
 
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "megatron/cpu_math.h"
@@ -155,13 +156,17 @@ at::Tensor GPTModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& 
                                  const at::Tensor& attention_mask, const at::Tensor& labels) {
   if (param_gather) param_gather->before_forward();
   at::Tensor decoder_input;
+  std::optional<transformer::DominoHalves> domino_input;  // --domino: the embedding's halves, reduces in flight
   if (options.pre_process()) {
     TORCH_CHECK(input_ids.defined() && input_ids.dim() == 2, "[gpt_model] input_ids must be [b, s], got ",
                 input_ids.defined() ? input_ids.sizes() : at::IntArrayRef{});
     at::Tensor position_ids = position_ids_in;
     if (!position_ids.defined())
       position_ids = at::arange(input_ids.size(1), input_ids.options()).unsqueeze(0).expand_as(input_ids);
-    decoder_input = embedding(input_ids, position_ids);
+    if (config.domino())
+      domino_input = embedding->forward_domino(input_ids, position_ids);
+    else
+      decoder_input = embedding(input_ids, position_ids);
   }
   at::Tensor rope;
   if (rotary_pos_emb) {
@@ -175,7 +180,8 @@ at::Tensor GPTModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& 
     TORCH_CHECK(input_ids.defined(), "[gpt_model] ALiBi needs input_ids (for the sequence length) on every stage");
     mask = attention_bias(attention_mask, input_ids.size(1), input_ids.device());
   }
-  at::Tensor hidden = decoder(decoder_input, mask, rope);  // [s, b, h]
+  at::Tensor hidden = domino_input ? decoder->forward_domino(*domino_input, mask, rope)
+                                   : decoder(decoder_input, mask, rope);  // [s, b, h]
   if (!options.post_process()) return hidden;
 
   at::Tensor weight;

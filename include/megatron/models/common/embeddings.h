@@ -16,6 +16,7 @@
 #include "megatron/tensor_parallel/layers.h"
 #include "megatron/transformer/norm.h"
 #include "megatron/transformer/transformer_config.h"
+#include "megatron/transformer/transformer_layer.h"
 
 namespace megatron::models::common {
 
@@ -33,6 +34,9 @@ class LanguageModelEmbeddingImpl : public torch::nn::Cloneable<LanguageModelEmbe
   void reset() override;
   // input_ids, position_ids [b, s] -> [s, b, h] ([s/tp, b, h] with sequence parallelism).
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids);
+  // Domino: the same, as the two halves of the batch [s, b/2, h], each half's all-reduce launched
+  // as soon as its rows are looked up and left in flight for the first layer to wait for.
+  transformer::DominoHalves forward_domino(const at::Tensor& input_ids, const at::Tensor& position_ids);
   // position_embeddings.weight (word_embeddings initialise themselves).
   std::vector<std::pair<std::string, tensor_parallel::ParamInit>> param_inits() const override;
 
@@ -45,6 +49,10 @@ class LanguageModelEmbeddingImpl : public torch::nn::Cloneable<LanguageModelEmbe
   // Megatron-DeepSpeed names it: embedding.word_embeddings.norm.{weight,bias}.
   transformer::Norm word_embeddings_norm{nullptr};
   torch::nn::Embedding position_embeddings{nullptr};  // [max_s, h], replicated; when learned
+
+ private:
+  // The learned position rows [b or 1, s, h]; undefined without learned position embeddings.
+  at::Tensor position_rows(const at::Tensor& input_ids, const at::Tensor& position_ids);
 };
 TORCH_MODULE(LanguageModelEmbedding);
 
