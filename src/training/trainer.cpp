@@ -138,6 +138,19 @@ at::Tensor Trainer::per_token_grad_scale(const pipeline_parallel::ForwardBackwar
   return static_cast<double>(args_.data_parallel_size) / tokens.clamp_min(1.0);
 }
 
+// --overlap-param-gather: after the forward passes every layer has waited for its buckets of the
+// gather the last step launched. A bucket still pending means a module asked for its hook and did
+// not run it, so anything that read those parameters read last step's values. Once per run.
+void Trainer::warn_unwaited_param_gather(int64_t pending) {
+  if (pending == 0 || unwaited_gather_reported_) return;
+  unwaited_gather_reported_ = true;
+  log(LogLevel::kWarn, "--overlap-param-gather: " + std::to_string(pending) +
+                           " parameter bucket(s) of the last step's gather were not waited for by this step's "
+                           "forward passes: a module asked for its ParamGather hook and did not call it, so code "
+                           "that read those parameters saw last step's values (they are gathered now, before "
+                           "the update)");
+}
+
 // One iteration: forward/backward over every micro-batch through the pipeline schedule, then
 // the optimizer step.
 IterationRecord Trainer::train_step(int64_t iteration) {
@@ -165,6 +178,7 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   // finite; the optimizer carries that flag to every rank sharing the model.
   at::Tensor loss_nonfinite = fb.loss_finite.defined() ? at::logical_not(fb.loss_finite) : at::Tensor();
   at::Tensor reduced = metrics.reduce(ps_.get_data_parallel_group(), loss_nonfinite);
+  warn_unwaited_param_gather(optim.param_syncs_pending());
   optim.finish_grad_sync();  // as Megatron-LM's finalize_model_grads: the data-parallel average first
   distributed::finalize_model_grads(parts_.model, ps_);
   auto step = optim.step(reduced.defined() ? reduced[-1] : at::Tensor(), per_token_grad_scale(fb));

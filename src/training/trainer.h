@@ -61,6 +61,7 @@ class Trainer {
 
  private:
   IterationRecord train_step(int64_t iteration);
+  void warn_unwaited_param_gather(int64_t pending);
   std::map<std::string, double> evaluate(const Iterators& its);
   void evaluate_and_print_results(int64_t iteration, const Iterators& its, const std::string& split);
   void training_log(int64_t iteration, const std::vector<IterationRecord>& window);
@@ -89,6 +90,7 @@ class Trainer {
   Clock::time_point start_time_;                 // pretrain()'s, for --exit-duration-in-mins
   std::optional<int64_t> last_saved_iteration_;  // or loaded: nothing new to save then
   bool memory_reported_ = false;
+  bool unwaited_gather_reported_ = false;
   TrainingResult result_;
 };
 

@@ -273,6 +273,42 @@ TEST(Pretrain, NanStopDetachesTheOverlappedParamGather) {
         << "layer " << i << ", rank " << group->rank();
 }
 
+// A module that asks for its ParamGather hook and never calls it leaves its buckets of the
+// overlapped gather pending into the next step: every rank warns, once, instead of letting code
+// that reads those parameters see last step's values silently.
+TEST(Pretrain, OverlappedParamGatherNotWaitedForIsReported) {
+  MEGATRON_REQUIRE_WORLD_SIZE(2);
+  auto group = megatron::testing::world()->new_group({0, 1}, "unwaited_gather");
+  if (!group) return;
+  auto a = tiny_args();
+  a.use_distributed_optimizer = a.overlap_grad_reduce = a.overlap_param_gather = true;
+  a.ddp_bucket_size = 2000;  // layer 1 in buckets of its own
+  a.train_iters = 3;
+  a.validate(2);
+  auto callbacks = training::gpt_callbacks(training::build_tokenizer(a));
+  for (bool skip_layer_1 : {false, true}) {
+    std::shared_ptr<torch::nn::Module> built;
+    auto builder = [&](const training::TrainingContext& ctx, bool pre, bool post) {
+      return built = callbacks.model_builder(ctx, pre, post);
+    };
+    // The hooks are attached once the optimizer exists; dropping layer 1's before each forward
+    // is a module that asked for its hook and does not run it.
+    auto forward_step = [&](datasets::BatchIterator& it, torch::nn::Module& model) {
+      auto& layer =
+          *dynamic_cast<models::gpt::GPTModelImpl&>(model).decoder->layers->ptr<transformer::TransformerLayerImpl>(1);
+      if (skip_layer_1) layer.param_gather = nullptr;
+      return callbacks.forward_step(it, model);
+    };
+    ::testing::internal::CaptureStdout();
+    training::pretrain(a, builder, callbacks.dataset_builder, forward_step, group);
+    const std::string out = ::testing::internal::GetCapturedStdout();
+    const std::string warning = "parameter bucket(s) of the last step's gather were not waited for";
+    size_t count = 0;
+    for (size_t at = out.find(warning); at != std::string::npos; at = out.find(warning, at + 1)) ++count;
+    EXPECT_EQ(count, skip_layer_1 ? 1u : 0u) << "rank " << group->rank() << ":\n" << out;
+  }
+}
+
 // Whole training runs: with small buckets and two micro-batches per step (DP 2), the overlapped
 // reduce gives exactly the losses, norms and weights of the reduce after backward, with TP and
 // sequence parallelism too; with the distributed optimizer each bucket's pieces are reduced to
