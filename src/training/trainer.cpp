@@ -138,9 +138,7 @@ at::Tensor Trainer::per_token_grad_scale(const pipeline_parallel::ForwardBackwar
   return static_cast<double>(args_.data_parallel_size) / tokens.clamp_min(1.0);
 }
 
-// --overlap-param-gather: after the forward passes every layer has waited for its buckets of the
-// gather the last step launched. A bucket still pending means a module asked for its hook and did
-// not run it, so anything that read those parameters read last step's values. Once per run.
+// After the forward passes every hooked module has waited for its buckets of the last gather.
 void Trainer::warn_unwaited_param_gather(int64_t pending) {
   if (pending == 0 || unwaited_gather_reported_) return;
   unwaited_gather_reported_ = true;

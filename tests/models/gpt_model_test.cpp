@@ -138,6 +138,29 @@ TEST(GPTModel, DominoMatchesSingleRank) {
   compare_models(llama_options(llama_config()), false, true);
 }
 
+// --domino on halves of two sequences each, with position ids [1, s] shared by every sequence.
+TEST(GPTModel, DominoOnHalvesOfSeveralSequencesMatchesSingleRank) {
+  auto g = world_tp_group();
+  const GPTModelOptions base = gpt2_options(gpt2_config());
+  GPTModel ref(single_rank(base, tp::group_size(g)));
+  GPTModel par(on_world(base, false, true));
+  const at::Tensor ids = at::arange(4 * kSeq, at::kLong).mul(29).add(3).remainder(kVocab).view({4, kSeq});
+  const at::Tensor positions = at::arange(kSeq, at::kLong).unsqueeze(0);
+  at::Tensor want = ref->forward(ids, positions, {}, ids.roll(-1, 1));
+  at::Tensor got = par->forward(ids, positions, {}, ids.roll(-1, 1));
+  EXPECT_REL_CLOSE(got, want, kTol);
+  want.mean().backward();
+  got.mean().backward();
+  auto ref_params = ref->sharded_parameters();
+  auto par_params = par->sharded_parameters();
+  ASSERT_EQ(ref_params.size(), par_params.size());
+  for (size_t i = 0; i < ref_params.size(); ++i) {
+    SCOPED_TRACE(par_params[i].name);
+    EXPECT_REL_CLOSE(gather_shards(par_params[i].param.grad(), par_params[i].init.layout, g),
+                     ref_params[i].param.grad(), kTol);
+  }
+}
+
 // --domino: the embedding launches one all-reduce per half, and half 1's is waited for only once
 // half 0's first attention has run (its all-reduce issued), so that it is hidden under it.
 TEST(GPTModel, DominoEmbeddingReduceOfHalfOneRunsUnderHalfZerosAttention) {

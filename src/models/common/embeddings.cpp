@@ -102,7 +102,9 @@ transformer::DominoHalves LanguageModelEmbeddingImpl::forward_domino(const at::T
     auto halves = forward(input_ids, position_ids).chunk(2, 1);
     return {transformer::DominoHalf{halves[0].contiguous()}, transformer::DominoHalf{halves[1].contiguous()}};
   }
-  const at::Tensor pos = position_rows(input_ids, position_ids);  // [b or 1, s, h]
+  // [b or 1, s, h]; ids [s] are one row for every sequence, as the plain path broadcasts them.
+  const at::Tensor pos = position_rows(
+      input_ids, position_ids.defined() && position_ids.dim() == 1 ? position_ids.unsqueeze(0) : position_ids);
   const auto ids = input_ids.chunk(2, 0);
   transformer::DominoHalves out;
   for (int i = 0; i < 2; ++i) {
