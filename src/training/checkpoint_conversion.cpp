@@ -35,6 +35,7 @@ struct FullCheckpoint {
   std::string optimizer_unread;            // RankCheckpoint::optimizer_unread of a rank
   std::optional<RankCheckpoint::GradScalerState> grad_scaler;
   RankCheckpoint::SchedulerState scheduler;
+  double lr = 0, decoupled_lr = 0;
   int64_t consumed_train = 0, consumed_valid = 0;
 };
 
@@ -155,6 +156,8 @@ FullCheckpoint read_full(const std::string& dir, std::optional<int64_t> step) {
       if (p == 0 && t == 0) {
         f.grad_scaler = ck.optimizer->grad_scaler;
         f.scheduler = ck.optimizer->scheduler;
+        f.lr = ck.optimizer->lr;
+        f.decoupled_lr = ck.optimizer->decoupled_lr;
       }
     }
   }
@@ -239,7 +242,8 @@ void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp
         c.model.push_back(std::move(model));
       }
       if (!f.optim.empty())
-        c.optimizer = RankCheckpoint::OptimizerState{false, std::move(param_state), {}, f.grad_scaler, f.scheduler};
+        c.optimizer = RankCheckpoint::OptimizerState{false,          std::move(param_state), f.lr,
+                                                     f.decoupled_lr, f.grad_scaler,          f.scheduler};
       c.consumed_train_samples = f.consumed_train;
       c.consumed_valid_samples = f.consumed_valid;
       write_rank_dir(staging, rank_dir_name(t, p, pp), c.to_files());

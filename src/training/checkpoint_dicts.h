@@ -47,7 +47,12 @@ inline double get_double(const GenericDict& d, const char* key, const std::strin
 std::string local_layer_name(std::string name);
 // opt_param_scheduler (Megatron-LM's keys; steps are samples).
 RankCheckpoint::SchedulerState read_scheduler(const GenericDict& d, const std::string& file);
+// grad_scaler (Megatron-LM's DynamicGradScaler state; its scale a tensor, ours once a float).
+RankCheckpoint::GradScalerState read_grad_scaler(const GenericDict& s, const std::string& file);
 // Megatron-LM's own (non-distributed) optimizer state, mapped onto the parameters by name.
 RankCheckpoint::OptimizerState read_megatron_lm_optimizer(const GenericDict& d, const std::string& file);
+// The same layout written into `opt` from o's state by name, for the model dicts already in `main`.
+void add_megatron_lm_optimizer(GenericDict& opt, const GenericDict& main, const RankCheckpoint::OptimizerState& o,
+                               const Arguments& args, const std::string& file);
 
 }  // namespace megatron::training::detail

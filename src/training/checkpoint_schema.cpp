@@ -4,8 +4,13 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "checkpoint_dicts.h"
 #include "host_rng_state.h"
@@ -35,6 +40,51 @@ GenericDict tensor_dict(const TensorMap& tensors) {
   for (const auto& [k, v] : tensors) d.insert(k, v.detach());
   return d;
 }
+// Megatron-LM's modules register their parameters in this order, which its state_dict() and
+// named_parameters() (so its optimizer's parameter indices) follow; our model dicts are written
+// in it. Names it does not have (the embedding's own norm) go after their siblings.
+int registration_rank(const std::string& part) {
+  static const std::vector<std::vector<std::string>> kModules = {
+      {"embedding", "decoder", "output_layer"},                           // GPTModel
+      {"word_embeddings", "position_embeddings"},                         // LanguageModelEmbedding
+      {"layers", "final_layernorm"},                                      // TransformerBlock
+      {"input_layernorm", "self_attention", "pre_mlp_layernorm", "mlp"},  // TransformerLayer
+      {"linear_proj", "linear_qkv"},                                      // SelfAttention
+      {"linear_fc1", "linear_fc2"},                                       // MLP
+      {"weight", "bias"}};                                                // a layer's own
+  for (const auto& children : kModules)
+    if (auto it = std::find(children.begin(), children.end(), part); it != children.end())
+      return static_cast<int>(it - children.begin());
+  return 100;  // after the known ones
+}
+
+bool registered_before(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const size_t ie = std::min(a.find('.', i), a.size()), je = std::min(b.find('.', j), b.size());
+    const std::string x = a.substr(i, ie - i), y = b.substr(j, je - j);
+    const bool numbers = !x.empty() && !y.empty() && std::all_of(x.begin(), x.end(), ::isdigit) &&
+                         std::all_of(y.begin(), y.end(), ::isdigit);
+    if (numbers && std::stoll(x) != std::stoll(y)) return std::stoll(x) < std::stoll(y);
+    if (!numbers && x != y) {
+      const int rx = registration_rank(x), ry = registration_rank(y);
+      return rx != ry ? rx < ry : x < y;
+    }
+    i = ie + 1;
+    j = je + 1;
+  }
+  return a.size() < b.size();
+}
+
+GenericDict model_dict(const TensorMap& tensors) {
+  std::vector<std::string> names;
+  for (const auto& [k, v] : tensors) names.push_back(k);
+  std::stable_sort(names.begin(), names.end(), registered_before);
+  GenericDict d(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& name : names) d.insert(name, tensors.at(name).detach());
+  return d;
+}
+
 TensorMap to_tensor_map(const c10::IValue& v, const std::string& what) {
   TORCH_CHECK(v.isGenericDict(), "[checkpointing] ", what, " is not a dict of tensors");
   TensorMap out;
@@ -61,7 +111,10 @@ std::string model_key(size_t chunk, size_t chunks) {
   return chunks > 1 ? "model" + std::to_string(chunk) : "model";
 }
 
-GenericDict optimizer_dict(const RankCheckpoint::OptimizerState& o, std::map<std::string, c10::IValue>& files) {
+// Ours (param_state by name, which reshards by renaming) and, without the distributed
+// optimizer, Megatron-LM's beside it over the same tensors (detail::add_megatron_lm_optimizer).
+GenericDict optimizer_dict(const RankCheckpoint::OptimizerState& o, const GenericDict& main, const Arguments& args,
+                           std::map<std::string, c10::IValue>& files) {
   auto opt = new_dict();
   opt.insert("distributed", o.distributed);
   if (o.distributed) {
@@ -71,23 +124,14 @@ GenericDict optimizer_dict(const RankCheckpoint::OptimizerState& o, std::map<std
   } else {
     opt.insert("param_state", param_state_dict(o.param_state));
   }
-  auto groups = new_list();
-  for (const auto& g : o.param_groups) {
-    auto gd = new_dict();
-    gd.insert("lr", g.lr);
-    gd.insert("num_params", g.num_params);
-    groups.push_back(gd);
-  }
-  opt.insert("param_groups", groups);
-  if (o.grad_scaler) {
+  if (o.grad_scaler) {  // Megatron-LM's DynamicGradScaler keeps the scale as a one-element tensor
     auto sd = new_dict();
-    sd.insert("scale", o.grad_scaler->scale);
+    sd.insert("scale", at::full({1}, o.grad_scaler->scale, at::kFloat));
     sd.insert("growth_tracker", o.grad_scaler->growth_tracker);
     sd.insert("hysteresis_tracker", o.grad_scaler->hysteresis_tracker);
     opt.insert("grad_scaler", sd);
-  } else {
-    opt.insert("grad_scaler", c10::IValue());
   }
+  if (!o.distributed) detail::add_megatron_lm_optimizer(opt, main, o, args, kModelFileName);
   return opt;
 }
 
@@ -127,15 +171,8 @@ RankCheckpoint::OptimizerState read_optimizer(const GenericDict& d, const std::s
   } else {
     o.param_state = param_state_from(get(opt, "param_state", file), file + " optimizer state");
   }
-  for (const auto& g : get(opt, "param_groups", file).toListRef()) {
-    const auto gd = g.toGenericDict();
-    o.param_groups.push_back({get_double(gd, "lr", file), get_int(gd, "num_params", file)});
-  }
-  if (const auto& s = get(opt, "grad_scaler", file); s.isGenericDict()) {
-    const auto sd = s.toGenericDict();
-    o.grad_scaler = RankCheckpoint::GradScalerState{get_double(sd, "scale", file), get_int(sd, "growth_tracker", file),
-                                                    get_int(sd, "hysteresis_tracker", file)};
-  }
+  if (auto s = opt.find("grad_scaler"); s != opt.end() && s->value().isGenericDict())
+    o.grad_scaler = detail::read_grad_scaler(s->value().toGenericDict(), file);
   o.scheduler = detail::read_scheduler(d, file);
   return o;
 }
@@ -201,9 +238,9 @@ std::map<std::string, c10::IValue> RankCheckpoint::to_files() const {
   d.insert("args", detail::saved_args_namespace(std::move(saved_args), args));
   d.insert("checkpoint_version", kCheckpointVersion);
   d.insert("iteration", iteration);
-  for (size_t v = 0; v < model.size(); ++v) d.insert(model_key(v, model.size()), tensor_dict(model[v]));
+  for (size_t v = 0; v < model.size(); ++v) d.insert(model_key(v, model.size()), model_dict(model[v]));
   if (optimizer) {
-    d.insert("optimizer", optimizer_dict(*optimizer, files));
+    d.insert("optimizer", optimizer_dict(*optimizer, d, args, files));
     d.insert("opt_param_scheduler", scheduler_dict(optimizer->scheduler));
   }
   if (rng_state) {

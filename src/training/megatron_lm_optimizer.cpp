@@ -1,5 +1,5 @@
 // Megatron-LM's optimizer state in its legacy checkpoints (--ckpt-format torch), read onto our
-// parameter names. Its non-distributed optimizers save torch's state_dict(): state by parameter
+// parameter names, and ours written in it. Its non-distributed optimizers save torch's state_dict(): state by parameter
 // index, the indices numbered over the parameter groups in order, each group's parameters in the
 // model's named_parameters() order, which is the order of the saved model dict (state_dict() walks
 // the modules as named_parameters() does). The groups (megatron/core/optimizer _get_param_groups)
@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -159,22 +160,112 @@ RankCheckpoint::OptimizerState read_megatron_lm_optimizer(const GenericDict& d, 
     TORCH_CHECK(next_master == group_masters.size(), "[checkpointing] ", file, ": fp32_from_fp16_params holds ",
                 group_masters.size(), " copies for optimizer parameter group ", k, ", which has ", next_master,
                 " 16-bit parameters");
-    o.param_groups.push_back(
-        {groups[k].contains("lr") ? get_double(groups[k], "lr", file) : 0.0, static_cast<int64_t>(members.size())});
+    if (groups[k].contains("lr"))
+      (kinds[k] == GroupKind::kDecoupled ? o.decoupled_lr : o.lr) = get_double(groups[k], "lr", file);
   }
   TORCH_CHECK(mapped == params.size(), "[checkpointing] ", file, ": the optimizer's parameter groups hold ", mapped,
               " of the model's ", params.size(), " parameters");
-  if (nested && top.contains("grad_scaler") && top.at("grad_scaler").isGenericDict()) {
-    const auto s = top.at("grad_scaler").toGenericDict();
-    if (s.contains("scale")) {
-      const auto& scale = s.at("scale");
-      o.grad_scaler = RankCheckpoint::GradScalerState{
-          scale.isTensor() ? scale.toTensor().item<double>() : get_double(s, "scale", file),
-          get_int(s, "growth_tracker", file), get_int(s, "hysteresis_tracker", file)};
-    }
-  }
+  if (nested && top.contains("grad_scaler") && top.at("grad_scaler").isGenericDict() &&
+      top.at("grad_scaler").toGenericDict().contains("scale"))
+    o.grad_scaler = read_grad_scaler(top.at("grad_scaler").toGenericDict(), file);
   o.scheduler = read_scheduler(d, file);
   return o;
+}
+
+RankCheckpoint::GradScalerState read_grad_scaler(const GenericDict& s, const std::string& file) {
+  const auto& scale = get(s, "scale", file);
+  return {scale.isTensor() ? scale.toTensor().item<double>() : get_double(s, "scale", file),
+          get_int(s, "growth_tracker", file), get_int(s, "hysteresis_tracker", file)};
+}
+
+// Written so that its FP32Optimizer / Float16OptimizerWithFloat16Params.load_state_dict resumes
+// it: its groups matched by their identifying keys (max_lr, min_lr, wd_mult, lr_mult, ...), each
+// group's hyperparameters whole (torch's load replaces them), a step per parameter for torch's
+// AdamW and per group for FusedAdam. The moments are param_state's tensors, so torch.save's
+// storage sharing writes them once.
+void add_megatron_lm_optimizer(GenericDict& opt, const GenericDict& main, const RankCheckpoint::OptimizerState& o,
+                               const Arguments& args, const std::string& file) {
+  const bool decoupled = args.decoupled_lr.has_value();
+  // Megatron-LM builds every group any rank has, on every rank (empty where a stage has none).
+  std::vector<GroupKind> kinds = {GroupKind::kDecay};
+  if (decoupled) kinds.push_back(GroupKind::kDecoupled);
+  kinds.push_back(GroupKind::kNoDecay);
+  const bool adam = args.optimizer == "adam";
+  const std::vector<ModelParam> params = model_params(main, decoupled, file);
+
+  GenericDict state(c10::IntType::get(), c10::AnyType::get());
+  auto groups = c10::impl::GenericList(c10::AnyType::get());
+  auto masters = c10::impl::GenericList(c10::AnyType::get());
+  int64_t index = 0;
+  for (const GroupKind kind : kinds) {
+    auto indices = c10::impl::GenericList(c10::AnyType::get());  // typed lists pickle as torch.jit builders
+    auto group_masters = c10::impl::GenericList(c10::AnyType::get());
+    std::optional<int64_t> step;
+    for (const ModelParam& p : params) {
+      if (p.kind != kind) continue;
+      const auto it = o.param_state.find(p.name);
+      const bool half = p.tensor.scalar_type() == at::kBFloat16 || p.tensor.scalar_type() == at::kHalf;
+      if (half) {
+        TORCH_CHECK(it != o.param_state.end() && it->second.count("main_param"), "[checkpointing] ", file,
+                    ": the optimizer state has no fp32 main copy of the 16-bit parameter ", p.name);
+        group_masters.push_back(it->second.at("main_param"));
+      }
+      if (it != o.param_state.end() && !it->second.empty()) {
+        auto s = new_dict();
+        if (auto st = it->second.find("step"); st != it->second.end()) {
+          // torch's AdamW adds to each parameter's step in place: one tensor each.
+          s.insert("step", st->second.detach().to(at::kCPU, at::kFloat).reshape({}).clone());
+          step = static_cast<int64_t>(st->second.item<double>());
+        }
+        for (const auto& [key, t] : it->second)
+          if (key != "step" && key != "main_param") s.insert(key, t.detach());
+        state.insert(index, s);
+      }
+      indices.push_back(index++);
+    }
+    auto g = new_dict();  // _get_param_groups' keys, then the optimizer's
+    g.insert("params", indices);
+    g.insert("is_expert_parallel", false);
+    g.insert("default_config", kind != GroupKind::kDecoupled);
+    g.insert("wd_mult", kind == GroupKind::kNoDecay ? 0.0 : 1.0);
+    g.insert("lr_mult", 1.0);
+    g.insert("is_decoupled_lr", false);
+    g.insert("max_lr", kind == GroupKind::kDecoupled ? *args.decoupled_lr : o.scheduler.max_lr);
+    g.insert("min_lr",
+             kind == GroupKind::kDecoupled ? args.decoupled_min_lr.value_or(args.min_lr) : o.scheduler.min_lr);
+    g.insert("lr", kind == GroupKind::kDecoupled ? o.decoupled_lr : o.lr);
+    const double weight_decay = kind == GroupKind::kNoDecay ? 0.0 : args.weight_decay;
+    if (adam) {
+      g.insert("betas", c10::ivalue::Tuple::create(args.adam_beta1, args.adam_beta2));
+      g.insert("eps", args.adam_eps);
+      g.insert("weight_decay", weight_decay);
+      for (const char* off : {"amsgrad", "maximize", "capturable", "differentiable"}) g.insert(off, false);
+      g.insert("foreach", c10::IValue());
+      g.insert("fused", c10::IValue());
+      g.insert("decoupled_weight_decay", true);
+      g.insert("bias_correction", true);  // FusedAdam's
+      if (step) g.insert("step", *step);  // FusedAdam counts per group
+    } else {
+      g.insert("momentum", args.sgd_momentum);
+      g.insert("dampening", 0.0);
+      g.insert("weight_decay", weight_decay);
+      for (const char* off : {"nesterov", "maximize", "differentiable"}) g.insert(off, false);
+      g.insert("foreach", c10::IValue());
+      g.insert("fused", c10::IValue());
+    }
+    groups.push_back(g);
+    masters.push_back(group_masters);
+  }
+  if (args.bf16 || args.fp16) {  // Float16OptimizerWithFloat16Params
+    auto inner = new_dict();
+    inner.insert("state", state);
+    inner.insert("param_groups", groups);
+    opt.insert("optimizer", inner);
+    opt.insert("fp32_from_fp16_params", masters);
+  } else {  // FP32Optimizer: torch's state_dict() itself
+    opt.insert("state", state);
+    opt.insert("param_groups", groups);
+  }
 }
 
 }  // namespace megatron::training::detail

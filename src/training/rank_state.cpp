@@ -103,9 +103,8 @@ RankCheckpoint rank_checkpoint(const Arguments& args, const ParallelState& ps, c
     auto& o = *c.optimizer;
     o.distributed = state.optimizer->is_distributed();
     o.param_state = std::move(param_state);
-    const auto sizes = state.optimizer->param_group_sizes();
-    const auto lrs = state.optimizer->param_group_lrs();
-    for (size_t g = 0; g < sizes.size(); ++g) o.param_groups.push_back({lrs[g], sizes[g]});
+    o.lr = state.optimizer->lr();
+    o.decoupled_lr = state.optimizer->decoupled_lr();
     if (auto* scaler = state.optimizer->grad_scaler()) {
       const auto s = scaler->state();
       o.grad_scaler = RankCheckpoint::GradScalerState{s.scale, s.growth_tracker, s.hysteresis_tracker};

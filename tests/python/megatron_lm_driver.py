@@ -9,6 +9,9 @@ and loads or saves a --ckpt-format torch checkpoint with megatron.training.check
                                                                per iteration consumed, logits into OUT
     megatron_lm_driver.py save-optim CKPT_DIR IDS OUT -- ...  the same with its optimizer state after two
                                                                AdamW steps, that state by name into OUT
+    megatron_lm_driver.py load-optim CKPT_DIR IDS OUT -- ...  load with its FP32Optimizer (its parameter groups
+                                                               under torch's AdamW), then the optimizer state by
+                                                               name and its groups' learning rates into OUT
 """
 from __future__ import annotations
 
@@ -71,6 +74,28 @@ def adam_steps(model, args):
     return types.SimpleNamespace(is_stub_optimizer=False, state_dict=adam.state_dict), scheduler, state
 
 
+def fp32_optimizer(model, args):
+    """What its get_megatron_optimizer builds for an fp32 run without Transformer Engine and apex:
+    FP32Optimizer over torch's AdamW on its own parameter groups, and its scheduler, which takes
+    its settings from the checkpoint."""
+    from megatron.core.optimizer import OptimizerConfig, _get_param_groups, get_standard_config_overrides
+    from megatron.core.optimizer.optimizer import FP32Optimizer, MegatronOptimizer
+    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+    config = OptimizerConfig(optimizer="adam", lr=args.lr, min_lr=args.min_lr, weight_decay=args.weight_decay,
+                             decoupled_lr=args.decoupled_lr, decoupled_min_lr=args.decoupled_min_lr)
+    adam = torch.optim.AdamW(_get_param_groups([model], config, get_standard_config_overrides(config)), lr=args.lr,
+                             weight_decay=args.weight_decay, betas=(args.adam_beta1, args.adam_beta2),
+                             eps=args.adam_eps)
+    optimizer = FP32Optimizer.__new__(FP32Optimizer)  # its __init__ puts the loss scale on a GPU
+    MegatronOptimizer.__init__(optimizer, adam, config)
+    optimizer.is_stub_optimizer = False
+    scheduler = OptimizerParamScheduler(optimizer, init_lr=0.0, max_lr=args.lr, min_lr=args.min_lr, lr_warmup_steps=0,
+                                        lr_decay_steps=1, lr_decay_style="cosine", start_wd=args.weight_decay,
+                                        end_wd=args.weight_decay, wd_incr_steps=1, wd_incr_style="constant",
+                                        use_checkpoint_opt_param_scheduler=True)
+    return optimizer, scheduler
+
+
 def main() -> None:
     mode, ckpt, ids, out = sys.argv[1:5]
     flags = sys.argv[sys.argv.index("--") + 1:]
@@ -78,7 +103,7 @@ def main() -> None:
                 "--use-cpu-initialization", "--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion",
                 "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--no-persist-layer-norm",
                 "--distributed-backend", "gloo", "--tokenizer-type", "NullTokenizer", "--mock-data",
-                *(["--load", ckpt] if mode == "load" else ["--save", ckpt])]
+                *(["--load", ckpt] if mode.startswith("load") else ["--save", ckpt])]
     checkpointing.read_metadata = one_rank_read_metadata(checkpointing.read_metadata)
     arguments.get_device_arch_version = lambda: 10  # asks the GPU, before its TP advice on CUDA connections
     args = arguments.parse_and_validate_args()  # with --use-checkpoint-args, load_args_from_checkpoint
@@ -96,9 +121,15 @@ def main() -> None:
                      share_embeddings_and_output_weights=not args.untie_embeddings_and_output_weights,
                      position_embedding_type=args.position_embedding_type)
     result = {}
-    if mode == "load":
-        result["iteration"], _ = checkpointing.load_checkpoint([model], None, None, strict=True)
+    if mode in ("load", "load-optim"):
+        optimizer, scheduler = fp32_optimizer(model, args) if mode == "load-optim" else (None, None)
+        result["iteration"], _ = checkpointing.load_checkpoint([model], optimizer, scheduler, strict=True)
         result["consumed_train_samples"] = args.consumed_train_samples
+        if optimizer is not None:
+            names = {p: n for n, p in model.named_parameters()}
+            result["optimizer_state"] = {names[p]: dict(s) for p, s in optimizer.optimizer.state.items()}
+            result["lrs"] = [g["lr"] for g in optimizer.param_groups]
+            result["scheduler_steps"] = scheduler.num_steps
     else:
         # Megatron-LM saves the CUDA generator's state, Philox's seed and offset, which a CPU job has
         # not: the state a GPU job would have after seeding.

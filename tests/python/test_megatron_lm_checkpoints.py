@@ -8,12 +8,14 @@ Engine's fused-norm names and _extra_state, an OrderedDict with _metadata, the c
 args only, Megatron-LM's optimizer state in torch's, FusedAdam's and the bf16 optimizer's layouts)
 resumes here with its Adam moments on the parameters they belong to (or without, --no-load-optim)
 and converts back to the same weights and moments; its distributed optimizer's state is one error
-naming the way through.
+naming the way through. Our own optimizer state is also in Megatron-LM's layout, which torch's
+AdamW over its parameter groups loads, each parameter's state at its index.
 
 With Megatron-LM's own code (a snapshot of its repository in MEGATRON_LM_DIR; skipped without),
 at TP 1 and TP 2: its load_checkpoint loads ours strictly and its GPT model gives our logits, and
 what its save_checkpoint writes resumes here and gives its logits; its optimizer state (its own
-parameter groups under torch's AdamW) resumes here, each parameter's moments where they belong."""
+parameter groups under torch's AdamW) resumes here, each parameter's moments where they belong, and
+ours resumes there through its FP32Optimizer."""
 from __future__ import annotations
 
 import argparse
@@ -252,6 +254,108 @@ def test_a_megatron_lm_checkpoint_resumes_here(tmp_path, megatron_modules):
     assert "no optimizer state" in converted.stdout and "distributed optimizer" in converted.stdout
 
 
+# The same with our local layers, whose norms are modules of their own ahead of the attention and MLP.
+LOCAL_LAYER_ORDER = ["input_layernorm.weight", "input_layernorm.bias", "self_attention.linear_proj.weight",
+                     "self_attention.linear_proj.bias", "self_attention.linear_qkv.weight",
+                     "self_attention.linear_qkv.bias", "pre_mlp_layernorm.weight", "pre_mlp_layernorm.bias",
+                     "mlp.linear_fc1.weight", "mlp.linear_fc1.bias", "mlp.linear_fc2.weight", "mlp.linear_fc2.bias"]
+
+
+def local_position(name: str) -> tuple:
+    if name.startswith("decoder.layers."):
+        index, rest = name[len("decoder.layers."):].split(".", 1)
+        return 1, int(index), LOCAL_LAYER_ORDER.index(rest)
+    return mcore_position(name)
+
+
+def megatron_groups(model: dict, decoupled: bool) -> list[list[str]]:
+    """Megatron-LM's standard parameter groups of a model dict, each in its order: weight decay;
+    with --decoupled-lr the word embedding and output layer; no weight decay (biases, 1-D)."""
+    names = sorted(model, key=local_position)
+    no_decay = [n for n in names if n.endswith(".bias") or model[n].dim() == 1]
+    embedding_or_output = [n for n in names if decoupled and n in ("embedding.word_embeddings.weight",
+                                                                   "output_layer.weight")]
+    decay = [n for n in names if n not in no_decay and n not in embedding_or_output]
+    return [decay, *([embedding_or_output] if decoupled else []), no_decay]
+
+
+def assert_megatron_lm_layout(main: dict, decoupled: bool = False) -> list[torch.nn.Parameter]:
+    """The optimizer entry holds Megatron-LM's layout beside ours: torch's AdamW, built over its
+    groups, loads it and finds each parameter's moments, step and (16-bit) master copy under the
+    index of that parameter, the same tensors as our state by name; then it steps."""
+    opt = main["optimizer"]
+    ours = opt["param_state"]
+    half = next(iter(main["model"].values())).dtype != torch.float32
+    torch_state = opt["optimizer"] if half else opt
+    groups = megatron_groups(main["model"], decoupled)
+    params = [[torch.nn.Parameter(main["model"][n].float().clone()) for n in g] for g in groups]
+    adam = torch.optim.AdamW([{"params": p} for p in params])
+    adam.load_state_dict(torch_state)
+    for names, group, saved in zip(groups, params, torch_state["param_groups"]):
+        assert saved["wd_mult"] == (0.0 if names and names[0] in groups[-1] else 1.0)
+        for name, p in zip(names, group):
+            state = adam.state[p]
+            assert float(state["step"]) == float(ours[name]["step"]), name
+            for key in ("exp_avg", "exp_avg_sq"):
+                assert torch.equal(state[key], ours[name][key]), (name, key)
+    if half:
+        for names, masters in zip(groups, opt["fp32_from_fp16_params"]):
+            assert len(masters) == len(names)
+            for name, master in zip(names, masters):
+                assert master.untyped_storage().data_ptr() == ours[name]["main_param"].untyped_storage().data_ptr()
+                assert torch.equal(master, ours[name]["main_param"]), name
+    for p in (p for g in params for p in g):
+        p.grad = torch.ones_like(p)
+    adam.step()
+    return [p for g in params for p in g]
+
+
+def test_our_optimizer_state_is_also_in_megatron_lm_layout(tmp_path):
+    """Beside our state by name, the optimizer entry is what Megatron-LM's non-distributed
+    optimizers save (torch's state_dict() over its groups, nested with the fp32 master copies
+    for bf16/fp16), the model dict in its registration order, the moments stored once."""
+    run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "pp"), "--pipeline-model-parallel-size", "2",
+                         "--decoupled-lr", "1e-3", *NO_DROPOUT)], np=2)
+    for stage in (0, 1):
+        main = torch.load(rank_file(tmp_path / "pp", 2, f"mp_rank_00_{stage:03d}"), weights_only=True)
+        assert list(main["model"]) == sorted(main["model"], key=local_position)
+        assert_megatron_lm_layout(main, decoupled=True)
+        decoupled = main["optimizer"]["param_groups"][1]
+        assert (decoupled["max_lr"], decoupled["default_config"]) == (1e-3, False)
+        assert main["optimizer"]["param_groups"][0]["max_lr"] == 2e-3
+        assert [len(g["params"]) for g in main["optimizer"]["param_groups"]] == \
+            [len(g) for g in megatron_groups(main["model"], True)]
+        assert all(s["exp_avg"].untyped_storage().data_ptr() ==
+                   main["optimizer"]["param_state"][n]["exp_avg"].untyped_storage().data_ptr()
+                   for n, s in zip(sum(megatron_groups(main["model"], True), []),
+                                   main["optimizer"]["state"].values()))
+
+    # The distributed optimizer's state stays in its distrib_optim.pt; convert_checkpoint gathers it
+    # into the plain layout, Megatron-LM's included.
+    run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "dist"), "--use-distributed-optimizer", *NO_DROPOUT)], np=2)
+    assert set(torch.load(rank_file(tmp_path / "dist", 2), weights_only=True)["optimizer"]) == {"distributed"}
+    run([CONVERT, "--load", str(tmp_path / "dist"), "--save", str(tmp_path / "plain")])
+    assert_megatron_lm_layout(torch.load(rank_file(tmp_path / "plain", 2), weights_only=True))
+
+    run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "bf16"), "--bf16", *NO_DROPOUT)])
+    main = torch.load(rank_file(tmp_path / "bf16", 2), weights_only=True)
+    assert set(main["optimizer"]) == {"distributed", "param_state", "optimizer", "fp32_from_fp16_params"}
+    assert_megatron_lm_layout(main)
+
+    run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "fp16"), "--fp16", *NO_DROPOUT)])
+    main = torch.load(rank_file(tmp_path / "fp16", 2), weights_only=True)
+    scaler = main["optimizer"]["grad_scaler"]  # as its DynamicGradScaler.state_dict() gives it
+    assert scaler["scale"].shape == (1,) and scaler["scale"].dtype == torch.float32
+    assert isinstance(scaler["growth_tracker"], int) and isinstance(scaler["hysteresis_tracker"], int)
+    assert_megatron_lm_layout(main)
+    # Our own reader takes the scale back from it: the resumed iteration 3 moves it as the
+    # uninterrupted run does (both overflow and halve it).
+    def third_scale(*flags: str) -> str:
+        out = run([PRETRAIN, *tiny(3, "--fp16", *flags, *NO_DROPOUT)]).stdout
+        return next(line for line in out.splitlines() if "iteration        3/" in line).split("loss scale:")[1].split("|")[0]
+    assert third_scale("--load", str(tmp_path / "fp16")) == third_scale()
+
+
 megatron_lm = pytest.mark.skipif(not Path(MEGATRON_LM, "megatron", "training", "checkpointing.py").is_file(),
                                  reason="Megatron-LM's code is not here: set MEGATRON_LM_DIR to a checkout of "
                                         "github.com/NVIDIA/Megatron-LM")
@@ -321,6 +425,27 @@ def test_megatron_lm_optimizer_state_resumes_here(tmp_path):
     assert "[ iter_0000005 ] at iteration 5" in resumed.stdout
     run([CONVERT, "--load", str(tmp_path / "mlm"), "--save", str(tmp_path / "back")])
     assert_moments_carried(tmp_path / "back", theirs["optimizer_state"], 5, 2)
+
+
+@megatron_lm
+def test_megatron_lm_resumes_our_optimizer_state(tmp_path):
+    """Its load_checkpoint, with its FP32Optimizer over its own groups under torch's AdamW and no
+    --no-load-optim, takes our optimizer state: each parameter's moments and step by name, its
+    groups matched by their keys (--decoupled-lr's too), the schedule where ours left it."""
+    run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "ck"), "--decoupled-lr", "1e-3", *NO_DROPOUT)])
+    ours = torch.load(rank_file(tmp_path / "ck", 2), weights_only=True)["optimizer"]
+    torch.save(torch.zeros(2, 16, dtype=torch.long), tmp_path / "ids.pt")
+    theirs = megatron_lm_driver("load-optim", tmp_path / "ck", tmp_path / "ids.pt", tmp_path / "theirs.pt",
+                                *MEGATRON_SHAPE, "--train-iters", "4", "--min-lr", "2e-4", "--decoupled-lr", "1e-3",
+                                "--no-load-rng")
+    assert theirs["iteration"] == 2 and theirs["scheduler_steps"] == 16
+    assert theirs["optimizer_state"].keys() == ours["param_state"].keys()
+    for name, state in theirs["optimizer_state"].items():
+        assert float(state["step"]) == float(ours["param_state"][name]["step"]) == 2.0, name
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert torch.equal(state[key], ours["param_state"][name][key]), (name, key)
+    # Its scheduler, from our settings at our position, gives each group the rate ours used last.
+    assert theirs["lrs"] == pytest.approx([g["lr"] for g in ours["param_groups"]], rel=1e-12)
 
 
 @megatron_lm

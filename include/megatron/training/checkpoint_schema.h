@@ -39,15 +39,13 @@ struct MEGATRON_API RankCheckpoint {
     std::string lr_decay_style;
     int64_t num_steps = 0;
   };
-  struct ParamGroup {
-    double lr = 0;
-    int64_t num_params = 0;
-  };
   struct OptimizerState {
     bool distributed = false;  // param_state lives in distrib_optim.pt
     // Parameter name ("model<v>.<name>" with virtual stages) -> its state tensors (exp_avg, ...).
     std::map<std::string, TensorMap> param_state;
-    std::vector<ParamGroup> param_groups;
+    // The learning rates the last step used (decoupled_lr: the embedding's and output layer's
+    // under --decoupled-lr).
+    double lr = 0, decoupled_lr = 0;
     std::optional<GradScalerState> grad_scaler;  // fp16 only
     SchedulerState scheduler;
   };
