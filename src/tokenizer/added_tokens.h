@@ -88,4 +88,15 @@ class AddedTokenSplitter {
   bool empty_ = true;
 };
 
+// A --tokenizer-special-tokens entry as tokenizers' add_special_tokens adds it: a token of the
+// vocabulary keeps its id (lookup: the id, or -1), a new one takes the id append gives it; then it
+// is matched whole in raw text. Returns its id.
+template <typename Lookup, typename Append>
+int32_t add_special_token(const std::string& token, AddedTokenSplitter& splitter, Lookup&& lookup, Append&& append) {
+  int32_t id = lookup(token);
+  if (id < 0) id = append(token);
+  splitter.add(AddedToken{token, id});
+  return id;
+}
+
 }  // namespace megatron::tokenizer::detail

@@ -98,12 +98,14 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::str
   for (const std::string& t : special_tokens) {
     if (t.empty()) continue;
     if (!specials_) specials_ = std::make_unique<detail::AddedTokenSplitter>();
-    auto it = vocab_.find(t);
-    if (it == vocab_.end()) {
-      it = vocab_.emplace(t, static_cast<int32_t>(id_to_bytes_.size())).first;
-      id_to_bytes_.push_back(t);
-    }
-    specials_->add(detail::AddedToken{t, it->second});
+    detail::add_special_token(
+        t, *specials_, [&](const std::string& s) { return token_to_id(s); },
+        [&](const std::string& s) {
+          const auto id = static_cast<int32_t>(id_to_bytes_.size());
+          vocab_.emplace(s, id);
+          id_to_bytes_.push_back(s);
+          return id;
+        });
   }
 }
 

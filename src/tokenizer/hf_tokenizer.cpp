@@ -95,19 +95,17 @@ struct HuggingFaceTokenizer::Impl {
     auto v = vocab.find(token);
     return v == vocab.end() ? -1 : v->second;
   }
-  // --tokenizer-special-tokens, as tokenizers' add_special_tokens adds them: a token of the
-  // vocabulary keeps its id, a new one gets the next id; all are matched whole in raw text. One
-  // that tokenizer.json lists as an added token already stays as it is listed.
+  // --tokenizer-special-tokens (detail::add_special_token); one that tokenizer.json lists as an
+  // added token already stays as it is listed.
   void add_special_tokens(const std::vector<std::string>& tokens) {
     for (const std::string& t : tokens) {
       if (t.empty() || added_ids.count(t)) continue;
-      int32_t id = lookup(t);
-      if (id < 0) {
-        id = static_cast<int32_t>(id_to_token.size());
-        id_to_token.push_back(t);
-      }
-      added_ids[t] = id;
-      raw_added.add(detail::AddedToken{t, id});
+      added_ids[t] = detail::add_special_token(
+          t, raw_added, [&](const std::string& s) { return lookup(s); },
+          [&](const std::string& s) {
+            id_to_token.push_back(s);
+            return static_cast<int32_t>(id_to_token.size() - 1);
+          });
     }
   }
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;

@@ -58,11 +58,7 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& hidden_in, const at::
   };
   const bool recompute = is_training() && config.recompute_granularity() == RecomputeGranularity::kFull;
   if (config.domino()) {
-    TORCH_CHECK(hidden.size(1) % 2 == 0, "[domino] --domino splits each micro-batch in two: its size (", hidden.size(1),
-                ") must be even");
-    auto halves = hidden.chunk(2, 1);
-    hidden = run_domino({DominoHalf{halves[0].contiguous()}, DominoHalf{halves[1].contiguous()}}, attention_mask,
-                        rotary_pos_emb);
+    hidden = run_domino(split_in_halves(hidden), attention_mask, rotary_pos_emb);
   } else if (!recompute) {
     hidden = run_layers(hidden, 0, num_local_layers);
   } else if (config.recompute_method() == RecomputeMethod::kUniform) {

@@ -51,6 +51,16 @@ at::Tensor DominoHalf::resolve(const TransformerConfig& config, bool train) cons
   return pending ? finish(hidden, pending, bias, residual, config, train) : hidden;
 }
 
+void check_domino_micro_batch(int64_t size) {
+  TORCH_CHECK(size % 2 == 0, "[domino] --domino splits each micro-batch in two: its size (", size, ") must be even");
+}
+
+DominoHalves split_in_halves(const at::Tensor& hidden) {
+  check_domino_micro_batch(hidden.size(1));
+  auto halves = hidden.chunk(2, 1);
+  return {DominoHalf{halves[0].contiguous()}, DominoHalf{halves[1].contiguous()}};
+}
+
 at::Tensor TransformerLayerImpl::forward(const at::Tensor& hidden, const at::Tensor& attention_mask,
                                          const at::Tensor& rotary_pos_emb) {
   at::Tensor attn = self_attention(input_layernorm(hidden), attention_mask, rotary_pos_emb);

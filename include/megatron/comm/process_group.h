@@ -102,9 +102,10 @@ class MEGATRON_API ProcessGroup {
   WorkHandle batch_isend_irecv(const std::vector<P2POp>& ops);
   void barrier();
   // Called with each operation's name and tensor shape as this rank issues it, and with "wait N"
-  // as this rank waits for the N-th operation (from 0, counted since the observer was set) it
-  // issued asynchronously; nullptr: none. Tests use it to check that every rank issues the same
-  // collectives in the same order, and where each asynchronous one is waited for.
+  // as it waits for an operation issued asynchronously, N being that operation's place among all
+  // those reported (from 0, since the observer was set); the wait goes to the observer the
+  // operation was issued under. nullptr: none. Tests use it to check that every rank issues the
+  // same collectives in the same order, and where each asynchronous one is waited for.
   void set_issue_observer(std::function<void(const std::string&)> observer);
 
  private:

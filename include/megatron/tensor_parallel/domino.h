@@ -35,11 +35,9 @@ MEGATRON_API at::Tensor wait_for_reduce(const at::Tensor& x, const PendingPtr& p
 // gradient on, to the LayerNorm backward that needs it.
 MEGATRON_API at::Tensor wait_for_grad_reduce_in_backward(const at::Tensor& x, const PendingPtr& pending);
 
-// Domino's backward schedule. Autograd runs the ready node with the highest sequence number first,
-// the one created last, so each half's input-gradient wait would run right after its own
-// weight-gradient GEMM. A chain takes the waits in forward order and gives each the sequence
-// number reserved just after the previous one: it then runs once that previous sub-block (the
-// other half's) has been through backward, and its all-reduce is hidden under it.
+// Domino's backward order: autograd runs the ready node created last first, so a half's
+// input-gradient wait would follow its own weight-gradient GEMM. A chain renumbers the waits in
+// forward order, so each runs after the other half's sub-block backward, which hides its all-reduce.
 class MEGATRON_API GradWaitChain {
  public:
   at::Tensor wait_for_grad_reduce_in_backward(const at::Tensor& x, const PendingPtr& pending);

@@ -13,24 +13,12 @@
 
 #include "megatron/tensor_parallel/domino.h"
 #include "megatron/transformer/attention.h"
+#include "megatron/transformer/domino_half.h"
 #include "megatron/transformer/mlp.h"
 #include "megatron/transformer/norm.h"
 #include "megatron/transformer/param_gather.h"
 
 namespace megatron::transformer {
-
-// Domino: one half of a micro-batch between two layers. Complete when `pending` is null; else the
-// half whose MLP (or the embedding's) all-reduce is still in flight, whose value is
-// residual + dropout(reduced hidden + bias) (no residual: the embedding), finished by the next
-// layer once it needs it.
-struct MEGATRON_API DominoHalf {
-  at::Tensor hidden;
-  tensor_parallel::PendingPtr pending;
-  at::Tensor residual, bias;
-  // The half's value, waiting for its all-reduce if one is in flight.
-  at::Tensor resolve(const TransformerConfig& config, bool train) const;
-};
-using DominoHalves = std::array<DominoHalf, 2>;
 
 class MEGATRON_API TransformerLayerImpl : public torch::nn::Cloneable<TransformerLayerImpl> {
  public:

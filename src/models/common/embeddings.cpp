@@ -94,14 +94,11 @@ at::Tensor LanguageModelEmbeddingImpl::forward(const at::Tensor& input_ids, cons
 
 transformer::DominoHalves LanguageModelEmbeddingImpl::forward_domino(const at::Tensor& input_ids,
                                                                      const at::Tensor& position_ids) {
-  TORCH_CHECK(input_ids.size(0) % 2 == 0, "[domino] --domino splits each micro-batch in two: its size (",
-              input_ids.size(0), ") must be even");
+  transformer::check_domino_micro_batch(input_ids.size(0));
   const auto& g = config.tp_group();
   // Nothing to overlap without TP; the norm needs the reduced rows; Domino refuses sequence parallelism.
-  if (tp::group_size(g) == 1 || word_embeddings_norm || config.sequence_parallel()) {
-    auto halves = forward(input_ids, position_ids).chunk(2, 1);
-    return {transformer::DominoHalf{halves[0].contiguous()}, transformer::DominoHalf{halves[1].contiguous()}};
-  }
+  if (tp::group_size(g) == 1 || word_embeddings_norm || config.sequence_parallel())
+    return transformer::split_in_halves(forward(input_ids, position_ids));
   // [b or 1, s, h]; ids [s] are one row for every sequence, as the plain path broadcasts them.
   const at::Tensor pos = position_rows(
       input_ids, position_ids.defined() && position_ids.dim() == 1 ? position_ids.unsqueeze(0) : position_ids);

@@ -14,9 +14,9 @@
 #include <optional>
 
 #include "megatron/tensor_parallel/layers.h"
+#include "megatron/transformer/domino_half.h"
 #include "megatron/transformer/norm.h"
 #include "megatron/transformer/transformer_config.h"
-#include "megatron/transformer/transformer_layer.h"
 
 namespace megatron::models::common {
 
