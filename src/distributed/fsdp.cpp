@@ -61,6 +61,13 @@ struct FsdpUnits::State {
     ++gathers;
   }
 
+  // ZeRO-2 under --overlap-param-gather: the updated shards into the unit's (whole) parameters,
+  // waited for by its forward's gather().
+  void launch_param_sync(Unit& u) {
+    u.sent.resize(u.shards.size());
+    for (size_t r = 0; r < u.shards.size(); ++r) u.gathering.push_back(u.shards[r]->all_gather_params_async(u.sent[r]));
+  }
+
   void wait_gather(Unit& u) {
     for (auto& w : u.gathering) w->wait();
     u.gathering.clear();
@@ -312,6 +319,33 @@ void FsdpUnits::release_params() {
   auto& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);
   for (auto& u : s.units) s.release(u);
+}
+
+bool FsdpUnits::hooked(size_t unit) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->units.at(unit).hooked;
+}
+
+void FsdpUnits::start_param_sync() {
+  auto& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  TORCH_CHECK(!s.shard_params, "[fsdp] start_param_sync is ZeRO-2's; ZeRO-3 gathers in the hooks");
+  for (auto& u : s.units)
+    if (u.hooked && !u.kept) s.launch_param_sync(u);
+}
+
+void FsdpUnits::finish_param_sync() {
+  auto& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.shard_params)
+    for (auto& u : s.units) s.wait_gather(u);
+}
+
+int64_t FsdpUnits::param_syncs_pending() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (state_->shard_params) return 0;
+  return std::count_if(state_->units.begin(), state_->units.end(),
+                       [](const State::Unit& u) { return !u.gathering.empty(); });
 }
 
 int64_t FsdpUnits::units_without_hooks() const {

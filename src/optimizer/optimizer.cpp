@@ -320,9 +320,13 @@ void MegatronOptimizer::copy_back() {
     fsdp_->release_params();
     return;
   }
+  // ZeRO-2: a unit whose module waits for its parameters gets them under the next forward.
+  const bool units_overlapped = fsdp_ && config_.overlap_param_gather;
   for (const auto& g : groups_) {
-    if (g.shards && overlapped && g.fsdp_unit < 0) {
-      g.shards->write_main_to_params();  // the buckets broadcast it below
+    const bool unit_overlapped =
+        units_overlapped && g.fsdp_unit >= 0 && fsdp_->hooked(static_cast<size_t>(g.fsdp_unit));
+    if (g.shards && ((overlapped && g.fsdp_unit < 0) || unit_overlapped)) {
+      g.shards->write_main_to_params();  // gathered below
     } else if (g.shards) {
       g.shards->all_gather_params();
     } else if (buffers_[g.buffer]->dtype() != at::kFloat) {
@@ -332,6 +336,7 @@ void MegatronOptimizer::copy_back() {
   }
   if (overlapped)
     for (auto& b : buckets_) b->start_param_sync(dp_);
+  if (units_overlapped) fsdp_->start_param_sync();
 }
 
 StepResult MegatronOptimizer::step(const at::Tensor& skip, const at::Tensor& grad_scale) {

@@ -66,10 +66,11 @@ bool MegatronOptimizer::param_sync_overlapped() const {
 
 void MegatronOptimizer::finish_param_sync() {
   for (auto& b : buckets_) b->finish_param_sync();
+  if (fsdp_) fsdp_->finish_param_sync();
 }
 
 int64_t MegatronOptimizer::param_syncs_pending() const {
-  int64_t n = 0;
+  int64_t n = fsdp_ ? fsdp_->param_syncs_pending() : 0;
   for (const auto& b : buckets_) n += b->param_syncs_pending();
   return n;
 }

@@ -138,15 +138,17 @@ at::Tensor Trainer::per_token_grad_scale(const pipeline_parallel::ForwardBackwar
   return static_cast<double>(args_.data_parallel_size) / tokens.clamp_min(1.0);
 }
 
-// After the forward passes every hooked module has waited for its buckets of the last gather.
+// After the forward passes every hooked module has waited for its buckets (or ZeRO-2 unit) of the
+// last gather.
 void Trainer::warn_unwaited_param_gather(int64_t pending) {
   if (pending == 0 || unwaited_gather_reported_) return;
   unwaited_gather_reported_ = true;
-  log(LogLevel::kWarn, "--overlap-param-gather: " + std::to_string(pending) +
-                           " parameter bucket(s) of the last step's gather were not waited for by this step's "
-                           "forward passes: a module asked for its ParamGather hook and did not call it, so code "
-                           "that read those parameters saw last step's values (they are gathered now, before "
-                           "the update)");
+  log(LogLevel::kWarn,
+      "--overlap-param-gather: " + std::to_string(pending) +
+          " parameter bucket(s) or layer unit(s) of the last step's gather were not waited for by this step's "
+          "forward passes: a module asked for its ParamGather hook and did not call it, so code "
+          "that read those parameters saw last step's values (they are gathered now, before "
+          "the update)");
 }
 
 // One iteration: forward/backward over every micro-batch through the pipeline schedule, then

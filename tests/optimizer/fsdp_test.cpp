@@ -31,7 +31,7 @@ struct Net {
   std::vector<std::shared_ptr<megatron::transformer::ParamGather>> hooks;
 
   // hooked: the stack calls the units' hooks, as a GPT model does.
-  Net(bool shard_grads, bool shard_params, bool prefetch, bool hooked = true) {
+  Net(bool shard_grads, bool shard_params, bool prefetch, bool hooked = true, bool overlap_param_gather = false) {
     at::manual_seed(11);  // the same initial weights on every rank and in every configuration
     root = (at::rand({kWidth}) + 0.5).requires_grad_(true);
     for (int i = 0; i < kUnits; ++i) weights.push_back((at::randn({kWidth, kWidth}) / 3).requires_grad_(true));
@@ -47,6 +47,7 @@ struct Net {
     config.shard_grads = shard_grads;
     config.shard_params = shard_params;
     config.fsdp_prefetch = prefetch;
+    config.overlap_grad_reduce = config.overlap_param_gather = overlap_param_gather;
     optimizer = std::make_unique<opt::MegatronOptimizer>(params, config, world(), nullptr);
     root_hooks = optimizer->param_gather("");
     for (int i = 0; i < kUnits; ++i)
@@ -180,6 +181,40 @@ TEST(Fsdp, OptimGradsKeepsTheWholeGradientFromTheUnitsFirstBackwardToTheStep) {
     EXPECT_EQ(net.optimizer->memory_report().grads,
               4 * kUnits * ((kWidth * kWidth + world()->size() - 1) / world()->size()));
   }
+}
+
+// optim_grads with --overlap-param-gather: the step leaves each unit's parameter all-gather in
+// flight; the unit's own wait before its forward completes it, after which its weight is the
+// gathering step's, bit for bit; training goes on exactly as with the gather in the step.
+// Without the hooks the step gathers itself. Every rank.
+TEST(Fsdp, OptimGradsGathersEachUnitUnderItsForwardWithOverlapParamGather) {
+  MEGATRON_REQUIRE_WORLD_SIZE(2);
+  const int rank = world()->rank();
+  Net serial(true, false, true), overlapped(true, false, true, true, true), unhooked(true, false, true, false, true);
+  serial.step(0);
+  overlapped.step(0);
+  unhooked.step(0);
+  EXPECT_EQ(unhooked.optimizer->param_syncs_pending(), 1) << "only the root's bucket (it is hooked), rank " << rank;
+  for (int i = 0; i < kUnits; ++i)
+    EXPECT_TRUE(at::equal(unhooked.weights[i], serial.weights[i])) << "unit " << i << ", rank " << rank;
+  // Each unit's gather, and the root's bucket.
+  const int64_t pending = overlapped.optimizer->param_syncs_pending();
+  EXPECT_EQ(pending, kUnits + 1) << "rank " << rank;
+  overlapped.root_hooks->before_forward();
+  for (int i = 0; i < kUnits; ++i) {
+    overlapped.hooks[i]->before_forward();
+    EXPECT_EQ(overlapped.optimizer->param_syncs_pending(), pending - 2 - i) << "unit " << i << ", rank " << rank;
+    EXPECT_TRUE(at::equal(overlapped.weights[i], serial.weights[i])) << "unit " << i << ", rank " << rank;
+  }
+  for (int64_t it = 1; it < 3; ++it) {
+    serial.step(it);
+    overlapped.step(it);
+  }
+  const auto want = serial.snapshot(), got = overlapped.snapshot();
+  for (size_t k = 0; k < want.size(); ++k)
+    EXPECT_TRUE(at::equal(got[k], want[k])) << "parameter " << k << ", rank " << rank;
+  at::manual_seed(11);
+  EXPECT_FALSE(at::equal(want[1], (at::randn({kWidth, kWidth}) / 3))) << "the steps changed nothing";
 }
 
 }  // namespace

@@ -64,6 +64,20 @@ def test_sharded_strategies_reproduce_unsharded_data_parallelism(tmp_path, layou
             assert close(a, b), (strategy, what, a, b)
 
 
+@pytest.mark.parametrize("layout", ["dp2", "pp2_dp2"])
+def test_optim_grads_overlapped_param_gather_trains_identically(tmp_path, layout):
+    """ZeRO-2 with --overlap-grad-reduce --overlap-param-gather: each layer's parameters are gathered
+    under the next forward (its unit's all-gather waited for by the layer) and the losses, grad
+    norms and evaluation losses are exactly those of the gather at the end of the step."""
+    ranks, flags = LAYOUTS[layout]
+    serial, _ = train(tmp_path, "serial", ranks, *flags, *STRATEGY["optim_grads"])
+    overlapped, log = train(tmp_path, "overlapped", ranks, *flags, *STRATEGY["optim_grads"], "--overlap-grad-reduce",
+                            "--overlap-param-gather", "--ddp-bucket-size", "2000")
+    assert "Parameter all-gather overlapped with the next forward pass" in log
+    assert "were not waited for" not in log
+    assert overlapped == serial
+
+
 def memory(log, peak=False):
     """Per rank: bytes of params, grads, main params and optimizer state at start-up (and the most
     allocated by then)."""

@@ -63,6 +63,14 @@ class MEGATRON_API FsdpUnits {
   // or after a checkpoint). No-ops without parameter sharding.
   void gather_all();
   void release_params();
+  // ZeRO-2 with --overlap-param-gather, after the update wrote each shard into its parameters:
+  // launches, in forward order, the parameter all-gather of every unit whose module calls its
+  // hooks, which waits for it as its forward begins; finish_param_sync() waits for the rest.
+  void start_param_sync();
+  void finish_param_sync();
+  // Units whose all-gather start_param_sync() launched and nothing has waited for yet.
+  int64_t param_syncs_pending() const;
+  bool hooked(size_t unit) const;
   // Units (kept ones included) whose hooks() nobody asked for.
   int64_t units_without_hooks() const;
   // Parameter all-gathers launched so far, for tests.
