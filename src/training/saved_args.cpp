@@ -114,6 +114,7 @@ void add_megatron_lm_names(GenericDict& d, const Arguments& a) {
   d.insert("add_position_embedding", a.position_embedding_type == "learned_absolute");
   d.insert("use_rotary_position_embeddings", a.position_embedding_type == "rope");
   d.insert("squared_relu", false);
+  d.insert("apply_query_key_layer_scaling", false);  // tools/checkpoint's saver reads it
   d.insert("expert_model_parallel_size", int64_t{1});
   d.insert("transformer_impl", "local");
   d.insert("ckpt_format", "torch");

@@ -15,7 +15,8 @@ With Megatron-LM's own code (a snapshot of its repository in MEGATRON_LM_DIR; sk
 at TP 1 and TP 2: its load_checkpoint loads ours strictly and its GPT model gives our logits, and
 what its save_checkpoint writes resumes here and gives its logits; its optimizer state (its own
 parameter groups under torch's AdamW) resumes here, each parameter's moments where they belong, and
-ours resumes there through its FP32Optimizer."""
+ours resumes there through its FP32Optimizer; its tools/checkpoint/convert.py reads ours, and what
+its saver writes resumes here."""
 from __future__ import annotations
 
 import argparse
@@ -37,6 +38,7 @@ from test_checkpoint import CONVERT, DUMP, PRETRAIN, our_logits, run, tiny
 
 MEGATRON_LM = os.environ.get("MEGATRON_LM_DIR", "")
 DRIVER = str(Path(__file__).with_name("megatron_lm_driver.py"))
+CONVERT_DRIVER = str(Path(__file__).with_name("megatron_lm_convert.py"))
 # The model of tiny() as our parity dump and Megatron-LM's flags name it.
 DUMP_MODEL = dict(layers=4, hidden=32, heads=4, vocab=250, divisible_by=8, max_seq=16, seq=16, batch=2, norm="layernorm",
             mlp="gelu", bias=1, position="learned", tied=1)
@@ -446,6 +448,43 @@ def test_megatron_lm_resumes_our_optimizer_state(tmp_path):
             assert torch.equal(state[key], ours["param_state"][name][key]), (name, key)
     # Its scheduler, from our settings at our position, gives each group the rate ours used last.
     assert theirs["lrs"] == pytest.approx([g["lr"] for g in ours["param_groups"]], rel=1e-12)
+
+
+def lm_loss(stdout: str, iteration: int) -> str:
+    line = next(l for l in stdout.splitlines() if f"iteration {iteration:8d}/" in l)
+    return line.split("lm loss:")[1].split("|")[0].strip()
+
+
+@megatron_lm
+@pytest.mark.parametrize("tp, target", [(1, 2), (2, 1)])
+def test_megatron_lm_convert_reads_ours_and_what_it_saves_resumes_here(tmp_path, tp, target):
+    """Its tools/checkpoint/convert.py (core loader and saver, local layers) reads our checkpoint
+    and reshards it; what its saver writes resumes here with our weights (it carries no optimizer
+    state) and trains on to the loss our own checkpoint gives."""
+    run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "ck"), "--tensor-model-parallel-size", str(tp), *NO_DROPOUT)],
+        np=tp)
+    proc = subprocess.run([sys.executable, CONVERT_DRIVER, "--model-type", "GPT", "--loader", "core", "--saver", "core",
+                           "--loader-transformer-impl", "local", "--saver-transformer-impl", "local",
+                           "--load-dir", str(tmp_path / "ck"), "--save-dir", str(tmp_path / "theirs"),
+                           "--target-tensor-parallel-size", str(target)],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "MEGATRON_LM_DIR": MEGATRON_LM, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    flags = ["--no-load-optim", "--tensor-model-parallel-size", str(target), *NO_DROPOUT]
+    theirs = run([PRETRAIN, *tiny(3, "--load", str(tmp_path / "theirs"), *flags)], np=target).stdout
+    assert "at iteration 2" in theirs
+    # Ours resharded here to the same layout: the same next loss, and the same weights at TP 1.
+    for name in ("ck", "theirs"):
+        for size in {1, target}:
+            run([CONVERT, "--load", str(tmp_path / name), "--save", str(tmp_path / f"{name}_tp{size}"),
+                 "--target-tensor-parallel-size", str(size)])
+    ours = run([PRETRAIN, *tiny(3, "--load", str(tmp_path / f"ck_tp{target}"), *flags)], np=target).stdout
+    assert lm_loss(theirs, 3) == lm_loss(ours, 3)
+    want = torch.load(rank_file(tmp_path / "ck_tp1", 2), weights_only=True)["model"]
+    got = torch.load(rank_file(tmp_path / "theirs_tp1", 2), weights_only=True)["model"]
+    assert got.keys() == want.keys()
+    for name, tensor in want.items():
+        assert torch.equal(got[name], tensor), name
 
 
 @megatron_lm
