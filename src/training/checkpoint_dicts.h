@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "megatron/training/checkpoint_schema.h"
 
@@ -47,10 +48,22 @@ inline double get_double(const GenericDict& d, const char* key, const std::strin
 std::string local_layer_name(std::string name);
 // opt_param_scheduler (Megatron-LM's keys; steps are samples).
 RankCheckpoint::SchedulerState read_scheduler(const GenericDict& d, const std::string& file);
+// Every parameter of a (Megatron-LM) model dict in its key order, which is its named_parameters()
+// order, chunk after chunk ("model0", "model1", ... with virtual stages).
+struct ModelDictParam {
+  std::string name;  // ours, with the chunk's prefix ("model1.") with virtual stages
+  at::Tensor tensor;
+  size_t chunk = 0;
+  std::string local;  // within the chunk
+};
+std::vector<ModelDictParam> model_dict_params(const GenericDict& d, const std::string& file);
 // grad_scaler (Megatron-LM's DynamicGradScaler state; its scale a tensor, ours once a float).
 RankCheckpoint::GradScalerState read_grad_scaler(const GenericDict& s, const std::string& file);
 // Megatron-LM's own (non-distributed) optimizer state, mapped onto the parameters by name.
 RankCheckpoint::OptimizerState read_megatron_lm_optimizer(const GenericDict& d, const std::string& file);
+// Its distributed optimizer's: the groups in `file` (model_optim_rng.pt), the state in the
+// distrib_optim.pt beside it (megatron_lm_distrib_optim.cpp).
+RankCheckpoint::OptimizerState read_megatron_lm_distrib_optim(const GenericDict& d, const std::string& file);
 // The same layout written into `opt` from o's state by name, for the model dicts already in `main`.
 void add_megatron_lm_optimizer(GenericDict& opt, const GenericDict& main, const RankCheckpoint::OptimizerState& o,
                                const Arguments& args, const std::string& file);

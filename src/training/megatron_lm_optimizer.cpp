@@ -51,29 +51,15 @@ struct ModelParam {
   GroupKind kind;
 };
 
-// Every parameter in named_parameters() order: chunk by chunk, each in its dict's key order.
 std::vector<ModelParam> model_params(const GenericDict& d, bool decoupled, const std::string& file) {
-  std::vector<std::pair<std::string, std::string>> chunks;  // (key, prefix)
-  if (d.contains("model")) {
-    chunks.emplace_back("model", "");
-  } else {
-    for (size_t v = 0; d.contains("model" + std::to_string(v)); ++v)
-      chunks.emplace_back("model" + std::to_string(v), "model" + std::to_string(v) + ".");
-  }
   std::vector<ModelParam> out;
-  for (const auto& [key, prefix] : chunks) {
-    for (const auto& e : get_dict(d, key.c_str(), file)) {
-      if (!e.key().isString() || !e.value().isTensor()) continue;
-      const std::string name = local_layer_name(e.key().toStringRef());
-      if (name.empty()) continue;
-      const at::Tensor t = e.value().toTensor();
-      GroupKind kind = GroupKind::kDecay;
-      if (optimizer::no_weight_decay(name, t.dim()))
-        kind = GroupKind::kNoDecay;
-      else if (decoupled && optimizer::is_embedding_or_output_name(name))
-        kind = GroupKind::kDecoupled;
-      out.push_back({prefix + name, t, kind});
-    }
+  for (auto& p : model_dict_params(d, file)) {
+    GroupKind kind = GroupKind::kDecay;
+    if (optimizer::no_weight_decay(p.local, p.tensor.dim()))
+      kind = GroupKind::kNoDecay;
+    else if (decoupled && optimizer::is_embedding_or_output_name(p.local))
+      kind = GroupKind::kDecoupled;
+    out.push_back({std::move(p.name), p.tensor, kind});
   }
   return out;
 }
@@ -85,9 +71,7 @@ RankCheckpoint::OptimizerState read_megatron_lm_optimizer(const GenericDict& d, 
   // Float16OptimizerWithFloat16Params: {"optimizer": torch's, "fp32_from_fp16_params", "grad_scaler"}.
   const bool nested = top.contains("optimizer");
   const auto torch_state = nested ? get_dict(top, "optimizer", file) : top;
-  TORCH_CHECK(torch_state.contains("state"), "[checkpointing] ", file,
-              " holds the state of Megatron-LM's distributed optimizer (its distrib_optim.pt), which this reader "
-              "does not map onto its parameters; pass --no-load-optim (the Adam moments restart) or --finetune");
+  if (!torch_state.contains("state")) return read_megatron_lm_distrib_optim(d, file);
   const auto& saved_groups = get(torch_state, "param_groups", file);
   TORCH_CHECK(saved_groups.isList(), "[checkpointing] ", file, ": the optimizer's 'param_groups' is not a list");
   std::vector<GenericDict> groups;
@@ -170,6 +154,26 @@ RankCheckpoint::OptimizerState read_megatron_lm_optimizer(const GenericDict& d, 
     o.grad_scaler = read_grad_scaler(top.at("grad_scaler").toGenericDict(), file);
   o.scheduler = read_scheduler(d, file);
   return o;
+}
+
+std::vector<ModelDictParam> model_dict_params(const GenericDict& d, const std::string& file) {
+  std::vector<std::pair<std::string, std::string>> chunks;  // (key, prefix)
+  if (d.contains("model")) {
+    chunks.emplace_back("model", "");
+  } else {
+    for (size_t v = 0; d.contains("model" + std::to_string(v)); ++v)
+      chunks.emplace_back("model" + std::to_string(v), "model" + std::to_string(v) + ".");
+  }
+  std::vector<ModelDictParam> out;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    for (const auto& e : get_dict(d, chunks[c].first.c_str(), file)) {
+      if (!e.key().isString() || !e.value().isTensor()) continue;
+      std::string local = local_layer_name(e.key().toStringRef());
+      if (local.empty()) continue;
+      out.push_back({chunks[c].second + local, e.value().toTensor(), c, local});
+    }
+  }
+  return out;
 }
 
 RankCheckpoint::GradScalerState read_grad_scaler(const GenericDict& s, const std::string& file) {

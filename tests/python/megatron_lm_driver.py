@@ -12,6 +12,11 @@ and loads or saves a --ckpt-format torch checkpoint with megatron.training.check
     megatron_lm_driver.py load-optim CKPT_DIR IDS OUT -- ...  load with its FP32Optimizer (its parameter groups
                                                                under torch's AdamW), then the optimizer state by
                                                                name and its groups' learning rates into OUT
+    [torchrun --nproc-per-node DP] megatron_lm_driver.py save-distopt CKPT_DIR IDS OUT -- ...
+                                                               save-optim's steps with its DistributedOptimizer
+                                                               over its DDP's buffers (distrib_optim.pt beside
+                                                               model_optim_rng.pt), the fp32 main parameters and
+                                                               moments gathered over DP by name into OUT
 """
 from __future__ import annotations
 
@@ -47,12 +52,23 @@ def one_rank_read_metadata(read):
     return wrapped
 
 
+def stepped_scheduler(optimizer, args):
+    """Its scheduler (cosine over the run, constant weight decay) where 8 samples an iteration put it."""
+    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+    samples = 8 * args.train_iters
+    scheduler = OptimizerParamScheduler(optimizer, init_lr=0.0, max_lr=args.lr, min_lr=args.min_lr, lr_warmup_steps=0,
+                                        lr_decay_steps=samples, lr_decay_style="cosine",
+                                        start_wd=args.weight_decay, end_wd=args.weight_decay,
+                                        wd_incr_steps=samples, wd_incr_style="constant")
+    scheduler.step(samples)
+    return scheduler
+
+
 def adam_steps(model, args):
     """Megatron-LM's parameter groups (its own _get_param_groups and standard overrides) under
     torch's AdamW, which it uses without Transformer Engine and apex, after two steps on random
     gradients; its scheduler; the state by parameter name."""
     from megatron.core.optimizer import OptimizerConfig, _get_param_groups, get_standard_config_overrides
-    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
     config = OptimizerConfig(optimizer="adam", lr=args.lr, min_lr=args.min_lr, weight_decay=args.weight_decay,
                              decoupled_lr=args.decoupled_lr, decoupled_min_lr=args.decoupled_min_lr)
     adam = torch.optim.AdamW(_get_param_groups([model], config, get_standard_config_overrides(config)), lr=args.lr,
@@ -63,12 +79,7 @@ def adam_steps(model, args):
         for p in model.parameters():
             p.grad = torch.randn(p.shape, generator=generator)
         adam.step()
-    samples = 8 * args.train_iters
-    scheduler = OptimizerParamScheduler(adam, init_lr=0.0, max_lr=args.lr, min_lr=args.min_lr, lr_warmup_steps=0,
-                                        lr_decay_steps=samples, lr_decay_style="cosine",
-                                        start_wd=args.weight_decay, end_wd=args.weight_decay,
-                                        wd_incr_steps=samples, wd_incr_style="constant")
-    scheduler.step(samples)
+    scheduler = stepped_scheduler(adam, args)
     names = {p: n for n, p in model.named_parameters()}
     state = {names[p]: {k: v.clone() for k, v in adam.state[p].items()} for p in names}
     return types.SimpleNamespace(is_stub_optimizer=False, state_dict=adam.state_dict), scheduler, state
@@ -96,6 +107,72 @@ def fp32_optimizer(model, args):
     return optimizer, scheduler
 
 
+@contextlib.contextmanager
+def cpu_as_cuda():
+    """While its DistributedOptimizer is built, CPU tensors pass its GPU checks."""
+    tensor_type, tensor = torch.Tensor.type, torch.tensor
+    # It sorts parameters by param.type() == 'torch.cuda.FloatTensor' / 'torch.cuda.BFloat16Tensor'.
+    torch.Tensor.type = lambda self, *a, **k: (tensor_type(self, *a, **k) if a or k
+                                                else tensor_type(self).replace("torch.", "torch.cuda.", 1))
+    # MixedPrecisionOptimizer.__init__ puts its unit loss scale and overflow flag on device='cuda'.
+    torch.tensor = lambda *a, device=None, **k: tensor(*a, device="cpu" if device == "cuda" else device, **k)
+    try:
+        yield
+    finally:
+        torch.Tensor.type, torch.tensor = tensor_type, tensor
+
+
+def distributed_adam_steps(model, config, args):
+    """As its training builds them with --use-distributed-optimizer (get_model, setup_model_and_optimizer):
+    Float16Module with --bf16, its DDP over contiguous buffers, get_megatron_optimizer's
+    DistributedOptimizer over torch's AdamW; two steps on random gradients (seeded per rank)
+    written into the DDP's gradient buffer, as its reduce-scatter leaves them, through its own
+    prepare_grads and step_with_ready_grads (its step's gradient clipping needs a GPU); save-optim's
+    scheduler; the fp32 main parameters and moments gathered over DP by name."""
+    from megatron.core.optimizer import get_megatron_optimizer
+    from megatron.core.transformer.module import Float16Module
+    from megatron.training.training import (get_megatron_ddp_config, get_megatron_optimizer_config,
+                                            resolve_ddp_bucket_size, wrap_model_chunks_with_ddp)
+    for p in model.parameters():
+        tensor_parallel.set_defaults_if_not_set_tensor_model_parallel_attributes(p)
+    chunk = Float16Module(config, model) if args.fp16 or args.bf16 else model
+    ddp_config = get_megatron_ddp_config(args)
+    # Its buckets only with --overlap-grad-reduce (get_model: resolve_ddp_bucket_size), no CUDA stream around DDP.
+    ddp_config.bucket_size = resolve_ddp_bucket_size(
+        ddp_config, mpu.get_data_parallel_group(with_context_parallel=True), ddp_config.overlap_grad_reduce,
+        sum(p.numel() for p in model.parameters()))
+    ddp = wrap_model_chunks_with_ddp([chunk], config, ddp_config)
+    opt_config, overrides = get_megatron_optimizer_config(args)
+    with cpu_as_cuda():
+        optimizer = get_megatron_optimizer(opt_config, ddp, overrides)
+    generator = torch.Generator().manual_seed(1234 + torch.distributed.get_rank())
+    for _ in range(2):
+        for p in model.parameters():
+            p.main_grad.copy_(torch.randn(p.shape, generator=generator))
+        optimizer.prepare_grads()
+        optimizer.step_with_ready_grads()  # its step, then the all-gather of the updated shards
+    scheduler = stepped_scheduler(optimizer, args)
+    # Each rank's shard of each parameter into a zero tensor, summed over DP.
+    distopt, = optimizer.chained_optimizers
+    group = mpu.get_data_parallel_group_gloo()
+    state = {}
+    for name, p in model.named_parameters():
+        full = {k: torch.zeros(p.numel()) for k in ("param", "exp_avg", "exp_avg_sq")}
+        step = torch.zeros(())
+        if p in distopt.model_param_gbuf_map:
+            r = distopt._get_model_param_range_map(p)["param"]
+            tensors = distopt._get_main_param_and_optimizer_states(p)
+            for k in full:
+                full[k][r.start:r.end] = tensors[k].detach().float()
+            step = tensors["step"].float()
+        for k in full:
+            torch.distributed.all_reduce(full[k], group=group)
+            full[k] = full[k].view(p.shape)
+        torch.distributed.all_reduce(step, op=torch.distributed.ReduceOp.MAX, group=group)
+        state[name] = {**full, "step": step}
+    return ddp, optimizer, scheduler, state
+
+
 def main() -> None:
     mode, ckpt, ids, out = sys.argv[1:5]
     flags = sys.argv[sys.argv.index("--") + 1:]
@@ -103,7 +180,8 @@ def main() -> None:
                 "--use-cpu-initialization", "--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion",
                 "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--no-persist-layer-norm",
                 "--distributed-backend", "gloo", "--tokenizer-type", "NullTokenizer", "--mock-data",
-                *(["--load", ckpt] if mode.startswith("load") else ["--save", ckpt])]
+                *(["--load", ckpt] if mode.startswith("load") else ["--save", ckpt]),
+                *(["--use-distributed-optimizer"] if mode == "save-distopt" else [])]
     checkpointing.read_metadata = one_rank_read_metadata(checkpointing.read_metadata)
     arguments.get_device_arch_version = lambda: 10  # asks the GPU, before its TP advice on CUDA connections
     args = arguments.parse_and_validate_args()  # with --use-checkpoint-args, load_args_from_checkpoint
@@ -137,9 +215,14 @@ def main() -> None:
         torch.cuda.get_rng_state = lambda device="cuda": seed_and_offset.clone()
         args.consumed_train_samples = 8 * args.train_iters
         optimizer = scheduler = None
+        chunks = [model]
         if mode == "save-optim":
             optimizer, scheduler, result["optimizer_state"] = adam_steps(model, args)
-        checkpointing.save_checkpoint(args.train_iters, [model], optimizer, scheduler, 0)
+        elif mode == "save-distopt":
+            # Its DDP allocates its parameter and gradient buffers on the current CUDA device.
+            torch.cuda.current_device = lambda: "cpu"
+            chunks, optimizer, scheduler, result["optimizer_state"] = distributed_adam_steps(model, config, args)
+        checkpointing.save_checkpoint(args.train_iters, chunks, optimizer, scheduler, 0)
     if args.pipeline_model_parallel_size > 1:
         # A stage's forward needs the pipeline schedule: each rank writes its weights instead.
         torch.save({k: v for k, v in model.state_dict().items() if isinstance(v, torch.Tensor)},
@@ -167,3 +250,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    # Every rank done before gloo's threads go: without it a rank at times aborts as it exits.
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()

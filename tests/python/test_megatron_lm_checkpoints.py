@@ -245,15 +245,79 @@ def test_a_megatron_lm_checkpoint_resumes_here(tmp_path, megatron_modules):
     run([CONVERT, "--load", str(tmp_path / "mlm_bf16"), "--save", str(tmp_path / "bf16_back")])
     assert_moments_carried(tmp_path / "bf16_back", moments, 7, 7)
 
-    # Megatron-LM's distributed optimizer keeps only the groups here (the moments in distrib_optim.pt).
+    # Megatron-LM's distributed optimizer keeps only the groups here, the state in distrib_optim.pt
+    # beside it: refused, with the way through, while that file is missing.
     theirs["optimizer"] = {"optimizer": {"param_groups": [{k: v for k, v in g.items() if k != "params"}
                                                           for g in theirs["optimizer"]["param_groups"]]}}
     write_megatron_lm(tmp_path / "distopt", theirs)
     refused = run([PRETRAIN, *tiny(9, "--load", str(tmp_path / "distopt"), *NO_DROPOUT)], check=False)
     assert refused.returncode != 0 and "Megatron-LM's distributed optimizer" in refused.stderr
-    assert "--no-load-optim" in refused.stderr
+    assert "distrib_optim.pt" in refused.stderr and "--no-load-optim" in refused.stderr
     converted = run([CONVERT, "--load", str(tmp_path / "distopt"), "--save", str(tmp_path / "distopt_back")])
     assert "no optimizer state" in converted.stdout and "distributed optimizer" in converted.stdout
+
+
+def distrib_optim_offsets(model: dict, bucket_size: int | None) -> tuple[dict, int]:
+    """Where Megatron-LM's distrib_optim.pt keeps each parameter of a one-chunk model dict: its
+    buffer holds them in reverse order, each starting on a multiple of 64 elements of its bucket, a
+    bucket closing once it holds bucket_size elements; the padding after a bucket is not saved."""
+    offsets, saved, local, end, open_ = {}, 0, 0, 0, False
+    for name in reversed([n for n in model if not n.endswith("_extra_state")]):
+        local = -(-local // 64) * 64
+        offsets[name] = saved + local
+        end, open_ = local + model[name].numel(), True
+        if bucket_size is not None and end >= bucket_size:
+            saved, local, open_ = saved + end, 0, False
+        else:
+            local = end
+    return offsets, saved + (end if open_ else 0)
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_a_megatron_lm_distributed_optimizer_checkpoint_resumes_here(tmp_path, megatron_modules, bf16):
+    """Its distributed optimizer's state (distrib_optim.pt: flat fp32 tensors per gradient buffer in
+    its bucket layout, here buckets of --ddp-bucket-size 100, some ending off a multiple of 64
+    elements, where the padding after them is cut) resumes here, each
+    parameter's moments, step and (bf16) fp32 main copy on the parameter of the same name."""
+    precision = ["--bf16"] if bf16 else []
+    run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "ck"), *precision, *NO_DROPOUT)])
+    theirs, by_name = megatron_lm_layout(torch.load(rank_file(tmp_path / "ck", 2), weights_only=True),
+                                         megatron_modules)
+    theirs["args"].consumed_train_samples = 56
+    theirs["args"].overlap_grad_reduce, theirs["args"].ddp_bucket_size = True, 100
+    groups = theirs["optimizer"]["optimizer"]["param_groups"] if bf16 else theirs["optimizer"]["param_groups"]
+    theirs["optimizer"] = {"optimizer": {"param_groups": [{**{k: v for k, v in g.items() if k != "params"},
+                                                           "step": 7.0} for g in groups]}}
+    offsets, numel = distrib_optim_offsets(theirs["model"], 100)
+    assert numel != distrib_optim_offsets(theirs["model"], 2000)[1]  # the refused layout below
+    generator = torch.Generator().manual_seed(9)
+    flat = {"param": torch.randn(numel, generator=generator) * 0.02, "exp_avg": torch.randn(numel, generator=generator),
+            "exp_avg_sq": torch.rand(numel, generator=generator)}
+    for name, offset in offsets.items():
+        ours = name
+        for plain, fused in TE_NAMES.items():
+            ours = ours.replace(fused, plain)
+        size = theirs["model"][name].numel()
+        expected = {key: flat[key][offset:offset + size].view(theirs["model"][name].shape)
+                    for key in ("exp_avg", "exp_avg_sq")}
+        if bf16:
+            expected["main_param"] = flat["param"][offset:offset + size].view(theirs["model"][name].shape)
+        by_name[ours] = expected
+    dtypes = (torch.bfloat16, torch.float32) if bf16 else (torch.float32, torch.float32)
+    write_megatron_lm(tmp_path / "mlm", theirs)
+    torch.save({"buckets_coalesced": True, 0: {dtypes: {**flat, "numel_unpadded": numel}}},
+               rank_file(tmp_path / "mlm", 7).with_name("distrib_optim.pt"))
+
+    resumed = run([PRETRAIN, *tiny(9, "--load", str(tmp_path / "mlm"), *precision, *NO_DROPOUT)])
+    assert "[ iter_0000007 ] at iteration 7" in resumed.stdout
+    run([CONVERT, "--load", str(tmp_path / "mlm"), "--save", str(tmp_path / "back")])
+    assert_moments_carried(tmp_path / "back", by_name, 7, 7)
+
+    # A bucket size other than the one it was written with lays the parameters out elsewhere.
+    theirs["args"].ddp_bucket_size = 2000
+    write_megatron_lm(tmp_path / "mlm", theirs)
+    refused = run([PRETRAIN, *tiny(9, "--load", str(tmp_path / "mlm"), *precision, *NO_DROPOUT)], check=False)
+    assert refused.returncode != 0 and "distrib_optim.pt: buffer 0 holds" in refused.stderr
 
 
 # The same with our local layers, whose norms are modules of their own ahead of the attention and MLP.
@@ -363,9 +427,11 @@ megatron_lm = pytest.mark.skipif(not Path(MEGATRON_LM, "megatron", "training", "
                                         "github.com/NVIDIA/Megatron-LM")
 
 
-def megatron_lm_driver(mode: str, ck: Path, ids: Path, out: Path, *flags: str, tp: int = 1, pp: int = 1) -> dict:
+def megatron_lm_driver(mode: str, ck: Path, ids: Path, out: Path, *flags: str, tp: int = 1, pp: int = 1,
+                       dp: int = 1) -> dict:
     port = str(free_port())
-    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(tp * pp), "--master-port", port]
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(tp * pp * dp), "--master-port",
+              port]
     proc = subprocess.run([*launch, DRIVER, mode, str(ck), str(ids), str(out), "--", *MEGATRON_FLAGS, *flags,
                            "--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp)],
                           capture_output=True, text=True, timeout=600,
@@ -427,6 +493,27 @@ def test_megatron_lm_optimizer_state_resumes_here(tmp_path):
     assert "[ iter_0000005 ] at iteration 5" in resumed.stdout
     run([CONVERT, "--load", str(tmp_path / "mlm"), "--save", str(tmp_path / "back")])
     assert_moments_carried(tmp_path / "back", theirs["optimizer_state"], 5, 2)
+
+
+@megatron_lm
+@pytest.mark.parametrize("bf16", [False, True])
+def test_megatron_lm_distributed_optimizer_state_resumes_here(tmp_path, bf16):
+    """Its distributed optimizer (its own DDP buffers and DistributedOptimizer at DP 2, buckets of
+    --ddp-bucket-size 100, two AdamW steps) saves distrib_optim.pt; ours resumes it, and every
+    parameter's moments, step and (bf16) fp32 main copy arrive under its name as its optimizer
+    held them."""
+    torch.save(torch.zeros(2, 16, dtype=torch.long), tmp_path / "ids.pt")
+    precision = ["--bf16"] if bf16 else []
+    theirs = megatron_lm_driver("save-distopt", tmp_path / "mlm", tmp_path / "ids.pt", tmp_path / "theirs.pt",
+                                *MEGATRON_SHAPE, "--train-iters", "5", "--save-interval", "5", "--min-lr", "2e-4",
+                                "--overlap-grad-reduce", "--ddp-bucket-size", "100", *precision, dp=2)
+    resumed = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "mlm"), *precision, *NO_DROPOUT)])
+    assert "[ iter_0000005 ] at iteration 5" in resumed.stdout
+    run([CONVERT, "--load", str(tmp_path / "mlm"), "--save", str(tmp_path / "back")])
+    expected = {name: {"step": s["step"], "exp_avg": s["exp_avg"], "exp_avg_sq": s["exp_avg_sq"],
+                       **({"main_param": s["param"]} if bf16 else {})}
+                for name, s in theirs["optimizer_state"].items()}
+    assert_moments_carried(tmp_path / "back", expected, 5, 2)
 
 
 @megatron_lm

@@ -117,11 +117,13 @@ c10::IValue unpickle(const uint8_t* data, size_t size, const StorageLookup& stor
     if (mark > stack.size()) fail("a MARK at stack depth ", mark, " with ", stack.size(), " values");
     return mark;
   };
-  // Dict keys must be scalars: LibTorch hashes a key recursively, and a tuple of memo-shared
-  // tuples costs time exponential in its depth.
+  // Dict keys must be scalars or flat tuples of them (distrib_optim.pt keys a buffer by its
+  // (param dtype, grad dtype); dict_key below): deeper keys could cost time exponential in their depth.
   auto scalar_keys = [&](size_t first) {
-    for (size_t i = first; i < stack.size(); i += 2)
-      if (values[stack[i]].nesting > 0) fail("a dict key that is a container");
+    for (size_t i = first; i < stack.size(); i += 2) {
+      const Slot& key = values[stack[i]];
+      if (key.nesting > 1 || (key.nesting == 1 && !key.value.isTuple())) fail("a dict key that is a container");
+    }
   };
   // APPEND(S), SETITEM(S), BUILD: the top n values go into the container at stack[at].
   auto add_to = [&](size_t at, size_t n) {
@@ -134,10 +136,30 @@ c10::IValue unpickle(const uint8_t* data, size_t size, const StorageLookup& stor
     target.nesting = std::max(target.nesting, deepest + 1);
     return elements;
   };
+  // LibTorch's dicts cannot hash a tuple: a tuple key becomes its Python repr, its strings (globals
+  // such as torch.float32) unquoted: "(torch.bfloat16, torch.float32)".
+  auto dict_key = [&](const c10::IValue& key) -> c10::IValue {
+    if (!key.isTuple()) return key;
+    std::string repr = "(";
+    for (const auto& e : key.toTupleRef().elements()) {
+      if (repr.size() > 1) repr += ", ";
+      if (e.isString())
+        repr += e.toStringRef();
+      else if (e.isInt())
+        repr += std::to_string(e.toInt());
+      else if (e.isBool())
+        repr += e.toBool() ? "True" : "False";
+      else if (e.isNone())
+        repr += "None";
+      else
+        fail("a dict key holding a ", e.tagKind());
+    }
+    return repr + (key.toTupleRef().elements().size() == 1 ? ",)" : ")");
+  };
   auto into_dict = [&](Slot& target, const std::vector<c10::IValue>& kv) {
     if (!target.value.isGenericDict()) fail("SETITEMS into a ", target.value.tagKind(), ", not a dict");
     auto d = target.value.toGenericDict();
-    for (size_t i = 0; i + 1 < kv.size(); i += 2) d.insert_or_assign(kv[i], kv[i + 1]);
+    for (size_t i = 0; i + 1 < kv.size(); i += 2) d.insert_or_assign(dict_key(kv[i]), kv[i + 1]);
   };
   auto int_list = [&](const c10::IValue& v, const char* what) {
     if (!v.isTuple()) fail("a tensor's ", what, " is a ", v.tagKind(), ", not a tuple");
