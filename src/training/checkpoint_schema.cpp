@@ -2,6 +2,7 @@
 // files' key order, so the same state always gives the same bytes.
 #include "megatron/training/checkpoint_schema.h"
 
+#include <ATen/ops/full.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <array>
+#include <cstdint>
 
 #include "megatron/tensor_parallel/domino.h"
 #include "megatron/transformer/transformer_config.h"
