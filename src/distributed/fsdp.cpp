@@ -64,6 +64,7 @@ struct FsdpUnits::State {
   // ZeRO-2 under --overlap-param-gather: the updated shards into the unit's (whole) parameters,
   // waited for by its forward's gather().
   void launch_param_sync(Unit& u) {
+    TORCH_CHECK(u.gathering.empty(), "[fsdp] a unit's parameter gather launched while its last is in flight");
     u.sent.resize(u.shards.size());
     for (size_t r = 0; r < u.shards.size(); ++r) u.gathering.push_back(u.shards[r]->all_gather_params_async(u.sent[r]));
   }

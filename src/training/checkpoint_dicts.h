@@ -57,6 +57,9 @@ struct ModelDictParam {
   std::string local;  // within the chunk
 };
 std::vector<ModelDictParam> model_dict_params(const GenericDict& d, const std::string& file);
+// The learning rates of Megatron-LM's groups (a list of its param_groups) into o.lr and, for the
+// --decoupled-lr group, o.decoupled_lr.
+void read_group_lrs(const c10::IValue& groups, RankCheckpoint::OptimizerState& o, const std::string& file);
 // grad_scaler (Megatron-LM's DynamicGradScaler state; its scale a tensor, ours once a float).
 RankCheckpoint::GradScalerState read_grad_scaler(const GenericDict& s, const std::string& file);
 // Megatron-LM's own (non-distributed) optimizer state, mapped onto the parameters by name.

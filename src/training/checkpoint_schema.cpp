@@ -172,6 +172,10 @@ RankCheckpoint::OptimizerState read_optimizer(const GenericDict& d, const std::s
   } else {
     o.param_state = param_state_from(get(opt, "param_state", file), file + " optimizer state");
   }
+  // The learning rates, from Megatron-LM's groups written beside ours (none in older files).
+  if (auto g = opt.find("param_groups"); g != opt.end()) detail::read_group_lrs(g->value(), o, file);
+  if (auto inner = opt.find("optimizer"); inner != opt.end() && inner->value().isGenericDict())
+    detail::read_group_lrs(get(inner->value().toGenericDict(), "param_groups", file), o, file);
   if (auto s = opt.find("grad_scaler"); s != opt.end() && s->value().isGenericDict())
     o.grad_scaler = detail::read_grad_scaler(s->value().toGenericDict(), file);
   o.scheduler = detail::read_scheduler(d, file);

@@ -69,16 +69,13 @@ RankCheckpoint::OptimizerState read_megatron_lm_distrib_optim(const GenericDict&
   TORCH_CHECK(groups.isList() && !groups.toListRef().empty(), "[checkpointing] ", file,
               ": the optimizer's 'param_groups' is not a list of groups");
   RankCheckpoint::OptimizerState o;
+  read_group_lrs(groups, o, file);
   std::optional<double> step;
-  for (const auto& g : groups.toListRef()) {
-    TORCH_CHECK(g.isGenericDict(), "[checkpointing] ", file, ": an optimizer parameter group is not a dict");
-    const auto gd = g.toGenericDict();
-    const auto* d_cfg = find(gd, "default_config");
-    if (gd.contains("lr"))
-      (d_cfg && d_cfg->isBool() && !d_cfg->toBool() ? o.decoupled_lr : o.lr) = get_double(gd, "lr", file);
-    if (const auto* s = find(gd, "step"); s && !step)
+  for (const auto& g : groups.toListRef())
+    if (const auto* s = find(g.toGenericDict(), "step"); s && !step)
       step = s->isTensor() ? s->toTensor().item<double>() : s->toScalar().toDouble();
-  }
+  TORCH_CHECK(step, "[checkpointing] ", file,
+              ": the distributed optimizer's groups have no step (saved before its first?)", way_out);
   if (const auto* s = find(top, "grad_scaler"); s && s->isGenericDict() && s->toGenericDict().contains("scale"))
     o.grad_scaler = read_grad_scaler(s->toGenericDict(), file);
   o.scheduler = read_scheduler(d, file);
@@ -156,7 +153,7 @@ RankCheckpoint::OptimizerState read_megatron_lm_distrib_optim(const GenericDict&
         else if (p.tensor.scalar_type() != at::kFloat)
           ps["main_param"] = value;
       }
-      if (step) ps["step"] = at::scalar_tensor(*step, at::kFloat);
+      ps["step"] = at::scalar_tensor(*step, at::kFloat);
     }
   }
   return o;

@@ -144,9 +144,8 @@ RankCheckpoint::OptimizerState read_megatron_lm_optimizer(const GenericDict& d, 
     TORCH_CHECK(next_master == group_masters.size(), "[checkpointing] ", file, ": fp32_from_fp16_params holds ",
                 group_masters.size(), " copies for optimizer parameter group ", k, ", which has ", next_master,
                 " 16-bit parameters");
-    if (groups[k].contains("lr"))
-      (kinds[k] == GroupKind::kDecoupled ? o.decoupled_lr : o.lr) = get_double(groups[k], "lr", file);
   }
+  read_group_lrs(saved_groups, o, file);
   TORCH_CHECK(mapped == params.size(), "[checkpointing] ", file, ": the optimizer's parameter groups hold ", mapped,
               " of the model's ", params.size(), " parameters");
   if (nested && top.contains("grad_scaler") && top.at("grad_scaler").isGenericDict() &&
@@ -174,6 +173,16 @@ std::vector<ModelDictParam> model_dict_params(const GenericDict& d, const std::s
     }
   }
   return out;
+}
+
+void read_group_lrs(const c10::IValue& groups, RankCheckpoint::OptimizerState& o, const std::string& file) {
+  if (!groups.isList()) return;
+  for (const auto& g : groups.toListRef()) {
+    TORCH_CHECK(g.isGenericDict(), "[checkpointing] ", file, ": an optimizer parameter group is not a dict");
+    const auto gd = g.toGenericDict();
+    if (gd.contains("lr"))
+      (kind_of_group(gd) == GroupKind::kDecoupled ? o.decoupled_lr : o.lr) = get_double(gd, "lr", file);
+  }
 }
 
 RankCheckpoint::GradScalerState read_grad_scaler(const GenericDict& s, const std::string& file) {
@@ -208,13 +217,14 @@ void add_megatron_lm_optimizer(GenericDict& opt, const GenericDict& main, const 
     for (const ModelParam& p : params) {
       if (p.kind != kind) continue;
       const auto it = o.param_state.find(p.name);
+      if (it == o.param_state.end()) continue;  // not the optimizer's: frozen, or a buffer
       const bool half = p.tensor.scalar_type() == at::kBFloat16 || p.tensor.scalar_type() == at::kHalf;
       if (half) {
-        TORCH_CHECK(it != o.param_state.end() && it->second.count("main_param"), "[checkpointing] ", file,
+        TORCH_CHECK(it->second.count("main_param"), "[checkpointing] ", file,
                     ": the optimizer state has no fp32 main copy of the 16-bit parameter ", p.name);
         group_masters.push_back(it->second.at("main_param"));
       }
-      if (it != o.param_state.end() && !it->second.empty()) {
+      if (!it->second.empty()) {
         auto s = new_dict();
         if (auto st = it->second.find("step"); st != it->second.end()) {
           // torch's AdamW adds to each parameter's step in place: one tensor each.

@@ -2,6 +2,7 @@
 and loss_func in Python) gives the C++ program's losses, alone, under mpirun on 2 ranks and in a
 torchrun-style environment; the library's callbacks stand in for any not given; exceptions raised
 in callbacks come out of pretrain() unchanged."""
+import argparse
 import json
 import os
 import subprocess
@@ -244,3 +245,27 @@ def test_a_failing_rank_ends_the_mpirun_job_with_its_message(tmp_path):
                           command_line(tiny(tmp_path)), capture_output=True, text=True, env=ENV, timeout=120)
     assert proc.returncode != 0
     assert "pretrain_gpt.py: [rank 1] ValueError: rank 1 gives up" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_frozen_parameter_is_in_the_model_but_not_the_optimizer_state(tmp_path):
+    """A parameter the optimizer leaves out (frozen here: the position embeddings) is saved with the
+    model and in neither layout of the optimizer state, under --bf16 (Megatron-LM's layout keeps
+    fp32 master copies of the 16-bit parameters it updates only), and the run resumes."""
+    flags = tiny(tmp_path, iters=2, eval_iters=0, bf16=True, save=str(tmp_path / "ck"), save_interval=2)
+    frozen = "embedding.position_embeddings.weight"
+
+    def model_builder(ctx, pre_process, post_process):
+        model = megatron_cpp.GPTModel(megatron_cpp.core_transformer_config_from_args(ctx), 128, 16, seed=ctx.args.seed)
+        dict(model.named_parameters())[frozen].requires_grad_(False)
+        return model
+
+    megatron_cpp.pretrain(flags, model_builder=model_builder)
+    torch.serialization.add_safe_globals([argparse.Namespace])
+    main = torch.load(tmp_path / "ck" / "iter_0000002" / "mp_rank_00" / "model_optim_rng.pt", weights_only=True)
+    state = main["optimizer"]["param_state"]
+    assert frozen in main["model"] and frozen not in state
+    assert sum(len(group["params"]) for group in main["optimizer"]["optimizer"]["param_groups"]) == len(state)
+    assert sum(map(len, main["optimizer"]["fp32_from_fp16_params"])) == len(state)
+    again = {k: v for k, v in flags.items() if k not in ("save", "save_interval")}
+    resumed = megatron_cpp.pretrain(dict(again, train_iters=3, load=str(tmp_path / "ck")), model_builder=model_builder)
+    assert [r.iteration for r in resumed.iterations] == [3]
