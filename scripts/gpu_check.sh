@@ -4,7 +4,7 @@
 #   here:  bash scripts/gpu_check.sh build                    # build-gpu/bin/{pretrain_gpt,gpu_test} (ccache: minutes)
 #   there: bash scripts/gpu_check.sh all                      # carry build-gpu/bin build-gpu/lib
 #          third_party/gpu-deps/onig third_party/gpu-deps/utf8proc (docs/gpu.md)
-#   bash scripts/gpu_check.sh measure [OUT]      # GPU tests, SDPA backend, GPT-2 124M bench, a 3-step trace
+#   bash scripts/gpu_check.sh measure [OUT]      # GPU tests, SDPA backend, GPT-2 124M bench (and --domino), a 3-step trace
 #   bash scripts/gpu_check.sh bench-1.3b [OUT]   # GPT 1.3B against PyTorch eager and torch.compile
 #   bash scripts/gpu_check.sh all [OUT]          # measure and bench-1.3b (about 3 minutes on an H200)
 # The build also works on the GPU machine itself (torch's wheel, nvcc, CMake, Ninja), only slower.
@@ -15,7 +15,8 @@ cd "$(dirname "$0")/.."
 step="${1:-all}"
 out="${2:-${OUT:-}}"
 out="${out:-gpu_check-out}"
-python="${PYTHON:-python3}"
+# The build here uses the project's venv (its torch is the cu130 wheel); the GPU machine's python3 has torch.
+python="${PYTHON:-$( [[ $step == build && -x .venv/bin/python ]] && echo "$PWD/.venv/bin/python" || echo python3)}"
 build="${BUILD_DIR:-build-gpu}"
 export MEGATRON_BUILD_DIR="$PWD/$build" MKL_DYNAMIC=FALSE
 mkdir -p "$out"
@@ -63,7 +64,9 @@ q = torch.randn(16, 12, 1024, 64, device="cuda", dtype=torch.bfloat16)
 print("SDPA backend (GPT-2 124M, bf16, causal):", SDPBackend(torch._fused_sdp_choice(q, q, q, is_causal=True)).name)
 EOF
   note "- $(tail -1 "$out/sdpa.txt")"
-  "$python" tools/bench/gpt_train_bench.py --model gpt2-124m --rounds 2 --kernels 12 >"$out/bench_gpt2-124m.txt" 2>&1 ||
+  # --domino at TP 1 is Domino's own cost: half-batch GEMMs and no communication to hide.
+  "$python" tools/bench/gpt_train_bench.py --model gpt2-124m --rounds 2 --kernels 12 --variant=--domino \
+    >"$out/bench_gpt2-124m.txt" 2>&1 ||
     note "- gpt2-124m bench FAILED (see bench_gpt2-124m.txt)"
   { echo '```'; cat "$out/bench_gpt2-124m.txt"; echo '```'; } >>"$summary"
   # Three iterations of GPT-2 124M under the profiler: where the time goes.

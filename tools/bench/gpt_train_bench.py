@@ -74,9 +74,9 @@ def flops_per_token(c: dict, vocab: int) -> float:
 
 
 def cpp_ms_per_iteration(binary: Path, c: dict, a: argparse.Namespace,
-                         trace: Path | None = None) -> tuple[float, float | None]:
+                         trace: Path | None = None, extra: list[str] | None = None) -> tuple[float, float | None]:
     """ms per iteration of the second half, and the peak allocated MB that pretrain_gpt reports on CUDA.
-    With trace, the last two iterations' Kineto trace is copied there."""
+    With trace, the last two iterations' Kineto trace is copied there; extra flags go last."""
     with tempfile.TemporaryDirectory() as tmp:
         metrics = Path(tmp) / "metrics.jsonl"
         cmd = [str(binary), "--num-layers", str(c["num-layers"]), "--hidden-size", str(c["hidden-size"]),
@@ -94,6 +94,7 @@ def cpp_ms_per_iteration(binary: Path, c: dict, a: argparse.Namespace,
         if trace is not None:
             cmd += ["--profile", "--use-pytorch-profiler", "--profile-step-start", str(a.iters - 2),
                     "--profile-step-end", str(a.iters), "--tensorboard-dir", str(Path(tmp) / "tb")]
+        cmd += extra or []
         env = dict(os.environ, LOCAL_RANK="0")
         if a.device.startswith("cuda"):  # this process's cached blocks would crowd pretrain_gpt out
             gc.collect()
@@ -227,6 +228,9 @@ def main() -> None:
     ap.add_argument("--peak-tflops", type=float, help="for MFU (default: from the GPU's name)")
     ap.add_argument("--kernels", type=int, metavar="N",
                     help="profile each side once more and print GPU time by kind and its N longest kernels (CUDA)")
+    ap.add_argument("--variant", action="append", default=[], metavar="FLAGS",
+                    help="also time pretrain_gpt with these flags added, e.g. --variant=--domino (repeatable); "
+                         "its ratio is its ms/iter over plain pretrain_gpt's: the flags' cost")
     ap.add_argument("--binary", default=default_binary(),
                     help="default: $MEGATRON_BUILD_DIR/bin, else build-gpu/bin, else build/bin")
     a = ap.parse_args()
@@ -245,17 +249,20 @@ def main() -> None:
         name = torch.cuda.get_device_name()
         peak = next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
 
-    sides = {"pretrain_gpt": [], "PyTorch eager": []}
+    # Each side's timing; with trace, its last two iterations' Kineto trace goes there.
+    measures = {"pretrain_gpt": lambda trace=None: cpp_ms_per_iteration(Path(a.binary), c, a, trace)}
+    for flags in a.variant:  # f bound per variant, not to the loop's last value
+        measures[f"pretrain_gpt {flags}"] = (
+            lambda trace=None, f=flags.split(): cpp_ms_per_iteration(Path(a.binary), c, a, trace, extra=f))
+    measures["PyTorch eager"] = lambda trace=None: python_ms_per_iteration(c, a, compiled=False, trace=trace)
     if a.compile:
-        sides["PyTorch compile"] = []
+        measures["PyTorch compile"] = lambda trace=None: python_ms_per_iteration(c, a, compiled=True, trace=trace)
+    sides = {name: [] for name in measures}
     peaks = {}
     for _ in range(a.rounds):
-        for name, measure in (("pretrain_gpt", lambda: cpp_ms_per_iteration(Path(a.binary), c, a)),
-                              ("PyTorch eager", lambda: python_ms_per_iteration(c, a, compiled=False)),
-                              ("PyTorch compile", lambda: python_ms_per_iteration(c, a, compiled=True))):
-            if name in sides:
-                ms, peaks[name] = measure()
-                sides[name].append(ms)
+        for name, measure in measures.items():
+            ms, peaks[name] = measure()
+            sides[name].append(ms)
 
     tokens = a.global_batch_size * c["seq-length"]
     fpt = flops_per_token(c, a.vocab)
@@ -264,7 +271,8 @@ def main() -> None:
           f"micro-batch {a.micro_batch_size}, global batch {a.global_batch_size}, vocab {a.vocab}, {a.dtype}"
           f"{', tf32' if a.tf32 else ''}; {device_name}; {fpt / 1e9:.2f} GFLOP/token (PaLM)"
           + (f"; MFU against {peak:.0f} TFLOP/s" if peak else ""))
-    print(f"{'':18} {'ms/iter':>9} {'tokens/s':>11} {'TFLOP/s':>8} {'MFU':>6} {'peak MB':>9} {'pretrain_gpt / this':>20}")
+    width = max(18, *(len(name) for name in sides))
+    print(f"{'':{width}} {'ms/iter':>9} {'tokens/s':>11} {'TFLOP/s':>8} {'MFU':>6} {'peak MB':>9} {'pretrain_gpt / this':>20}")
     ours = tokens / min(sides["pretrain_gpt"]) * 1000
     for name, times in sides.items():
         best = min(times)
@@ -272,17 +280,15 @@ def main() -> None:
         tflops = tok_s * fpt / 1e12
         mfu = f"{100 * tflops / peak:5.1f}%" if peak else "     -"
         memory = f"{peaks[name]:9.0f}" if peaks.get(name) is not None else "        -"
-        print(f"{name:18} {best:9.1f} {tok_s:11.0f} {tflops:8.2f} {mfu:>6} {memory} {ours / tok_s:20.3f}")
+        print(f"{name:{width}} {best:9.1f} {tok_s:11.0f} {tflops:8.2f} {mfu:>6} {memory} {ours / tok_s:20.3f}")
 
     if a.kernels:
         if not cuda:
             sys.exit("gpt_train_bench: --kernels needs a CUDA device")
         with tempfile.TemporaryDirectory() as tmp:
-            traces = {name: Path(tmp) / f"side{i}.json" for i, name in enumerate(sides)}
-            cpp_ms_per_iteration(Path(a.binary), c, a, traces["pretrain_gpt"])
-            python_ms_per_iteration(c, a, compiled=False, trace=traces["PyTorch eager"])
-            if a.compile:
-                python_ms_per_iteration(c, a, compiled=True, trace=traces["PyTorch compile"])
+            traces = {name: Path(tmp) / f"side{i}.json" for i, name in enumerate(measures)}
+            for name, measure in measures.items():
+                measure(traces[name])
             print_kernels(traces, a.kernels)
 
 
