@@ -28,6 +28,8 @@ build() {
   [[ -d third_party/gpu-deps ]] || bash scripts/pack_gpu_deps.sh
   CMAKE_ARGS="-DMEGATRON_WITH_PYTHON=OFF ${CMAKE_ARGS:-}" PYTHON="$python" BUILD_DIR="$build" \
     BUILD_TARGETS="pretrain_gpt gpu_test" bash scripts/build_gpu.sh
+  # The commit the binaries come from: the GPU machine's copy of the tree may not know it.
+  git describe --always --dirty >"$build/bin/COMMIT"
 }
 
 # The binaries find LibTorch, NCCL and the bundled libraries through their RUNPATH where they were
@@ -45,7 +47,7 @@ libraries() {
 
 measure() {
   [[ -x "$build/bin/pretrain_gpt" ]] || { echo "gpu_check: run 'gpu_check.sh build' first" >&2; exit 1; }
-  note "## $(date -u +%F) $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  note "## $(date -u +%F), binaries of $(cat "$build/bin/COMMIT" 2>/dev/null || echo 'an unrecorded commit')"
   note "- device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo unknown)"
   note "- torch: $("$python" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')"
   # The GPU tests: fused optimizer and cross entropy against the CPU, 20 iterations of pretrain()

@@ -201,10 +201,11 @@ def print_kernels(traces: dict, top_n: int) -> None:
     summaries = {side: kernel_summary(path, 2) for side, path in traces.items()}
     kinds = [k for k, _ in KERNEL_KINDS] + ["other"]
     print("\nGPU ms per iteration by kind of kernel (last two iterations, PyTorch profiler):")
-    print(f"{'':15}" + "".join(f"{side:>18}" for side in summaries))
+    width = max(18, *(len(side) + 2 for side in summaries))
+    print(f"{'':15}" + "".join(f"{side:>{width}}" for side in summaries))
     for kind in kinds + ["total"]:
         row = [sum(s[0].values()) if kind == "total" else s[0].get(kind, 0.0) for s in summaries.values()]
-        print(f"{kind:15}" + "".join(f"{ms:18.2f}" for ms in row))
+        print(f"{kind:15}" + "".join(f"{ms:{width}.2f}" for ms in row))
     for side, (_, top) in summaries.items():
         print(f"\n{side}: the {top_n} longest kernels (ms per iteration, launches per iteration)")
         for ms, n, name in top[:top_n]:
