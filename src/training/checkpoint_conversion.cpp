@@ -236,7 +236,7 @@ void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp
           if (f.optim.empty()) continue;
           auto it = f.optim.find(source_name(global));
           TORCH_CHECK(it != f.optim.end(), "[convert_checkpoint] the optimizer state has no ", source_name(global));
-          TensorMap& s = param_state[chunks_of(a) > 1 ? "model" + std::to_string(v) + "." + local : local];
+          TensorMap& s = param_state[model_chunk_prefix(v, chunks_of(a)) + local];
           for (const auto& [kind, value] : it->second) s[kind] = shard(global, value, t);
         }
         c.model.push_back(std::move(model));

@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,8 +61,13 @@ std::vector<ModelDictParam> model_dict_params(const GenericDict& d, const std::s
 // The learning rates of Megatron-LM's groups (a list of its param_groups) into o.lr and, for the
 // --decoupled-lr group, o.decoupled_lr.
 void read_group_lrs(const c10::IValue& groups, RankCheckpoint::OptimizerState& o, const std::string& file);
-// grad_scaler (Megatron-LM's DynamicGradScaler state; its scale a tensor, ours once a float).
-RankCheckpoint::GradScalerState read_grad_scaler(const GenericDict& s, const std::string& file);
+// The model chunks' keys a checkpoint dict holds, in chunk order (model_chunk_key).
+std::vector<std::string> model_chunk_keys(const GenericDict& d);
+// An optimizer dict's grad_scaler (Megatron-LM's DynamicGradScaler state; its scale a tensor,
+// ours once a float); none without one, or for a constant scaler, which keeps no state.
+std::optional<RankCheckpoint::GradScalerState> read_grad_scaler(const GenericDict& optimizer, const std::string& file);
+// A saved optimizer step, a tensor or a number; none for anything else.
+std::optional<double> step_value(const c10::IValue& v);
 // Megatron-LM's own (non-distributed) optimizer state, mapped onto the parameters by name.
 RankCheckpoint::OptimizerState read_megatron_lm_optimizer(const GenericDict& d, const std::string& file);
 // Its distributed optimizer's: the groups in `file` (model_optim_rng.pt), the state in the

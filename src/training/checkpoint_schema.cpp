@@ -108,10 +108,6 @@ std::map<std::string, TensorMap> param_state_from(const c10::IValue& v, const st
   return out;
 }
 
-std::string model_key(size_t chunk, size_t chunks) {
-  return chunks > 1 ? "model" + std::to_string(chunk) : "model";
-}
-
 // Ours (param_state by name, which reshards by renaming) and, without the distributed
 // optimizer, Megatron-LM's beside it over the same tensors (detail::add_megatron_lm_optimizer).
 GenericDict optimizer_dict(const RankCheckpoint::OptimizerState& o, const GenericDict& main, const Arguments& args,
@@ -176,8 +172,7 @@ RankCheckpoint::OptimizerState read_optimizer(const GenericDict& d, const std::s
   if (auto g = opt.find("param_groups"); g != opt.end()) detail::read_group_lrs(g->value(), o, file);
   if (auto inner = opt.find("optimizer"); inner != opt.end() && inner->value().isGenericDict())
     detail::read_group_lrs(get(inner->value().toGenericDict(), "param_groups", file), o, file);
-  if (auto s = opt.find("grad_scaler"); s != opt.end() && s->value().isGenericDict())
-    o.grad_scaler = detail::read_grad_scaler(s->value().toGenericDict(), file);
+  o.grad_scaler = detail::read_grad_scaler(opt, file);
   o.scheduler = detail::read_scheduler(d, file);
   return o;
 }
@@ -243,7 +238,7 @@ std::map<std::string, c10::IValue> RankCheckpoint::to_files() const {
   d.insert("args", detail::saved_args_namespace(std::move(saved_args), args));
   d.insert("checkpoint_version", kCheckpointVersion);
   d.insert("iteration", iteration);
-  for (size_t v = 0; v < model.size(); ++v) d.insert(model_key(v, model.size()), model_dict(model[v]));
+  for (size_t v = 0; v < model.size(); ++v) d.insert(model_chunk_key(v, model.size()), model_dict(model[v]));
   if (optimizer) {
     d.insert("optimizer", optimizer_dict(*optimizer, d, args, files));
     d.insert("opt_param_scheduler", scheduler_dict(optimizer->scheduler));
@@ -273,13 +268,8 @@ RankCheckpoint RankCheckpoint::read(const std::string& rank_dir, bool read_optim
   c.iteration = get_int(d, "iteration", file);
   if (auto it = d.find("checkpoint_version"); it != d.end() && (it->value().isDouble() || it->value().isInt()))
     c.checkpoint_version = it->value().isDouble() ? it->value().toDouble() : static_cast<double>(it->value().toInt());
-  if (d.contains("model")) {
-    c.model.push_back(local_layer_names(d.at("model"), file + " 'model'"));
-  } else {
-    for (size_t v = 0; d.contains("model" + std::to_string(v)); ++v)
-      c.model.push_back(
-          local_layer_names(d.at("model" + std::to_string(v)), file + " 'model" + std::to_string(v) + "'"));
-  }
+  for (const std::string& key : detail::model_chunk_keys(d))
+    c.model.push_back(local_layer_names(d.at(key), file + " '" + key + "'"));
   TORCH_CHECK(!c.model.empty(), "[checkpointing] ", file, " has no 'model' entry");
   if (d.contains("optimizer") && d.at("optimizer").isList())  // Megatron-LM's ChainedOptimizer of several
     c.optimizer_unread = "[checkpointing] " + file + " holds " + std::to_string(d.at("optimizer").toListRef().size()) +

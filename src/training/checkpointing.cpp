@@ -286,8 +286,8 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
     try {
       load_module_state(*model[v], ck.model[v]);
     } catch (const c10::Error& e) {
-      const std::string key = model.size() > 1 ? "model" + std::to_string(v) : "model";
-      TORCH_CHECK(false, "[checkpointing] ", file, " '", key, "': ", e.what_without_backtrace());
+      TORCH_CHECK(false, "[checkpointing] ", file, " '", model_chunk_key(v, model.size()),
+                  "': ", e.what_without_backtrace());
     }
   }
   if (args.finetune || release) {

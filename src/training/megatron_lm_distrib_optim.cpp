@@ -72,12 +72,10 @@ RankCheckpoint::OptimizerState read_megatron_lm_distrib_optim(const GenericDict&
   read_group_lrs(groups, o, file);
   std::optional<double> step;
   for (const auto& g : groups.toListRef())
-    if (const auto* s = find(g.toGenericDict(), "step"); s && !step)
-      step = s->isTensor() ? s->toTensor().item<double>() : s->toScalar().toDouble();
+    if (const auto* s = find(g.toGenericDict(), "step"); s && !step) step = step_value(*s);
   TORCH_CHECK(step, "[checkpointing] ", file,
               ": the distributed optimizer's groups have no step (saved before its first?)", way_out);
-  if (const auto* s = find(top, "grad_scaler"); s && s->isGenericDict() && s->toGenericDict().contains("scale"))
-    o.grad_scaler = read_grad_scaler(s->toGenericDict(), file);
+  o.grad_scaler = read_grad_scaler(top, file);
   o.scheduler = read_scheduler(d, file);
 
   // Its bucket size (megatron/training: resolve_ddp_bucket_size and the per-chunk rule).

@@ -118,18 +118,13 @@ RankCheckpoint::OptimizerState read_megatron_lm_optimizer(const GenericDict& d, 
         for (const auto& e : it->value().toGenericDict()) {
           const std::string key = e.key().toStringRef();
           if (key == "step") {
-            const auto& v = e.value();
-            mine["step"] = v.isTensor() ? v.toTensor().to(at::kFloat).reshape({})
-                                        : at::scalar_tensor(v.toScalar().toDouble(), at::kFloat);
+            if (const auto step = step_value(e.value())) mine["step"] = at::scalar_tensor(*step, at::kFloat);
           } else if (e.value().isTensor()) {
             mine[key] = e.value().toTensor();
           }
         }
-        if (!mine.count("step") && group_step != groups[k].end()) {
-          const auto& v = group_step->value();
-          if (v.isTensor()) mine["step"] = v.toTensor().to(at::kFloat).reshape({});
-          if (v.isInt() || v.isDouble()) mine["step"] = at::scalar_tensor(v.toScalar().toDouble(), at::kFloat);
-        }
+        if (!mine.count("step") && group_step != groups[k].end())
+          if (const auto step = step_value(group_step->value())) mine["step"] = at::scalar_tensor(*step, at::kFloat);
       }
       if (p.tensor.scalar_type() == at::kBFloat16 || p.tensor.scalar_type() == at::kHalf) {
         TORCH_CHECK(next_master < group_masters.size(), "[checkpointing] ", file,
@@ -148,28 +143,27 @@ RankCheckpoint::OptimizerState read_megatron_lm_optimizer(const GenericDict& d, 
   read_group_lrs(saved_groups, o, file);
   TORCH_CHECK(mapped == params.size(), "[checkpointing] ", file, ": the optimizer's parameter groups hold ", mapped,
               " of the model's ", params.size(), " parameters");
-  if (nested && top.contains("grad_scaler") && top.at("grad_scaler").isGenericDict() &&
-      top.at("grad_scaler").toGenericDict().contains("scale"))
-    o.grad_scaler = read_grad_scaler(top.at("grad_scaler").toGenericDict(), file);
+  if (nested) o.grad_scaler = read_grad_scaler(top, file);
   o.scheduler = read_scheduler(d, file);
   return o;
 }
 
+std::vector<std::string> model_chunk_keys(const GenericDict& d) {
+  if (d.contains(model_chunk_key(0, 1))) return {model_chunk_key(0, 1)};
+  std::vector<std::string> keys;  // numbered: any chunk count above one names them alike
+  while (d.contains(model_chunk_key(keys.size(), 2))) keys.push_back(model_chunk_key(keys.size(), 2));
+  return keys;
+}
+
 std::vector<ModelDictParam> model_dict_params(const GenericDict& d, const std::string& file) {
-  std::vector<std::pair<std::string, std::string>> chunks;  // (key, prefix)
-  if (d.contains("model")) {
-    chunks.emplace_back("model", "");
-  } else {
-    for (size_t v = 0; d.contains("model" + std::to_string(v)); ++v)
-      chunks.emplace_back("model" + std::to_string(v), "model" + std::to_string(v) + ".");
-  }
+  const std::vector<std::string> keys = model_chunk_keys(d);
   std::vector<ModelDictParam> out;
-  for (size_t c = 0; c < chunks.size(); ++c) {
-    for (const auto& e : get_dict(d, chunks[c].first.c_str(), file)) {
+  for (size_t c = 0; c < keys.size(); ++c) {
+    for (const auto& e : get_dict(d, keys[c].c_str(), file)) {
       if (!e.key().isString() || !e.value().isTensor()) continue;
       std::string local = local_layer_name(e.key().toStringRef());
       if (local.empty()) continue;
-      out.push_back({chunks[c].second + local, e.value().toTensor(), c, local});
+      out.push_back({model_chunk_prefix(c, keys.size()) + local, e.value().toTensor(), c, local});
     }
   }
   return out;
@@ -185,10 +179,22 @@ void read_group_lrs(const c10::IValue& groups, RankCheckpoint::OptimizerState& o
   }
 }
 
-RankCheckpoint::GradScalerState read_grad_scaler(const GenericDict& s, const std::string& file) {
-  const auto& scale = get(s, "scale", file);
-  return {scale.isTensor() ? scale.toTensor().item<double>() : get_double(s, "scale", file),
-          get_int(s, "growth_tracker", file), get_int(s, "hysteresis_tracker", file)};
+std::optional<RankCheckpoint::GradScalerState> read_grad_scaler(const GenericDict& optimizer, const std::string& file) {
+  const auto it = optimizer.find("grad_scaler");
+  if (it == optimizer.end() || !it->value().isGenericDict() || !it->value().toGenericDict().contains("scale"))
+    return std::nullopt;
+  const GenericDict s = it->value().toGenericDict();
+  const auto scale = step_value(s.at("scale"));
+  TORCH_CHECK(scale, "[checkpointing] ", file, ": the grad_scaler's scale is a ", s.at("scale").tagKind(),
+              ", expected a tensor or a float");
+  return RankCheckpoint::GradScalerState{*scale, get_int(s, "growth_tracker", file),
+                                         get_int(s, "hysteresis_tracker", file)};
+}
+
+std::optional<double> step_value(const c10::IValue& v) {
+  if (v.isTensor() && v.toTensor().numel() == 1) return v.toTensor().item<double>();
+  if (v.isInt() || v.isDouble()) return v.toScalar().toDouble();
+  return std::nullopt;
 }
 
 // Written so that its FP32Optimizer / Float16OptimizerWithFloat16Params.load_state_dict resumes
@@ -213,25 +219,36 @@ void add_megatron_lm_optimizer(GenericDict& opt, const GenericDict& main, const 
   for (const GroupKind kind : kinds) {
     auto indices = c10::impl::GenericList(c10::AnyType::get());  // typed lists pickle as torch.jit builders
     auto group_masters = c10::impl::GenericList(c10::AnyType::get());
-    std::optional<int64_t> step;
+    std::vector<std::pair<const ModelParam*, const RankCheckpoint::TensorMap*>> members;
+    std::vector<at::Tensor> device_steps;
     for (const ModelParam& p : params) {
-      if (p.kind != kind) continue;
       const auto it = o.param_state.find(p.name);
-      if (it == o.param_state.end()) continue;  // not the optimizer's: frozen, or a buffer
+      if (p.kind != kind || it == o.param_state.end()) continue;  // not the optimizer's: frozen, or a buffer
+      members.emplace_back(&p, &it->second);
+      if (auto st = it->second.find("step"); st != it->second.end()) device_steps.push_back(st->second.reshape({}));
+    }
+    // The group's steps read back at once: one device sync per group, not per parameter.
+    const at::Tensor steps = device_steps.empty() ? at::Tensor() : at::stack(device_steps).to(at::kCPU, at::kFloat);
+    std::optional<int64_t> step;
+    size_t next_step = 0;
+    for (const auto& [param, param_state] : members) {
+      const ModelParam& p = *param;
+      const RankCheckpoint::TensorMap& mine = *param_state;
       const bool half = p.tensor.scalar_type() == at::kBFloat16 || p.tensor.scalar_type() == at::kHalf;
       if (half) {
-        TORCH_CHECK(it->second.count("main_param"), "[checkpointing] ", file,
+        TORCH_CHECK(mine.count("main_param"), "[checkpointing] ", file,
                     ": the optimizer state has no fp32 main copy of the 16-bit parameter ", p.name);
-        group_masters.push_back(it->second.at("main_param"));
+        group_masters.push_back(mine.at("main_param"));
       }
-      if (!it->second.empty()) {
+      if (!mine.empty()) {
         auto s = new_dict();
-        if (auto st = it->second.find("step"); st != it->second.end()) {
+        if (mine.count("step")) {
           // torch's AdamW adds to each parameter's step in place: one tensor each.
-          s.insert("step", st->second.detach().to(at::kCPU, at::kFloat).reshape({}).clone());
-          step = static_cast<int64_t>(st->second.item<double>());
+          const at::Tensor own = steps[static_cast<int64_t>(next_step++)].clone();
+          s.insert("step", own);
+          step = static_cast<int64_t>(own.item<double>());
         }
-        for (const auto& [key, t] : it->second)
+        for (const auto& [key, t] : mine)
           if (key != "step" && key != "main_param") s.insert(key, t.detach());
         state.insert(index, s);
       }

@@ -121,7 +121,7 @@ std::string gather_wait_unit(const std::string& prefix, const std::string& name,
 std::vector<optimizer::OptimizerParam> optimizer_params(const Model& model, int tp_rank) {
   std::vector<optimizer::OptimizerParam> params;
   for (size_t chunk = 0; chunk < model.size(); ++chunk) {
-    const std::string prefix = model.size() > 1 ? "model" + std::to_string(chunk) + "." : "";
+    const std::string prefix = model_chunk_prefix(chunk, model.size());
     if (auto* lm = dynamic_cast<models::common::LanguageModule*>(model[chunk].get())) {
       const bool tied_copy = lm->share_embeddings_and_output_weights() && !lm->pre_process();
       for (const auto& p : lm->sharded_parameters()) {
@@ -158,7 +158,7 @@ void attach_param_gather(const Model& model, const optimizer::MegatronOptimizer&
   for (size_t chunk = 0; chunk < model.size(); ++chunk) {
     auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(model[chunk].get());
     if (!gpt) continue;
-    const std::string prefix = model.size() > 1 ? "model" + std::to_string(chunk) + "." : "";
+    const std::string prefix = model_chunk_prefix(chunk, model.size());
     gpt->param_gather = optim.param_gather("");
     for (size_t i = 0; i < gpt->decoder->layers->size(); ++i)
       gpt->decoder->layers->ptr<transformer::TransformerLayerImpl>(i)->param_gather =

@@ -20,6 +20,15 @@ namespace megatron::training {
 
 constexpr double kCheckpointVersion = 3.0;
 
+// A model chunk's key in the file: "model", or "model0", "model1", ... with virtual pipeline
+// stages; its parameters' names in optimizer state carry the prefix "model1." (or none).
+inline std::string model_chunk_key(size_t chunk, size_t chunks) {
+  return chunks > 1 ? "model" + std::to_string(chunk) : "model";
+}
+inline std::string model_chunk_prefix(size_t chunk, size_t chunks) {
+  return chunks > 1 ? model_chunk_key(chunk, chunks) + "." : "";
+}
+
 // The table's saved settings (arguments_table.h) as a dict of plain values (None for unset
 // optionals), and back: fields absent from the dict keep their defaults; a value of the wrong
 // type throws naming it.
