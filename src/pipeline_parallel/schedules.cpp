@@ -75,6 +75,10 @@ class Steps {
       } else {
         output = loss / static_cast<double>(o_.num_microbatches);
       }
+      if (o_.after_last_loss && static_cast<int64_t>(result_.losses_reduced.size()) == o_.num_microbatches) {
+        result_.loss_finite = loss_sum_.isfinite().all();
+        o_.after_last_loss(result_);
+      }
     }
     result_.compute_ms += ms_since(start);
     return output;

@@ -34,24 +34,37 @@ class MetricsAccumulator {
   // The averages over micro-batches and data-parallel ranks, in key order, on the metrics' device,
   // followed by `extra` (a scalar, averaged likewise) when given; undefined when nothing was added.
   at::Tensor reduce(comm::ProcessGroup& dp, const at::Tensor& extra = {}) const {
+    Launched l = launch(dp, extra);
+    return finish(l);
+  }
+  // reduce() in two halves, so that its all-reduce travels while other work runs: launch() starts
+  // it (every data-parallel rank at the same point), finish() waits and gives reduce()'s values.
+  struct Launched {
+    at::Tensor values;
+    comm::WorkHandle work;
+    bool extra = false;
+    int64_t ranks = 1;  // the data-parallel size
+  };
+  Launched launch(comm::ProcessGroup& dp, const at::Tensor& extra = {}) const {
     if (sums_.empty() || count_ == 0) return {};
     const c10::Device device = sums_.begin()->second.device();
     std::vector<at::Tensor> values;
     for (const auto& [key, sum] : sums_)
       values.push_back((sum.device() == device ? sum : sum.to(device)) / (weights_.defined() ? 1.0 : count_));
+    // Weighted: the sums and the total weight summed over ranks, divided in finish().
+    if (weights_.defined()) values.push_back(weights_.to(device));
     if (extra.defined()) values.push_back(extra.to(device, at::kDouble).reshape({}));  // a bool flag
-    if (!weights_.defined()) {
-      at::Tensor out = at::stack(values);
-      dp.all_reduce(out, comm::ReduceOp::kAvg);
-      return out;
-    }
-    // Weighted: the sums and the total weight summed over ranks, then divided.
+    Launched l{at::stack(values), {}, extra.defined(), dp.size()};
+    l.work = dp.all_reduce_async(l.values, weights_.defined() ? comm::ReduceOp::kSum : comm::ReduceOp::kAvg);
+    return l;
+  }
+  at::Tensor finish(Launched& l) const {
+    if (!l.values.defined()) return {};
+    l.work->wait();
+    if (!weights_.defined()) return l.values;
     const int64_t n = static_cast<int64_t>(sums_.size());
-    values.insert(values.begin() + n, weights_.to(device));
-    at::Tensor out = at::stack(values);
-    dp.all_reduce(out, comm::ReduceOp::kSum);
-    std::vector<at::Tensor> parts = {out.narrow(0, 0, n) / out[n]};
-    if (extra.defined()) parts.push_back(out.narrow(0, n + 1, 1) / static_cast<double>(dp.size()));
+    std::vector<at::Tensor> parts = {l.values.narrow(0, 0, n) / l.values[n]};
+    if (l.extra) parts.push_back(l.values.narrow(0, n + 1, 1) / static_cast<double>(l.ranks));
     return at::cat(parts);
   }
   // reduce()'s values, read back, by key.

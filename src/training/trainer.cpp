@@ -10,6 +10,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 
 #include "megatron/distributed/finalize_model_grads.h"
 #include "megatron/logging.h"
@@ -168,16 +169,23 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   optim.start_grad_sync(options.num_microbatches);
   const double loss_scale = optim.loss_scale();
   if (loss_scale != 1.0) options.grad_scale_func = [loss_scale](const at::Tensor& loss) { return loss * loss_scale; };
+  // The losses, averaged over data-parallel ranks with a last entry, non-zero where a rank's loss
+  // was not finite (the optimizer carries that flag to every rank sharing the model). Launched as
+  // the last loss is known, so that it travels before the gradient buckets rather than after them.
+  MetricsAccumulator metrics;
+  std::optional<MetricsAccumulator::Launched> losses;
+  auto launch_losses = [&](const pipeline_parallel::ForwardBackwardResult& so_far) {
+    add_metrics(metrics, so_far);
+    const at::Tensor nonfinite = so_far.loss_finite.defined() ? at::logical_not(so_far.loss_finite) : at::Tensor();
+    losses = metrics.launch(ps_.get_data_parallel_group(), nonfinite);
+  };
+  options.after_last_loss = launch_losses;
   auto fb = forward_backward_func_(parts_.forward_step, raw(parts_.train), chunks(), options);
   timers_.stop("forward-backward");
   timers_.start("optimizer");
   RECORD_USER_SCOPE("optimizer");  // a named range in --profile traces
-  MetricsAccumulator metrics;
-  add_metrics(metrics, fb);
-  // Averaged over data-parallel ranks with a last entry, non-zero where a rank's loss was not
-  // finite; the optimizer carries that flag to every rank sharing the model.
-  at::Tensor loss_nonfinite = fb.loss_finite.defined() ? at::logical_not(fb.loss_finite) : at::Tensor();
-  at::Tensor reduced = metrics.reduce(ps_.get_data_parallel_group(), loss_nonfinite);
+  if (!losses) launch_losses(fb);  // a stage without losses launches nothing
+  at::Tensor reduced = metrics.finish(*losses);
   warn_unwaited_param_gather(optim.param_syncs_pending());
   optim.finish_grad_sync();  // as Megatron-LM's finalize_model_grads: the data-parallel average first
   distributed::finalize_model_grads(parts_.model, ps_);

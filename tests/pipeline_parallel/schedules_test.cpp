@@ -2,7 +2,8 @@
 // keeps at most (stages - its rank) micro-batches in flight under 1F1B whatever the number of
 // micro-batches, so its peak host memory does not grow with them; evaluation keeps none; the
 // interleaved schedule's bound does not grow either; bad calls are clear errors; forward_step
-// draws from any batch iterator, not only the library's. Every rank asserts.
+// draws from any batch iterator, not only the library's; after_last_loss comes before the last
+// backward. Every rank asserts.
 #define PRETRAIN_GPT_NO_MAIN
 #include "../../examples/pretrain_gpt.cpp"
 
@@ -120,6 +121,52 @@ TEST(Schedules, InterleavedBoundDoesNotGrowWithMicroBatches) {
     EXPECT_EQ(peaks[m].inflight, bound) << m << " micro-batches";
   }
   EXPECT_LE(peaks[16].bytes, peaks[8].bytes + peaks[8].bytes / 10);
+}
+
+// after_last_loss (where the train step launches the losses' data-parallel average) runs once,
+// on the last stage only, with every micro-batch's loss and the finiteness flag, before the last
+// micro-batch's backward: without pipelining, with 1F1B and interleaved.
+TEST(Schedules, AfterLastLossRunsOnceBeforeTheLastBackward) {
+  MEGATRON_REQUIRE_WORLD_SIZE(4);
+  struct Layout {
+    int stages;
+    std::optional<int> virtual_size;
+  };
+  for (const Layout& layout : {Layout{1, std::nullopt}, Layout{4, std::nullopt}, Layout{4, 2}}) {
+    SCOPED_TRACE(std::to_string(layout.stages) + " stages, " + std::to_string(layout.virtual_size.value_or(1)) +
+                 " chunks");
+    Stage s = build_stage(layout.stages, layout.virtual_size, 8);
+    constexpr int64_t kMicroBatches = 8;
+    // Backward passes through the last chunk so far: its last parameter's gradient hook.
+    int64_t backwards = 0;
+    auto last = s.chunks.back()->parameters().back();
+    last.register_hook([&](const at::Tensor& g) {
+      ++backwards;
+      return g;
+    });
+    struct Call {
+      size_t losses;
+      int64_t backwards;
+      bool finite;
+    };
+    std::vector<Call> calls;
+    auto o = options(kMicroBatches);
+    o.after_last_loss = [&](const pp::ForwardBackwardResult& r) {
+      calls.push_back({r.losses_reduced.size(), backwards, r.loss_finite.defined() && r.loss_finite.item<bool>()});
+    };
+    pp::get_forward_backward_func(s.ps)(forward_step, s.data(), s.model(), o);
+    const int rank = megatron::testing::world()->rank();
+    EXPECT_EQ(backwards, kMicroBatches) << "rank " << rank;
+    if (!s.ps.is_pipeline_last_stage()) {
+      EXPECT_TRUE(calls.empty()) << "rank " << rank;
+      continue;
+    }
+    ASSERT_EQ(calls.size(), 1u) << "rank " << rank;
+    EXPECT_EQ(calls[0].losses, static_cast<size_t>(kMicroBatches)) << "rank " << rank;
+    EXPECT_LT(calls[0].backwards, kMicroBatches) << "rank " << rank;
+    if (!layout.virtual_size) EXPECT_EQ(calls[0].backwards, kMicroBatches - 1) << "rank " << rank;
+    EXPECT_TRUE(calls[0].finite) << "rank " << rank;
+  }
 }
 
 TEST(Schedules, BadCallsAreClearErrors) {

@@ -43,6 +43,8 @@ using LossFunc = std::function<LossResult(const at::Tensor& output)>;
 using ForwardStepFunc =
     std::function<std::pair<at::Tensor, LossFunc>(datasets::BatchIterator& data_iterator, torch::nn::Module& model)>;
 
+struct ForwardBackwardResult;
+
 struct MEGATRON_API ScheduleOptions {
   int64_t num_microbatches = 1;
   // Shape of the activations between stages: [seq_length (/ TP with sequence parallelism),
@@ -63,6 +65,10 @@ struct MEGATRON_API ScheduleOptions {
   // its tokens (loss x num_tokens), not its mean over num_microbatches; the caller divides the
   // gradients by the global token count.
   bool calculate_per_token_loss = false;
+  // Called on the last stage once the last micro-batch's loss is computed, before its backward,
+  // with the result so far (losses_reduced, num_tokens and loss_finite complete): the train step
+  // launches the losses' data-parallel average there, ahead of the gradient buckets.
+  std::function<void(const ForwardBackwardResult&)> after_last_loss;
 };
 
 struct MEGATRON_API ForwardBackwardResult {
