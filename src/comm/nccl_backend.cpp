@@ -1,7 +1,7 @@
 // CUDA-tensor collectives over NCCL: one communicator per group, created on the group's first
-// CUDA operation, running on its own stream. wait() makes the caller's stream wait for the
-// communication's end event (cudaStreamWaitEvent) and returns at once: the host never waits for
-// NCCL. A watchdog thread enforces the timeout instead: it aborts the communicator and ends the
+// CUDA operation, running on its own stream. wait() makes the waiting thread's current stream
+// wait for the communication's end event (cudaStreamWaitEvent) and returns at once: the host
+// never waits for NCCL. A watchdog thread enforces the timeout instead: it aborts the communicator and ends the
 // job with the message a polled wait would give (collective, group, ranks, how to raise it).
 #include "build_config.h"
 #if MEGATRON_WITH_NCCL
@@ -137,15 +137,17 @@ class NcclWatchdog {
 class NcclWork : public Work {
  public:
   NcclWork(OpInfo info, std::chrono::milliseconds timeout, std::shared_ptr<at::cuda::CUDAEvent> done, ncclComm_t comm,
-           c10::cuda::CUDAStream caller)
-      : Work(timeout), info_(std::move(info)), done_(std::move(done)), comm_(comm), caller_(caller) {}
+           c10::DeviceIndex device)
+      : Work(timeout), info_(std::move(info)), done_(std::move(done)), comm_(comm), device_(device) {}
 
   bool is_completed() override { return done_->query(); }
 
+  // The stream current where the wait is called, as c10d's: the autograd engine's device thread
+  // waits for backward collectives launched from another thread, on its own current stream.
   void wait(std::chrono::milliseconds timeout) override {
+    done_->block(c10::cuda::getCurrentCUDAStream(device_));  // every stream that waits
     if (waited_) return;
     waited_ = true;
-    done_->block(caller_);
     NcclWatchdog::instance().watch({done_, comm_, info_, timeout, std::chrono::steady_clock::now() + timeout});
   }
 
@@ -153,7 +155,7 @@ class NcclWork : public Work {
   OpInfo info_;
   std::shared_ptr<at::cuda::CUDAEvent> done_;
   ncclComm_t comm_;
-  c10::cuda::CUDAStream caller_;
+  c10::DeviceIndex device_;
   bool waited_ = false;
 };
 
@@ -234,7 +236,8 @@ class NcclBackend : public Backend {
     }
     auto done = std::make_shared<at::cuda::CUDAEvent>();
     done->record(stream_);
-    return std::make_shared<NcclWork>(info, ctx_.timeout, std::move(done), comm_, current);
+    return std::make_shared<NcclWork>(info, ctx_.timeout, std::move(done), comm_,
+                                      static_cast<c10::DeviceIndex>(device_));
   }
 
   ncclComm_t comm_;

@@ -1,10 +1,18 @@
 // The device paths against the CPU, on a machine with a GPU (ctest -L gpu; scripts/gpu_check.sh):
-// the fused optimizer kernels, the cross entropy, and whole runs of pretrain() with their losses
-// and their one read-back per iteration.
+// the fused optimizer kernels, the cross entropy, whole runs of pretrain() with their losses
+// and their one read-back per iteration, and which stream an NCCL wait orders.
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/Sleep.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
+
+#include "megatron/comm/process_group.h"
 
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/readback.h"
@@ -62,6 +70,43 @@ TEST(Gpu, CrossEntropyKernelMatchesCpu) {
           << dtype << " smoothing " << smoothing;
     }
   }
+}
+
+// An asynchronous collective launched on one stream and waited for on another (as the autograd
+// engine's device thread waits for what the main thread launched): the waiting stream's later
+// work runs after the collective, and the host does not block.
+TEST(Gpu, NcclWaitOrdersTheStreamCurrentAtTheWait) {
+  ASSERT_TRUE(at::hasCUDA()) << "this test needs a GPU";
+  comm::DistributedOptions options;
+  options.device_type = at::kCUDA;
+  auto world = comm::init_distributed(comm::LauncherEnv::from_environment(), options);
+  ASSERT_EQ(world->size(), 1);
+  at::Tensor t = at::ones({1 << 20}, kCuda);
+  world->all_reduce(t);  // the communicator is made on first use, which would outlast the sleep below
+  c10::cuda::device_synchronize();
+  c10::cuda::CUDAStream launching = c10::cuda::getStreamFromPool(false, 0);
+  c10::cuda::CUDAStream waiting = c10::cuda::getStreamFromPool(false, 0);
+  at::cuda::CUDAEvent waited_after;
+  comm::WorkHandle work;
+  {
+    c10::cuda::CUDAStreamGuard guard(launching);
+    at::cuda::sleep(int64_t{2} << 30);  // about a second: the collective's inputs are ready after it
+    work = world->all_reduce_async(t);
+  }
+  {
+    c10::cuda::CUDAStreamGuard guard(waiting);
+    const auto start = std::chrono::steady_clock::now();
+    work->wait();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100)) << "the host waited";
+    waited_after.record(waiting);
+  }
+  // Without the stream wait, the idle waiting stream's event would complete at once.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(waited_after.query()) << "the waiting stream ran ahead of the collective";
+  EXPECT_FALSE(work->is_completed());
+  c10::cuda::device_synchronize();
+  EXPECT_TRUE(waited_after.query() && work->is_completed());
+  EXPECT_EQ(t.sum().item<double>(), 1 << 20);  // one rank: the sum is the tensor
 }
 
 training::TrainingResult pretrain_on(const std::string& device, int64_t iters, bool bf16 = false) {
