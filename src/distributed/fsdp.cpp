@@ -354,6 +354,12 @@ int64_t FsdpUnits::units_without_hooks() const {
   return std::count_if(state_->units.begin(), state_->units.end(), [](const State::Unit& u) { return !u.hooked; });
 }
 
+int64_t FsdpUnits::units_gathered_under_forward() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return std::count_if(state_->units.begin(), state_->units.end(),
+                       [](const State::Unit& u) { return u.hooked && !u.kept; });
+}
+
 int64_t FsdpUnits::gathers() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->gathers;

@@ -64,6 +64,10 @@ bool MegatronOptimizer::param_sync_overlapped() const {
   return true;
 }
 
+int64_t MegatronOptimizer::param_gather_units_overlapped() const {
+  return fsdp_ && config_.overlap_param_gather && !config_.shard_params ? fsdp_->units_gathered_under_forward() : 0;
+}
+
 void MegatronOptimizer::finish_param_sync() {
   for (auto& b : buckets_) b->finish_param_sync();
   if (fsdp_) fsdp_->finish_param_sync();

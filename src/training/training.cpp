@@ -281,6 +281,10 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   if (parts.optimizer->param_sync_overlapped())
     log_rank_0(LogLevel::kInfo,
                "Parameter all-gather overlapped with the next forward pass: each layer waits for its own buckets");
+  if (const int64_t units = parts.optimizer->param_gather_units_overlapped(); units > 0)
+    log_rank_0(LogLevel::kInfo, "Parameter all-gather of " + std::to_string(units) +
+                                    " layer unit(s) overlapped with the next forward pass: each layer waits for "
+                                    "its own");
   if (args.overlap_param_gather && args.data_parallel_sharding_strategy != "optim_grads_params" &&
       parts.optimizer->is_distributed() && !parts.optimizer->param_sync_overlapped())
     log_rank_0(LogLevel::kWarn,

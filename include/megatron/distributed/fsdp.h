@@ -73,6 +73,8 @@ class MEGATRON_API FsdpUnits {
   bool hooked(size_t unit) const;
   // Units (kept ones included) whose hooks() nobody asked for.
   int64_t units_without_hooks() const;
+  // Units that start_param_sync() launches: hooked, not kept.
+  int64_t units_gathered_under_forward() const;
   // Parameter all-gathers launched so far, for tests.
   int64_t gathers() const;
 

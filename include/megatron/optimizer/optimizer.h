@@ -175,6 +175,10 @@ class MEGATRON_API MegatronOptimizer {
   // overlap_param_gather applies: every unit whose parameters the buckets carry has asked for its
   // hooks (else the step gathers them before it returns).
   bool param_sync_overlapped() const;
+  // ZeRO-2 with overlap_param_gather: the layer units whose all-gather the step launches for the
+  // next forward, each waited for by its layer (units whose module never asked for its hooks are
+  // gathered in the step instead).
+  int64_t param_gather_units_overlapped() const;
   // ZeRO-3: every parameter whole, for what reads the model outside its forward (checkpoints),
   // and released again. No-ops otherwise.
   void gather_params();
