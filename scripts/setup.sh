@@ -44,13 +44,13 @@ fi
 
 # --- Python venv with LibTorch ---------------------------------------------
 # Python packages besides torch: the tests' independent references (numpy, HF tokenizers, tiktoken,
-# transformers and safetensors for the Hugging Face export), scikit-build-core for
+# sentencepiece, transformers and safetensors for the Hugging Face export), scikit-build-core for
 # `pip install --no-build-isolation .` of the Python package, and pybind11-stubgen for its type
 # stubs (scripts/generate_python_stubs.sh; pinned, since its output is checked in); deepspeed only
 # for its launcher, which the launch tests run (nothing of it is linked); tensorboard for its
 # event-file reader, which reads what --tensorboard-dir writes; nltk for the punkt sentence
 # splitter that --split-sentences reproduces (pinned: its versions split differently).
-PY_PACKAGES=(numpy pytest tokenizers tiktoken matplotlib transformers safetensors scikit-build-core pybind11-stubgen==2.5.5 deepspeed
+PY_PACKAGES=(numpy pytest tokenizers tiktoken sentencepiece matplotlib transformers safetensors scikit-build-core pybind11-stubgen==2.5.5 deepspeed
   tensorboard nltk==3.10.4)
 
 venv_ready() {

@@ -202,7 +202,7 @@ HF_CASES = {
 
 @pytest.mark.parametrize("case", sorted(HF_CASES))
 def test_hugging_face_export_gives_our_logits(tmp_path, case):
-    transformers = pytest.importorskip("transformers")
+    import transformers
     from safetensors import safe_open
 
     spec = HF_CASES[case]
@@ -281,7 +281,7 @@ HF_IMPORTS = {
 
 @pytest.mark.parametrize("family", sorted(HF_IMPORTS))
 def test_hugging_face_import_gives_their_logits_and_exports_back_bit_identical(tmp_path, family):
-    transformers = pytest.importorskip("transformers")
+    import transformers
     from safetensors.torch import load_file
 
     config_class, model_class, kwargs, dump_opts = HF_IMPORTS[family]
@@ -314,7 +314,7 @@ def test_hugging_face_import_gives_their_logits_and_exports_back_bit_identical(t
 
 def test_hugging_face_gpt2_loads_in_pretrain(tmp_path):
     """An imported release checkpoint starts a fine-tuning run (iteration 0, weights loaded)."""
-    transformers = pytest.importorskip("transformers")
+    import transformers
     config = transformers.GPT2Config(n_layer=4, n_embd=32, n_head=4, n_positions=16, vocab_size=250,
                                      activation_function="gelu_new")
     transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "hf")
@@ -340,7 +340,7 @@ def test_apply_layernorm_1p_trains_the_same_model_and_exports_gamma(tmp_path):
     """--apply-layernorm-1p stores each norm weight as gamma - 1 (initialised to 0, applied as
     1 + weight). From one seed it trains what a run without it trains, with every norm weight
     1 lower; the Hugging Face export writes gamma, so both exports give the same logits."""
-    transformers = pytest.importorskip("transformers")
+    import transformers
     runs = {}
     for name, flags in (("plain", []), ("1p", ["--apply-layernorm-1p"])):
         ck, metrics = tmp_path / name, tmp_path / f"{name}.jsonl"
@@ -397,7 +397,7 @@ def test_use_checkpoint_args_takes_the_shape_and_layout_from_the_checkpoint(tmp_
 def test_hugging_face_export_opens_from_its_folder_alone(tmp_path):
     """A GPT2BPETokenizer run: the export holds the tokenizer too, so AutoTokenizer, the model and
     pipeline("text-generation") open the folder with nothing else."""
-    transformers = pytest.importorskip("transformers")
+    import transformers
     texts = ["the cat sat on the mat", "the theme of these theses", "naïve café 日本語", "don't stop 123"] * 20
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("\n".join(json.dumps({"text": t}) for t in texts) + "\n")

@@ -12,7 +12,7 @@ import pytest
 from data_helpers import read_mmidx, run
 from test_tokenizer import SPECIAL, corpus, random_strings
 
-tokenizers = pytest.importorskip("tokenizers")
+import tokenizers
 megatron_cpp = pytest.importorskip("megatron_cpp")
 from tokenizers import AddedToken, Tokenizer, models  # noqa: E402
 
@@ -126,7 +126,7 @@ def test_hugging_face_export_carries_the_tokenizer(tmp_path):
     """pretrain_gpt trains with a tokenizer.json folder; its export holds the tokenizer.json and a
     tokenizer_config.json naming eos/bos, so transformers' AutoTokenizer gives our ids and
     pipeline("text-generation") runs from the folder alone."""
-    transformers = pytest.importorskip("transformers")
+    import transformers
     ref = FAMILIES["llama3"](corpus())
     folder = tmp_path / "tok"
     folder.mkdir()

@@ -115,7 +115,7 @@ TINY_PRESETS = {"bloom-tiny": ("BloomForCausalLM", []), "llama3-tiny": ("LlamaFo
 
 @pytest.mark.parametrize("preset", sorted(TINY_PRESETS))
 def test_tiny_presets_train_and_export_as_their_family(tmp_path, preset):
-    transformers = pytest.importorskip("transformers")
+    import transformers
     arch, export_flags = TINY_PRESETS[preset]
     metrics, ck, hf = tmp_path / "m.jsonl", tmp_path / "ck", tmp_path / "hf"
     cmd = [program("pretrain_gpt"), "--config", str(ROOT / "configs" / f"{preset}.toml"), "--mock-data",
@@ -144,7 +144,6 @@ def default_data():
 @pytest.mark.parametrize("family", ["bloom", "llama3", "mistral", "qwen2"])
 def test_hf_continue_pretraining_example_runs_for_each_family(tmp_path, default_data, family):
     """examples/hf_continue_pretraining.py: import, train on the default corpus, export, generate."""
-    pytest.importorskip("transformers")
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / "hf_continue_pretraining.py"), "--family", family,
                            "--work", str(tmp_path / "work"), "--train-iters", "10", "--build", str(default_data)],
                           capture_output=True, text=True, timeout=600)

@@ -13,7 +13,7 @@ from data_helpers import read_mmidx, run
 from test_hf_tokenizer import INVALID
 from test_tokenizer import SPECIAL, corpus, random_strings
 
-spm = pytest.importorskip("sentencepiece")
+import sentencepiece as spm
 megatron_cpp = pytest.importorskip("megatron_cpp")
 
 CONFIGS = {
@@ -105,7 +105,7 @@ def test_hugging_face_export_carries_the_model(tmp_path):
     """pretrain_gpt with --tokenizer-type Llama2Tokenizer; the export holds tokenizer.model and a
     tokenizer_config.json for transformers' LlamaTokenizer that adds no BOS, so AutoTokenizer gives
     our ids (transformers' Llama conversion differs from sentencepiece only on leading spaces)."""
-    transformers = pytest.importorskip("transformers")
+    import transformers
     path = train(tmp_path, "llama2", **CONFIGS["llama2_bpe"])
     ck, hf = tmp_path / "ck", tmp_path / "hf"
     run("pretrain_gpt", "--num-layers", 2, "--hidden-size", 32, "--num-attention-heads", 4, "--seq-length", 16,

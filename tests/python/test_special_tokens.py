@@ -13,8 +13,8 @@ from data_helpers import read_mmidx, run
 from hf_families import FAMILIES
 from test_tokenizer import SPECIAL, corpus, random_strings
 
-tiktoken = pytest.importorskip("tiktoken")
-tokenizers = pytest.importorskip("tokenizers")
+import tiktoken
+import tokenizers
 megatron_cpp = pytest.importorskip("megatron_cpp")
 from test_tiktoken import PATTERNS, vocabulary  # noqa: E402,F401 (a fixture)
 
@@ -113,7 +113,7 @@ def test_preprocess_data_training_and_export_carry_the_list(tmp_path):
     """preprocess_data's ids are the tokenizer's with the list; a run trained with it saves it, and
     its Hugging Face export lists the added tokens in tokenizer.json, so that transformers'
     AutoTokenizer gives the same ids from the folder alone."""
-    transformers = pytest.importorskip("transformers")
+    import transformers
     ref = FAMILIES["llama3"](corpus())
     folder = tmp_path / "tok"
     folder.mkdir()
@@ -142,7 +142,7 @@ def test_preprocess_data_training_and_export_carry_the_list(tmp_path):
 def test_gpt2_export_lists_them_for_transformers(tmp_path):
     """A GPT2BPETokenizer run with the list exports vocab.json and merges.txt with the tokens as
     additional_special_tokens: transformers adds them at the ids training gave them."""
-    transformers = pytest.importorskip("transformers")
+    import transformers
     trained = tokenizers.ByteLevelBPETokenizer()
     trained.train_from_iterator(corpus(), vocab_size=3000, min_frequency=2, special_tokens=["<|endoftext|>"],
                                 show_progress=False)

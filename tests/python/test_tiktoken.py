@@ -12,7 +12,7 @@ from hf_families import FAMILIES
 from test_hf_tokenizer import INVALID
 from test_tokenizer import SPECIAL, corpus, random_strings
 
-tiktoken = pytest.importorskip("tiktoken")
+import tiktoken
 megatron_cpp = pytest.importorskip("megatron_cpp")
 
 # Megatron-LM's patterns and special tokens (megatron/core/tokenizers/text/libraries/tiktoken_tokenizer.py).

@@ -10,7 +10,7 @@ import pytest
 
 from data_helpers import gpt2_bytes_to_unicode, read_mmidx, run
 
-tokenizers = pytest.importorskip("tokenizers")
+import tokenizers
 
 SPECIAL = [
     "Hello world", "I'm sure they'll say we've done it; don't you? 'S 'T 'RE", "it's", "'s'", "''",
