@@ -6,7 +6,7 @@
 #          third_party/gpu-deps/onig third_party/gpu-deps/utf8proc (docs/gpu.md)
 #   bash scripts/gpu_check.sh measure [OUT]      # GPU tests, SDPA backend, GPT-2 124M bench (and --domino), a 3-step trace
 #   bash scripts/gpu_check.sh bench-1.3b [OUT]   # GPT 1.3B against PyTorch eager and torch.compile
-#   bash scripts/gpu_check.sh all [OUT]          # measure and bench-1.3b (about 3 minutes on an H200)
+#   bash scripts/gpu_check.sh all [OUT]          # measure and bench-1.3b (about 4.5 minutes on an H200)
 # The build also works on the GPU machine itself (torch's wheel, nvcc, CMake, Ninja), only slower.
 # OUT defaults to $OUT when it is set (the device tool's folder), else gpu_check-out; at most
 # seven files land there. Each step appends to OUT/summary.md; docs/performance.md holds the table.
@@ -51,7 +51,8 @@ measure() {
   note "- device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo unknown)"
   note "- torch: $("$python" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')"
   # The GPU tests: fused optimizer and cross entropy against the CPU, 20 iterations of pretrain()
-  # (fp32 within 1e-4, bf16 within 2% of the CPU losses), one read-back per iteration. Run
+  # (fp32 within 1e-4, bf16 within 2% of the CPU losses), one read-back per iteration, the stream
+  # an NCCL wait orders. Run
   # directly rather than through CTest, whose files name the build machine's paths.
   if timeout 300 "$build/bin/gpu_test" --gtest_repeat="${GPU_TEST_REPEAT:-1}" >"$out/gpu_tests.log" 2>&1; then
     note "- GPU tests: passed ($(grep -c '^\[       OK' "$out/gpu_tests.log" || true) cases)"
