@@ -64,8 +64,10 @@ void read_group_lrs(const c10::IValue& groups, RankCheckpoint::OptimizerState& o
 // The model chunks' keys a checkpoint dict holds, in chunk order (model_chunk_key).
 std::vector<std::string> model_chunk_keys(const GenericDict& d);
 // An optimizer dict's grad_scaler (Megatron-LM's DynamicGradScaler state; its scale a tensor,
-// ours once a float); none without one, or for a constant scaler, which keeps no state.
-std::optional<RankCheckpoint::GradScalerState> read_grad_scaler(const GenericDict& optimizer, const std::string& file);
+// ours once a float); none without one. Megatron-LM's constant scaler keeps no state (an empty
+// dict: none); ours always has a scale, so a dict without one is an error there.
+std::optional<RankCheckpoint::GradScalerState> read_grad_scaler(const GenericDict& optimizer, const std::string& file,
+                                                                bool stateless_allowed);
 // A saved optimizer step, a tensor or a number; none for anything else.
 std::optional<double> step_value(const c10::IValue& v);
 // Megatron-LM's own (non-distributed) optimizer state, mapped onto the parameters by name.

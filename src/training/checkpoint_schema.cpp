@@ -172,7 +172,7 @@ RankCheckpoint::OptimizerState read_optimizer(const GenericDict& d, const std::s
   if (auto g = opt.find("param_groups"); g != opt.end()) detail::read_group_lrs(g->value(), o, file);
   if (auto inner = opt.find("optimizer"); inner != opt.end() && inner->value().isGenericDict())
     detail::read_group_lrs(get(inner->value().toGenericDict(), "param_groups", file), o, file);
-  o.grad_scaler = detail::read_grad_scaler(opt, file);
+  o.grad_scaler = detail::read_grad_scaler(opt, file, /*stateless_allowed=*/false);
   o.scheduler = detail::read_scheduler(d, file);
   return o;
 }

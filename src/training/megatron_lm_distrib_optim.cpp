@@ -75,7 +75,7 @@ RankCheckpoint::OptimizerState read_megatron_lm_distrib_optim(const GenericDict&
     if (const auto* s = find(g.toGenericDict(), "step"); s && !step) step = step_value(*s);
   TORCH_CHECK(step, "[checkpointing] ", file,
               ": the distributed optimizer's groups have no step (saved before its first?)", way_out);
-  o.grad_scaler = read_grad_scaler(top, file);
+  o.grad_scaler = read_grad_scaler(top, file, /*stateless_allowed=*/true);
   o.scheduler = read_scheduler(d, file);
 
   // Its bucket size (megatron/training: resolve_ddp_bucket_size and the per-chunk rule).

@@ -143,7 +143,7 @@ RankCheckpoint::OptimizerState read_megatron_lm_optimizer(const GenericDict& d, 
   read_group_lrs(saved_groups, o, file);
   TORCH_CHECK(mapped == params.size(), "[checkpointing] ", file, ": the optimizer's parameter groups hold ", mapped,
               " of the model's ", params.size(), " parameters");
-  if (nested) o.grad_scaler = read_grad_scaler(top, file);
+  if (nested) o.grad_scaler = read_grad_scaler(top, file, /*stateless_allowed=*/true);
   o.scheduler = read_scheduler(d, file);
   return o;
 }
@@ -179,12 +179,13 @@ void read_group_lrs(const c10::IValue& groups, RankCheckpoint::OptimizerState& o
   }
 }
 
-std::optional<RankCheckpoint::GradScalerState> read_grad_scaler(const GenericDict& optimizer, const std::string& file) {
+std::optional<RankCheckpoint::GradScalerState> read_grad_scaler(const GenericDict& optimizer, const std::string& file,
+                                                                bool stateless_allowed) {
   const auto it = optimizer.find("grad_scaler");
-  if (it == optimizer.end() || !it->value().isGenericDict() || !it->value().toGenericDict().contains("scale"))
-    return std::nullopt;
+  if (it == optimizer.end() || !it->value().isGenericDict()) return std::nullopt;
   const GenericDict s = it->value().toGenericDict();
-  const auto scale = step_value(s.at("scale"));
+  if (stateless_allowed && !s.contains("scale")) return std::nullopt;
+  const auto scale = step_value(get(s, "scale", file + " grad_scaler"));
   TORCH_CHECK(scale, "[checkpointing] ", file, ": the grad_scaler's scale is a ", s.at("scale").tagKind(),
               ", expected a tensor or a float");
   return RankCheckpoint::GradScalerState{*scale, get_int(s, "growth_tracker", file),
@@ -219,36 +220,25 @@ void add_megatron_lm_optimizer(GenericDict& opt, const GenericDict& main, const 
   for (const GroupKind kind : kinds) {
     auto indices = c10::impl::GenericList(c10::AnyType::get());  // typed lists pickle as torch.jit builders
     auto group_masters = c10::impl::GenericList(c10::AnyType::get());
-    std::vector<std::pair<const ModelParam*, const RankCheckpoint::TensorMap*>> members;
-    std::vector<at::Tensor> device_steps;
-    for (const ModelParam& p : params) {
-      const auto it = o.param_state.find(p.name);
-      if (p.kind != kind || it == o.param_state.end()) continue;  // not the optimizer's: frozen, or a buffer
-      members.emplace_back(&p, &it->second);
-      if (auto st = it->second.find("step"); st != it->second.end()) device_steps.push_back(st->second.reshape({}));
-    }
-    // The group's steps read back at once: one device sync per group, not per parameter.
-    const at::Tensor steps = device_steps.empty() ? at::Tensor() : at::stack(device_steps).to(at::kCPU, at::kFloat);
     std::optional<int64_t> step;
-    size_t next_step = 0;
-    for (const auto& [param, param_state] : members) {
-      const ModelParam& p = *param;
-      const RankCheckpoint::TensorMap& mine = *param_state;
+    for (const ModelParam& p : params) {
+      if (p.kind != kind) continue;
+      const auto it = o.param_state.find(p.name);
+      if (it == o.param_state.end()) continue;  // not the optimizer's: frozen, or a buffer
       const bool half = p.tensor.scalar_type() == at::kBFloat16 || p.tensor.scalar_type() == at::kHalf;
       if (half) {
-        TORCH_CHECK(mine.count("main_param"), "[checkpointing] ", file,
+        TORCH_CHECK(it->second.count("main_param"), "[checkpointing] ", file,
                     ": the optimizer state has no fp32 main copy of the 16-bit parameter ", p.name);
-        group_masters.push_back(mine.at("main_param"));
+        group_masters.push_back(it->second.at("main_param"));
       }
-      if (!mine.empty()) {
+      if (!it->second.empty()) {
         auto s = new_dict();
-        if (mine.count("step")) {
+        if (auto st = it->second.find("step"); st != it->second.end()) {
           // torch's AdamW adds to each parameter's step in place: one tensor each.
-          const at::Tensor own = steps[static_cast<int64_t>(next_step++)].clone();
-          s.insert("step", own);
-          step = static_cast<int64_t>(own.item<double>());
+          s.insert("step", st->second.detach().to(at::kCPU, at::kFloat).reshape({}).clone());
+          step = static_cast<int64_t>(st->second.item<double>());
         }
-        for (const auto& [key, t] : mine)
+        for (const auto& [key, t] : it->second)
           if (key != "step" && key != "main_param") s.insert(key, t.detach());
         state.insert(index, s);
       }

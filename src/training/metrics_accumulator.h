@@ -34,38 +34,29 @@ class MetricsAccumulator {
   // The averages over micro-batches and data-parallel ranks, in key order, on the metrics' device,
   // followed by `extra` (a scalar, averaged likewise) when given; undefined when nothing was added.
   at::Tensor reduce(comm::ProcessGroup& dp, const at::Tensor& extra = {}) const {
-    Launched l = launch(dp, extra);
-    return finish(l);
+    at::Tensor values = pack(extra);
+    if (!values.defined()) return {};
+    dp.all_reduce(values, op());
+    return averaged(values, extra.defined(), dp.size());
   }
   // reduce() in two halves, so that its all-reduce travels while other work runs: launch() starts
   // it (every data-parallel rank at the same point), finish() waits and gives reduce()'s values.
   struct Launched {
     at::Tensor values;
-    comm::WorkHandle work;
+    comm::WorkHandle work;  // reset once waited for
     bool extra = false;
-    int64_t ranks = 1;  // the data-parallel size
+    int64_t ranks = 1;
   };
   Launched launch(comm::ProcessGroup& dp, const at::Tensor& extra = {}) const {
-    if (sums_.empty() || count_ == 0) return {};
-    const c10::Device device = sums_.begin()->second.device();
-    std::vector<at::Tensor> values;
-    for (const auto& [key, sum] : sums_)
-      values.push_back((sum.device() == device ? sum : sum.to(device)) / (weights_.defined() ? 1.0 : count_));
-    // Weighted: the sums and the total weight summed over ranks, divided in finish().
-    if (weights_.defined()) values.push_back(weights_.to(device));
-    if (extra.defined()) values.push_back(extra.to(device, at::kDouble).reshape({}));  // a bool flag
-    Launched l{at::stack(values), {}, extra.defined(), dp.size()};
-    l.work = dp.all_reduce_async(l.values, weights_.defined() ? comm::ReduceOp::kSum : comm::ReduceOp::kAvg);
+    Launched l{pack(extra), {}, extra.defined(), dp.size()};
+    if (l.values.defined()) l.work = dp.all_reduce_async(l.values, op());
     return l;
   }
   at::Tensor finish(Launched& l) const {
     if (!l.values.defined()) return {};
     l.work->wait();
-    if (!weights_.defined()) return l.values;
-    const int64_t n = static_cast<int64_t>(sums_.size());
-    std::vector<at::Tensor> parts = {l.values.narrow(0, 0, n) / l.values[n]};
-    if (l.extra) parts.push_back(l.values.narrow(0, n + 1, 1) / static_cast<double>(l.ranks));
-    return at::cat(parts);
+    l.work.reset();
+    return averaged(l.values, l.extra, l.ranks);
   }
   // reduce()'s values, read back, by key.
   std::map<std::string, double> unpack(const at::Tensor& host_values) const {
@@ -81,6 +72,27 @@ class MetricsAccumulator {
   }
 
  private:
+  // What is summed (weighted: the sums, the total weight and extra) or averaged over ranks.
+  at::Tensor pack(const at::Tensor& extra) const {
+    if (sums_.empty() || count_ == 0) return {};
+    const c10::Device device = sums_.begin()->second.device();
+    std::vector<at::Tensor> values;
+    for (const auto& [key, sum] : sums_)
+      values.push_back((sum.device() == device ? sum : sum.to(device)) / (weights_.defined() ? 1.0 : count_));
+    if (weights_.defined()) values.push_back(weights_.to(device));
+    if (extra.defined()) values.push_back(extra.to(device, at::kDouble).reshape({}));  // a bool flag
+    return at::stack(values);
+  }
+  comm::ReduceOp op() const { return weights_.defined() ? comm::ReduceOp::kSum : comm::ReduceOp::kAvg; }
+  // Weighted: the sums over ranks divided by the total weight, extra by the number of ranks.
+  at::Tensor averaged(const at::Tensor& reduced, bool extra, int64_t ranks) const {
+    if (!weights_.defined()) return reduced;
+    const int64_t n = static_cast<int64_t>(sums_.size());
+    std::vector<at::Tensor> parts = {reduced.narrow(0, 0, n) / reduced[n]};
+    if (extra) parts.push_back(reduced.narrow(0, n + 1, 1) / static_cast<double>(ranks));
+    return at::cat(parts);
+  }
+
   std::map<std::string, at::Tensor> sums_;
   at::Tensor weights_;  // the total weight, when weighted
   int64_t count_ = 0;

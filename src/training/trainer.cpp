@@ -180,6 +180,18 @@ IterationRecord Trainer::train_step(int64_t iteration) {
     losses = metrics.launch(ps_.get_data_parallel_group(), nonfinite);
   };
   options.after_last_loss = launch_losses;
+  // A throw before the wait (pretrain() survives one for its caller) must not leave the
+  // all-reduce writing into a freed tensor: it is waited for on the way out.
+  struct WaitOnExit {
+    std::optional<MetricsAccumulator::Launched>& launched;
+    ~WaitOnExit() {
+      if (!launched || !launched->work) return;
+      try {
+        launched->work->wait();
+      } catch (...) {  // already unwinding with the error that matters
+      }
+    }
+  } wait_on_exit{losses};
   auto fb = forward_backward_func_(parts_.forward_step, raw(parts_.train), chunks(), options);
   timers_.stop("forward-backward");
   timers_.start("optimizer");

@@ -86,7 +86,9 @@ TEST(Gpu, NcclWaitOrdersTheStreamCurrentAtTheWait) {
   c10::cuda::device_synchronize();
   c10::cuda::CUDAStream launching = c10::cuda::getStreamFromPool(false, 0);
   c10::cuda::CUDAStream waiting = c10::cuda::getStreamFromPool(false, 0);
-  at::cuda::CUDAEvent waited_after;
+  c10::cuda::CUDAStream waiting_too = c10::cuda::getStreamFromPool(false, 0);
+  ASSERT_TRUE(launching != waiting && waiting != waiting_too && launching != waiting_too);
+  at::cuda::CUDAEvent waited_after, waited_too_after;
   comm::WorkHandle work;
   {
     c10::cuda::CUDAStreamGuard guard(launching);
@@ -100,12 +102,18 @@ TEST(Gpu, NcclWaitOrdersTheStreamCurrentAtTheWait) {
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100)) << "the host waited";
     waited_after.record(waiting);
   }
+  {
+    c10::cuda::CUDAStreamGuard guard(waiting_too);  // a second wait orders its own stream too
+    work->wait();
+    waited_too_after.record(waiting_too);
+  }
   // Without the stream wait, the idle waiting stream's event would complete at once.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_FALSE(waited_after.query()) << "the waiting stream ran ahead of the collective";
+  EXPECT_FALSE(waited_too_after.query()) << "the second waiting stream ran ahead of the collective";
   EXPECT_FALSE(work->is_completed());
   c10::cuda::device_synchronize();
-  EXPECT_TRUE(waited_after.query() && work->is_completed());
+  EXPECT_TRUE(waited_after.query() && waited_too_after.query() && work->is_completed());
   EXPECT_EQ(t.sum().item<double>(), 1 << 20);  // one rank: the sum is the tensor
 }
 

@@ -74,7 +74,7 @@ def test_optim_grads_overlapped_param_gather_trains_identically(tmp_path, layout
     overlapped, log = train(tmp_path, "overlapped", ranks, *flags, *STRATEGY["optim_grads"], "--overlap-grad-reduce",
                             "--overlap-param-gather", "--ddp-bucket-size", "2000")
     assert "Parameter all-gather overlapped with the next forward pass" in log  # the buckets outside the layers
-    stage_layers = 2 if layout == "pp2_dp2" else 4  # gpt2-tiny's 4 layers over rank 0's stage
+    stage_layers = 2 if layout == "pp2_dp2" else 4  # MODEL's 4 layers over rank 0's stage
     assert f"Parameter all-gather of {stage_layers} layer unit(s) overlapped" in log, log[-3000:]  # and every unit
     assert "were not waited for" not in log
     assert overlapped == serial

@@ -12,7 +12,6 @@ import pytest
 from data_helpers import read_mmidx, run
 from test_tokenizer import SPECIAL, corpus, random_strings
 
-import tokenizers
 megatron_cpp = pytest.importorskip("megatron_cpp")
 from tokenizers import AddedToken, Tokenizer, models  # noqa: E402
 

@@ -2,7 +2,7 @@
 files load in HF tokenizers, which then encodes exactly as our GPT2BPETokenizer."""
 import json
 
-import pytest
+import tokenizers
 
 from data_helpers import gpt2_bytes_to_unicode, run
 
@@ -93,7 +93,6 @@ def test_merges_match_naive_trainer(tmp_path):
 
 
 def test_trained_files_load_in_hf_with_identical_ids(tmp_path):
-    import tokenizers
     src = tmp_path / "c.jsonl"
     src.write_text("\n".join(json.dumps({"text": t}) for t in TEXTS * 5) + "\n")
     run("train_tokenizer", "--input", src, "--output-dir", tmp_path, "--vocab-size", 400)
