@@ -158,11 +158,12 @@ at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& input, const at::
               "[ColumnParallelLinear] weight must be [", output_size_per_partition, ", ", options.input_size(),
               "], got ", w.sizes());
   const auto& g = options.tp_group();
+  const at::Tensor b = options.skip_bias_add() ? at::Tensor() : bias;
   // A custom autograd function cannot take an undefined tensor: no bias travels as an empty one.
-  at::Tensor out = group_size(g) == 1 ? at::linear(input, w, bias)
-                                      : LinearWithAsyncCommunication::apply(
-                                            input, w, bias.defined() ? bias : at::empty({0}, w.options()), g,
-                                            options.sequence_parallel(), grad_reduce);
+  at::Tensor out = group_size(g) == 1
+                       ? at::linear(input, w, b)
+                       : LinearWithAsyncCommunication::apply(input, w, b.defined() ? b : at::empty({0}, w.options()), g,
+                                                             options.sequence_parallel(), grad_reduce);
   if (options.gather_output()) out = gather_from_tensor_model_parallel_region(out, g);
   return out;
 }

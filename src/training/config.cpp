@@ -28,6 +28,8 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
       .virtual_pipeline_model_parallel_size(a.virtual_pipeline_model_parallel_size)
       .tp_group(ctx.parallel_state.tensor_model_parallel_group_ptr())
       .sequence_parallel(a.sequence_parallel)
+      .persist_layer_norm(!a.no_persist_layer_norm)
+      .bias_gelu_fusion(!a.no_bias_gelu_fusion)
       .domino(a.domino)
       .domino_intra_layer_overlap(a.domino_intra_layer_overlap)
       .rng_tracker(ctx.rng_tracker);

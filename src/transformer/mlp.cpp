@@ -3,6 +3,7 @@
 
 #include <torch/nn/module.h>
 
+#include "megatron/fusions/fused_bias_gelu.h"
 #include "output_projection.h"
 
 namespace megatron::transformer {
@@ -16,9 +17,13 @@ MLPImpl::MLPImpl(const TransformerConfig& config_) : config(config_.finalize()) 
 void MLPImpl::reset() {
   const int64_t ffn = config.ffn_size();
   const int64_t chunks = config.gated_linear_unit() ? 2 : 1;
+  // --bias-gelu-fusion (Megatron-LM's default): fc1's bias is added with the GELU, not in the GEMM.
+  const bool bias_gelu = config.bias_gelu_fusion() && config.add_bias_linear() && !config.gated_linear_unit() &&
+                         config.activation() != Activation::kSilu;
   linear_fc1 = register_module(
       "linear_fc1", tp::ColumnParallelLinear(tp::ColumnParallelLinearOptions(config.hidden_size(), ffn * chunks)
                                                  .bias(config.add_bias_linear())
+                                                 .skip_bias_add(bias_gelu)
                                                  .num_chunks(chunks)
                                                  .sequence_parallel(config.sequence_parallel())
                                                  .init_method_std(config.init_method_std())
@@ -48,7 +53,9 @@ at::Tensor MLPImpl::forward_partial(const at::Tensor& hidden, const tensor_paral
 
 at::Tensor MLPImpl::activation(const at::Tensor& hidden, const tensor_parallel::PendingPtr& fc1_grad_reduce) {
   at::Tensor h = linear_fc1(hidden, at::Tensor(), fc1_grad_reduce);  // [s, b, ffn/tp] or [s, b, 2 * ffn/tp]
-  if (config.gated_linear_unit()) {
+  if (linear_fc1->options.skip_bias_add()) {
+    h = fusions::bias_gelu(h, linear_fc1->bias, config.activation() == Activation::kGeluTanh);
+  } else if (config.gated_linear_unit()) {
     auto gu = h.chunk(2, -1);
     h = activate(gu[0], config.activation()) * gu[1];
   } else {

@@ -64,8 +64,8 @@ DominoHalves split_in_halves(const at::Tensor& hidden) {
 at::Tensor TransformerLayerImpl::forward(const at::Tensor& hidden, const at::Tensor& attention_mask,
                                          const at::Tensor& rotary_pos_emb) {
   at::Tensor attn = self_attention(input_layernorm(hidden), attention_mask, rotary_pos_emb);
-  at::Tensor x = hidden + hidden_dropout(attn, config, is_training());
-  at::Tensor out = mlp(pre_mlp_layernorm(x));
+  auto [x, normed] = pre_mlp_layernorm->forward_add(hidden, hidden_dropout(attn, config, is_training()));
+  at::Tensor out = mlp(normed);
   return x + hidden_dropout(out, config, is_training());
 }
 

@@ -1,18 +1,26 @@
 // The device paths against the CPU, on a machine with a GPU (ctest -L gpu; scripts/gpu_check.sh):
-// the fused optimizer kernels, the cross entropy, whole runs of pretrain() with their losses
-// and their one read-back per iteration, and which stream an NCCL wait orders.
+// the fused optimizer kernels, the cross entropy, the fused norms and bias-GELU (fusions/), whole
+// runs of pretrain() with their losses and their one read-back per iteration, and which stream an
+// NCCL wait orders.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "megatron/comm/process_group.h"
+#include "megatron/fusions/fused_bias_gelu.h"
+#include "megatron/fusions/fused_layer_norm.h"
 
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/readback.h"
@@ -50,24 +58,115 @@ TEST(Gpu, FusedAdamWOnCudaMatchesCpu) {
 
 // The CUDA kernel (cross_entropy_cuda.cu) against the ATen path on the CPU, with and without
 // label smoothing, over a row longer than a block and a non-uniform output gradient.
+// Rows of 5000 values take 16-byte loads, of 5001 one value at a time; a row of -inf but one
+// value and a row with a NaN are kept as the CPU keeps them.
 TEST(Gpu, CrossEntropyKernelMatchesCpu) {
   ASSERT_TRUE(at::hasCUDA()) << "this test needs a GPU";
+  for (int64_t vocab : {5000, 5001}) {
+    for (auto dtype : {at::kFloat, at::kBFloat16}) {
+      for (double smoothing : {0.0, 0.1}) {
+        at::Tensor logits = (at::randn({4, 3, vocab}) * 3).to(dtype);
+        at::Tensor target = at::randint(0, vocab, {4, 3});
+        logits[1][2].fill_(-INFINITY);
+        logits[1][2][7] = 1.0;
+        target[1][2] = 7;
+        at::Tensor gout = at::rand({4, 3});
+        logits[2][0][11] = NAN;
+        auto run = [&](c10::Device device) {
+          auto x = logits.to(device).set_requires_grad(true);
+          auto loss = tensor_parallel::vocab_parallel_cross_entropy(x, target.to(device), nullptr, smoothing);
+          loss.backward(gout.to(device));
+          return std::make_pair(loss.cpu(), x.grad().cpu().to(at::kFloat));
+        };
+        auto [loss_gpu, grad_gpu] = run(kCuda);
+        auto [loss_cpu, grad_cpu] = run(at::kCPU);
+        const auto what = ::testing::Message() << dtype << " vocab " << vocab << " smoothing " << smoothing;
+        EXPECT_TRUE(at::allclose(loss_gpu, loss_cpu, 1e-5, 1e-5, /*equal_nan=*/true)) << what;
+        EXPECT_TRUE(at::allclose(grad_gpu, grad_cpu, dtype == at::kFloat ? 1e-5 : 1e-2, 1e-6, /*equal_nan=*/true))
+            << what << ": max |gpu - cpu| " << (grad_gpu - grad_cpu).abs().nan_to_num(0).max().item<float>();
+        EXPECT_TRUE(loss_gpu[2][0].isnan().item<bool>()) << what;
+      }
+    }
+  }
+}
+
+// Largest |a - b| relative to the largest |b|, in fp32.
+double relative_error(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor af = a.cpu().to(at::kFloat), bf = b.cpu().to(at::kFloat);
+  return (af - bf).abs().max().item<double>() / std::max(bf.abs().max().item<double>(), 1e-30);
+}
+
+// The norm kernels (fusions/fused_layer_norm_cuda.cu) against the same function on the CPU: rows of
+// 768 values (one 16-byte pack per thread, three warps), 1000 (a warp partly idle), 8192 and 12288
+// (two and three packs per thread), few rows and more rows than the backward grid has blocks;
+// LayerNorm, RMSNorm, with and without the residual add; every output and every gradient.
+TEST(Gpu, FusedNormKernelsMatchCpu) {
+  ASSERT_TRUE(at::hasCUDA()) << "this test needs a GPU";
+  at::manual_seed(3);
   for (auto dtype : {at::kFloat, at::kBFloat16}) {
-    for (double smoothing : {0.0, 0.1}) {
-      at::Tensor logits = (at::randn({4, 3, 5000}) * 3).to(dtype);
-      at::Tensor target = at::randint(0, 5000, {4, 3});
-      at::Tensor gout = at::rand({4, 3});
-      auto run = [&](c10::Device device) {
-        auto x = logits.to(device).set_requires_grad(true);
-        auto loss = tensor_parallel::vocab_parallel_cross_entropy(x, target.to(device), nullptr, smoothing);
-        loss.backward(gout.to(device));
-        return std::make_pair(loss.cpu(), x.grad().cpu().to(at::kFloat));
-      };
-      auto [loss_gpu, grad_gpu] = run(kCuda);
-      auto [loss_cpu, grad_cpu] = run(at::kCPU);
-      EXPECT_TRUE(at::allclose(loss_gpu, loss_cpu, 1e-5, 1e-5)) << dtype << " smoothing " << smoothing;
-      EXPECT_TRUE(at::allclose(grad_gpu, grad_cpu, dtype == at::kFloat ? 1e-5 : 1e-2, 1e-6))
-          << dtype << " smoothing " << smoothing;
+    const double tol = dtype == at::kFloat ? 1e-5 : 2e-2;
+    for (auto [rows, hidden] :
+         std::vector<std::pair<int64_t, int64_t>>{{6, 768}, {5, 1000}, {50000, 768}, {300, 8192}, {7, 12288}}) {
+      for (bool rms : {false, true}) {
+        for (bool add : {false, true}) {
+          const at::Tensor x = (at::randn({rows, hidden}) * 2 + 0.5).to(dtype), r = at::randn({rows, hidden}).to(dtype);
+          const at::Tensor w = (at::rand({hidden}) + 0.5).to(dtype), b = at::randn({hidden}).to(dtype);
+          const at::Tensor dy = at::randn({rows, hidden}).to(dtype), ds = at::randn({rows, hidden}).to(dtype);
+          auto run = [&](c10::Device device) {
+            auto xd = x.to(device).requires_grad_(), rd = r.to(device).requires_grad_();
+            auto wd = w.to(device).requires_grad_(), bd = b.to(device).requires_grad_();
+            at::Tensor y, s;
+            if (add) {
+              std::tie(s, y) = fusions::fused_add_layer_norm(rd, xd, wd, rms ? at::Tensor() : bd, 1e-5, rms);
+              torch::autograd::backward({y, s}, {dy.to(device), ds.to(device)});
+            } else {
+              y = fusions::fused_layer_norm(xd, wd, rms ? at::Tensor() : bd, 1e-5, rms);
+              y.backward(dy.to(device));
+            }
+            std::vector<at::Tensor> out{y, xd.grad(), wd.grad()};
+            if (add) out.push_back(s), out.push_back(rd.grad());
+            if (!rms) out.push_back(bd.grad());
+            return out;
+          };
+          const auto gpu = run(kCuda), cpu = run(at::kCPU);
+          ASSERT_TRUE(fusions::fused_norm_supported(x.to(kCuda), w.to(kCuda)));
+          ASSERT_EQ(gpu.size(), cpu.size());
+          for (size_t i = 0; i < gpu.size(); ++i) {
+            EXPECT_LT(relative_error(gpu[i], cpu[i]), tol)
+                << dtype << " rows " << rows << " hidden " << hidden << (rms ? " RMSNorm" : " LayerNorm")
+                << (add ? " with the residual add" : "") << ", output " << i << " (y, dx, dw, [sum, dresidual,] db)";
+          }
+        }
+      }
+    }
+  }
+}
+
+// The bias-GELU kernels against ATen's gelu(x + bias) on the CPU: exact and tanh GELU, 3072 and
+// 1000 columns, a few rows and many; the output, the input gradient and the bias gradient.
+TEST(Gpu, FusedBiasGeluKernelsMatchCpu) {
+  ASSERT_TRUE(at::hasCUDA()) << "this test needs a GPU";
+  at::manual_seed(4);
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    const double tol = dtype == at::kFloat ? 1e-5 : 2e-2;
+    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{7, 3072}, {5000, 1000}, {20000, 3072}}) {
+      for (bool tanh : {false, true}) {
+        const at::Tensor x = at::randn({rows, cols}).to(dtype), b = at::randn({cols}).to(dtype);
+        const at::Tensor dy = at::randn({rows, cols}).to(dtype);
+        auto run = [&](c10::Device device) {
+          auto xd = x.to(device).requires_grad_(), bd = b.to(device).requires_grad_();
+          auto y = fusions::bias_gelu(xd, bd, tanh);
+          y.backward(dy.to(device));
+          return std::vector<at::Tensor>{y, xd.grad(), bd.grad()};
+        };
+        ASSERT_TRUE(fusions::fused_bias_gelu_supported(x.to(kCuda), b.to(kCuda)));
+        const auto gpu = run(kCuda), cpu = run(at::kCPU);
+        for (size_t i = 0; i < gpu.size(); ++i) {
+          EXPECT_LT(relative_error(gpu[i], cpu[i]), tol)
+              << dtype << " rows " << rows << " cols " << cols << (tanh ? " tanh" : " exact") << ", output " << i
+              << " (y, dx, dbias)";
+        }
+      }
     }
   }
 }

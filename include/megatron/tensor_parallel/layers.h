@@ -46,6 +46,9 @@ struct MEGATRON_API ColumnParallelLinearOptions {
   TORCH_ARG(int64_t, input_size);
   TORCH_ARG(int64_t, output_size);
   TORCH_ARG(bool, bias) = true;
+  // forward leaves the bias out for its caller to add, fused with what comes next (Megatron-LM's
+  // skip_bias_add; the MLP's bias-GELU).
+  TORCH_ARG(bool, skip_bias_add) = false;
   // All-gather the output so every rank gets [*, out]; otherwise [*, out/tp].
   TORCH_ARG(bool, gather_output) = false;
   // Input is sequence-sharded [s/tp, b, in]; it is all-gathered along s before the matmul.

@@ -53,6 +53,9 @@ struct MEGATRON_API Arguments {
   std::string recompute_granularity;         // "" | full | selective
   std::string recompute_method = "uniform";
   int64_t recompute_num_layers = 1;
+  // The CUDA kernels of fusions/ (on by default, as Megatron-LM's fusions are); no effect on the CPU.
+  bool no_persist_layer_norm = false;  // ATen's LayerNorm / RMSNorm and a separate residual add
+  bool no_bias_gelu_fusion = false;    // ATen's bias add, GELU and bias-gradient reduction
 
   // --- parallelism
   int64_t tensor_model_parallel_size = 1;
@@ -200,12 +203,10 @@ struct MEGATRON_API Arguments {
   bool no_masked_softmax_fusion = false;
   bool attention_softmax_in_fp32 = false;
   bool apply_query_key_layer_scaling = false;
-  bool no_bias_gelu_fusion = false;
   bool no_bias_dropout_fusion = false;
   bool no_bias_swiglu_fusion = false;
   bool no_rope_fusion = false;
   bool no_gradient_accumulation_fusion = false;
-  bool no_persist_layer_norm = false;
   std::string distributed_backend = "nccl";  // nccl | gloo (gloo: a CPU job)
   bool deepspeed_activation_checkpointing = false;
   bool no_create_attention_mask_in_dataloader = false;

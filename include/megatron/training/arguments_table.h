@@ -125,6 +125,10 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(training, recompute_granularity, kSaved, one_of("full|selective"), "full | selective")                          \
   X(training, recompute_method, kSaved, one_of("uniform|block"), "uniform | block")                                 \
   X(training, recompute_num_layers, kSaved, positive(), "layers per recompute unit")                                \
+  X(training, no_persist_layer_norm, kNotSaved, any(),                                                              \
+    "CUDA: ATen's LayerNorm / RMSNorm kernels and a separate residual add instead of the fused kernels")            \
+  X(training, no_bias_gelu_fusion, kNotSaved, any(),                                                                \
+    "CUDA: ATen's bias add, GELU and bias-gradient sum instead of the fused bias-GELU kernels")                     \
   X(distributed, tensor_model_parallel_size, kSaved, positive(), "tensor-parallel ranks")                           \
   X(distributed, pipeline_model_parallel_size, kSaved, positive(), "pipeline stages")                               \
   X(distributed, num_layers_per_virtual_pipeline_stage, kSaved, positive(),                                         \
@@ -301,12 +305,10 @@ enum class ArgSaved { kSaved, kNotSaved };
     "accepted, no effect: the attention softmax accumulates in fp32 already")                                       \
   X(ignored, apply_query_key_layer_scaling, kNotSaved, any(),                                                       \
     "accepted, no effect: with an fp32 softmax the scaling cancels out")                                            \
-  X(ignored, no_bias_gelu_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                  \
   X(ignored, no_bias_dropout_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")               \
   X(ignored, no_bias_swiglu_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                \
   X(ignored, no_rope_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                       \
   X(ignored, no_gradient_accumulation_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")      \
-  X(ignored, no_persist_layer_norm, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                \
   X(distributed, distributed_backend, kNotSaved, one_of("nccl|gloo"),                                               \
     "nccl: CUDA tensors through NCCL; gloo: a CPU job. Host tensors: MPI under mpirun, Gloo under torchrun/deepspeed") \
   X(ignored, deepspeed_activation_checkpointing, kNotSaved, any(),                                                  \

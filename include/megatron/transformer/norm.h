@@ -8,6 +8,8 @@
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
 
+#include <utility>
+
 #include "megatron/tensor_parallel/sharding.h"
 #include "megatron/transformer/transformer_config.h"
 
@@ -19,12 +21,15 @@ class MEGATRON_API NormImpl : public torch::nn::Cloneable<NormImpl>, public tens
   void reset() override;
   // [*, h] -> [*, h]
   at::Tensor forward(const at::Tensor& x);
+  // (residual + x, forward(residual + x)), in one kernel each way on CUDA (fusions/fused_layer_norm.h).
+  std::pair<at::Tensor, at::Tensor> forward_add(const at::Tensor& residual, const at::Tensor& x);
   std::vector<std::pair<std::string, tensor_parallel::ParamInit>> param_inits() const override;
 
   Normalization normalization;
   int64_t hidden_size;
   double eps;
   bool zero_centered_gamma;  // weight holds gamma - 1
+  bool fused;                // TransformerConfig::persist_layer_norm: the fused kernels where they apply
   at::Tensor weight, bias;
 };
 TORCH_MODULE(Norm);

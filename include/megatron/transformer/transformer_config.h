@@ -54,6 +54,12 @@ struct MEGATRON_API TransformerConfig {
   TORCH_ARG(Activation, activation) = Activation::kGelu;
   TORCH_ARG(double, hidden_dropout) = 0.1;
   TORCH_ARG(double, attention_dropout) = 0.1;
+  // --- kernels on CUDA (fusions/): the norms with the residual add before them fused
+  // (--no-persist-layer-norm: ATen's LayerNorm / RMSNorm kernels instead), and the MLP's bias add
+  // and GELU fused with the bias gradient folded into GELU's backward (--no-bias-gelu-fusion).
+  // No effect on the CPU, whose results they do not change.
+  TORCH_ARG(bool, persist_layer_norm) = true;
+  TORCH_ARG(bool, bias_gelu_fusion) = true;
   // Rotary positions rotate channel pairs (2i, 2i+1) instead of (i, i + d/2) (--rotary-interleaved).
   TORCH_ARG(bool, rotary_interleaved) = false;
 
