@@ -17,9 +17,9 @@ namespace megatron::fusions::detail {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr float kSqrtHalf = 0.70710678118654752f;      // 1 / sqrt(2)
-constexpr float kInvSqrt2Pi = 0.39894228040143268f;    // 1 / sqrt(2 pi)
-constexpr float kSqrt2OverPi = 0.79788456080286536f;   // sqrt(2 / pi)
+constexpr float kSqrtHalf = 0.70710678118654752f;     // 1 / sqrt(2)
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;   // 1 / sqrt(2 pi)
+constexpr float kSqrt2OverPi = 0.79788456080286536f;  // sqrt(2 / pi)
 constexpr float kKappa = 0.044715f;
 
 // GELU and its derivative, as ATen's kernels compute them.
@@ -78,8 +78,8 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, bool kTanh>
 __global__ void __launch_bounds__(kThreads)
     bias_gelu_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ bias,
-                              T* __restrict__ dx, float* __restrict__ dbias_part, int64_t rows,
-                              int64_t rows_per_chunk, int64_t cols) {
+                              T* __restrict__ dx, float* __restrict__ dbias_part, int64_t rows, int64_t rows_per_chunk,
+                              int64_t cols) {
   constexpr int N = Pack<T>::N;
   const int64_t p = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (p * N >= cols) return;
@@ -134,9 +134,8 @@ at::Tensor bias_gelu_forward_cuda(const at::Tensor& x_in, const at::Tensor& bias
   dispatch_float_types(x.scalar_type(), "bias_gelu", [&](auto tag) {
     using scalar_t = decltype(tag);
     with_tanh(tanh, [&](auto k) {
-      bias_gelu_forward_kernel<scalar_t, decltype(k)::value>
-          <<<dim3(t.tiles, t.chunks), kThreads, 0, stream>>>(x.data_ptr<scalar_t>(), bias.data_ptr<scalar_t>(),
-                                                             y.data_ptr<scalar_t>(), rows, t.rows_per_chunk, cols);
+      bias_gelu_forward_kernel<scalar_t, decltype(k)::value><<<dim3(t.tiles, t.chunks), kThreads, 0, stream>>>(
+          x.data_ptr<scalar_t>(), bias.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), rows, t.rows_per_chunk, cols);
     });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();

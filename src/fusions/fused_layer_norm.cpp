@@ -37,10 +37,9 @@ NormStats norm_forward_reference(const at::Tensor& x, const at::Tensor& weight, 
 
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * weight (RMSNorm: no mean(g)),
 // plus grad_sum; dweight = sum over rows of dy * xhat, dbias = sum of dy.
-std::array<at::Tensor, 3> norm_backward_reference(const at::Tensor& dy, const at::Tensor& grad_sum,
-                                                  const at::Tensor& x, const at::Tensor& mean,
-                                                  const at::Tensor& rstd, const at::Tensor& weight, bool with_bias,
-                                                  bool rms) {
+std::array<at::Tensor, 3> norm_backward_reference(const at::Tensor& dy, const at::Tensor& grad_sum, const at::Tensor& x,
+                                                  const at::Tensor& mean, const at::Tensor& rstd,
+                                                  const at::Tensor& weight, bool with_bias, bool rms) {
   const int64_t h = x.size(-1);
   const at::Tensor xf = x.reshape({-1, h}).to(at::kFloat), dyf = dy.reshape({-1, h}).to(at::kFloat);
   const at::Tensor r = rstd.reshape({-1, 1});
@@ -99,15 +98,15 @@ struct FusedNorm : torch::autograd::Function<FusedNorm> {
 #if MEGATRON_WITH_CUDA
     if (ctx->saved_data.count("cuda")) {
       const int64_t h = input.size(-1);
-      auto b = detail::norm_backward_cuda(dy.reshape({-1, h}), grad_sum.defined() ? grad_sum.reshape({-1, h}) : grad_sum,
-                                          input.reshape({-1, h}), rms ? at::Tensor() : mean, rstd, weight, has_bias,
-                                          rms);
+      auto b =
+          detail::norm_backward_cuda(dy.reshape({-1, h}), grad_sum.defined() ? grad_sum.reshape({-1, h}) : grad_sum,
+                                     input.reshape({-1, h}), rms ? at::Tensor() : mean, rstd, weight, has_bias, rms);
       g = {b.dx.view(input.sizes()), b.dweight, b.dbias};
     }
 #endif
     if (!g[0].defined()) g = norm_backward_reference(dy, grad_sum, input, mean, rstd, weight, has_bias, rms);
-    return {has_residual ? g[0] : at::Tensor(), g[0], g[1], g[2], at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor()};
+    return {
+        has_residual ? g[0] : at::Tensor(), g[0], g[1], g[2], at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -127,8 +126,8 @@ bool fused_norm_supported(const at::Tensor& x, const at::Tensor& weight) {
 
 at::Tensor fused_layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
                             bool rms) {
-  TORCH_CHECK(x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1),
-              "[fused_layer_norm] weight ", weight.sizes(), " must be [h] for input ", x.sizes());
+  TORCH_CHECK(x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1), "[fused_layer_norm] weight ",
+              weight.sizes(), " must be [h] for input ", x.sizes());
   return FusedNorm::apply(none_like(x), x, weight, bias.defined() ? bias : none_like(x), eps, rms, false,
                           bias.defined())[0];
 }
@@ -136,13 +135,13 @@ at::Tensor fused_layer_norm(const at::Tensor& x, const at::Tensor& weight, const
 std::pair<at::Tensor, at::Tensor> fused_add_layer_norm(const at::Tensor& residual, const at::Tensor& x,
                                                        const at::Tensor& weight, const at::Tensor& bias, double eps,
                                                        bool rms) {
-  TORCH_CHECK(x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1),
-              "[fused_add_layer_norm] weight ", weight.sizes(), " must be [h] for input ", x.sizes());
+  TORCH_CHECK(x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1), "[fused_add_layer_norm] weight ",
+              weight.sizes(), " must be [h] for input ", x.sizes());
   TORCH_CHECK(residual.sizes() == x.sizes() && residual.scalar_type() == x.scalar_type(),
               "[fused_add_layer_norm] residual ", residual.sizes(), " ", residual.scalar_type(), " must match x ",
               x.sizes(), " ", x.scalar_type());
-  auto out = FusedNorm::apply(residual, x, weight, bias.defined() ? bias : none_like(x), eps, rms, true,
-                              bias.defined());
+  auto out =
+      FusedNorm::apply(residual, x, weight, bias.defined() ? bias : none_like(x), eps, rms, true, bias.defined());
   return {out[1], out[0]};
 }
 

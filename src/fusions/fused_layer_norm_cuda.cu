@@ -50,8 +50,8 @@ __device__ void block_sum(float (&v)[kN], float* shared) {
 template <typename T, int kPacks>
 __global__ void __launch_bounds__(kMaxThreads)
     norm_forward_kernel(const T* __restrict__ residual, const T* __restrict__ x, const T* __restrict__ weight,
-                        const T* __restrict__ bias, T* __restrict__ y, T* __restrict__ sum, float* __restrict__ mean_out,
-                        float* __restrict__ rstd_out, int hidden, float eps, bool rms) {
+                        const T* __restrict__ bias, T* __restrict__ y, T* __restrict__ sum,
+                        float* __restrict__ mean_out, float* __restrict__ rstd_out, int hidden, float eps, bool rms) {
   __shared__ float shared[32];
   constexpr int N = Pack<T>::N;
   const int packs = hidden / N;
@@ -67,7 +67,8 @@ __global__ void __launch_bounds__(kMaxThreads)
       Pack<T> r;
       r.load(residual + offset + p * N);
 #pragma unroll
-      for (int k = 0; k < N; ++k) v[i].v[k] = static_cast<float>(static_cast<T>(r.v[k] + v[i].v[k]));  // as x's add rounds
+      for (int k = 0; k < N; ++k)
+        v[i].v[k] = static_cast<float>(static_cast<T>(r.v[k] + v[i].v[k]));  // as x's add rounds
       v[i].store(sum + offset + p * N);
     }
 #pragma unroll
@@ -270,12 +271,11 @@ NormBackward norm_backward_cuda(const at::Tensor& dy_in, const at::Tensor& grad_
       const int64_t blocks = std::min<int64_t>(rows, static_cast<int64_t>(std::max(per_sm, 1)) * sms);
       // [1 or 2, blocks, hidden]: the weight's partials, then the bias's.
       at::Tensor part = at::empty({with_bias ? 2 : 1, blocks, hidden}, x.options().dtype(at::kFloat));
-      kernel<<<blocks, threads, 0, stream>>>(dy.data_ptr<scalar_t>(), data_or_null<scalar_t>(grad_sum),
-                                             x.data_ptr<scalar_t>(), rms ? nullptr : mean.data_ptr<float>(),
-                                             rstd.data_ptr<float>(), weight.data_ptr<scalar_t>(),
-                                             out.dx.data_ptr<scalar_t>(), part.data_ptr<float>(),
-                                             with_bias ? part.data_ptr<float>() + blocks * hidden : nullptr, rows,
-                                             static_cast<int>(hidden), rms);
+      kernel<<<blocks, threads, 0, stream>>>(
+          dy.data_ptr<scalar_t>(), data_or_null<scalar_t>(grad_sum), x.data_ptr<scalar_t>(),
+          rms ? nullptr : mean.data_ptr<float>(), rstd.data_ptr<float>(), weight.data_ptr<scalar_t>(),
+          out.dx.data_ptr<scalar_t>(), part.data_ptr<float>(),
+          with_bias ? part.data_ptr<float>() + blocks * hidden : nullptr, rows, static_cast<int>(hidden), rms);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       launch_column_sum<scalar_t>(part, out.dweight.data_ptr<scalar_t>(),
                                   with_bias ? out.dbias.data_ptr<scalar_t>() : nullptr, stream);

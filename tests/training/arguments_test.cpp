@@ -196,13 +196,16 @@ TEST(Arguments, MegatronScriptFlags) {
       with(base(), {"--use-mcore-models", "--transformer-impl", "transformer_engine", "--use-flash-attn",
                     "--no-masked-softmax-fusion", "--attention-softmax-in-fp32", "--no-gradient-accumulation-fusion",
                     "--overlap-grad-reduce", "--distributed-backend", "nccl", "--attention-backend", "auto",
-                    "--timing-log-level", "2"}),
+                    "--timing-log-level", "2", "--no-persist-layer-norm", "--no-bias-gelu-fusion"}),
       1);
   EXPECT_EQ(ignored_megatron_flags(b),
             (std::vector<std::string>{"--use-mcore-models", "--transformer-impl", "--use-flash-attn",
                                       "--no-masked-softmax-fusion", "--attention-softmax-in-fp32",
                                       "--no-gradient-accumulation-fusion", "--timing-log-level"}));
   EXPECT_TRUE(b.overlap_grad_reduce);
+  // The fusion switches that pick ATen's kernels on a GPU are settings, not ignored flags.
+  EXPECT_TRUE(b.no_persist_layer_norm && b.no_bias_gelu_fusion);
+  EXPECT_FALSE(a.no_persist_layer_norm || a.no_bias_gelu_fusion);
   EXPECT_EQ(b.position_embedding_type, "learned_absolute");  // nothing else moved
 
   EXPECT_NE(error_of(with(base(), {"--recompute-activations", "--recompute-granularity", "full"}))

@@ -6,8 +6,8 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
-#include <CLI/CLI.hpp>
 #include <torch/csrc/autograd/autograd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -66,11 +66,11 @@ int main(int argc, char** argv) {
   }
   const auto opts = at::TensorOptions().device(at::kCUDA).dtype(fp32 ? at::kFloat : at::kBFloat16);
   const double elem = fp32 ? 4.0 : 2.0;
-  std::printf("fusions_bench (%s): %lld tokens, hidden %lld, ffn %lld, vocabulary %lld, %s; forward + backward, "
-              "median of %d\n",
-              at::cuda::getCurrentDeviceProperties()->name, static_cast<long long>(tokens),
-              static_cast<long long>(hidden), static_cast<long long>(ffn), static_cast<long long>(vocab),
-              fp32 ? "fp32" : "bf16", reps);
+  std::printf(
+      "fusions_bench (%s): %lld tokens, hidden %lld, ffn %lld, vocabulary %lld, %s; forward + backward, "
+      "median of %d\n",
+      at::cuda::getCurrentDeviceProperties()->name, static_cast<long long>(tokens), static_cast<long long>(hidden),
+      static_cast<long long>(ffn), static_cast<long long>(vocab), fp32 ? "fp32" : "bf16", reps);
   std::printf("%-28s %10s %10s %10s %12s\n", "kernel", "ours ms", "ATen ms", "ATen/ours", "ours GB/s");
   auto report = [&](const char* name, double ours, double aten, double bytes) {
     std::printf("%-28s %10.3f %10.3f %10.3f %12.0f\n", name, ours, aten, aten / ours, bytes / ours / 1e6);
@@ -81,57 +81,83 @@ int main(int argc, char** argv) {
     auto w = (at::rand({hidden}, opts) + 0.5).requires_grad_(), b = at::randn({hidden}, opts).requires_grad_();
     auto dy = at::randn({tokens, hidden}, opts);
     const double bytes = 5.0 * tokens * hidden * elem;
-    report(
-        "LayerNorm",
-        median_ms([&] { backward({fused_layer_norm(x, w, b, 1e-5, false)}, {dy}, {x, w, b}); }, reps),
-        median_ms([&] { backward({at::layer_norm(x, {hidden}, w, b, 1e-5)}, {dy}, {x, w, b}); }, reps), bytes);
-    report("RMSNorm", median_ms([&] { backward({fused_layer_norm(x, w, {}, 1e-5, true)}, {dy}, {x, w}); }, reps),
-           median_ms([&] { backward({at::rms_norm(x, {hidden}, w, 1e-5)}, {dy}, {x, w}); }, reps), bytes);
+    report("LayerNorm",
+           median_ms(
+               [&] {
+                 backward({fused_layer_norm(x, w, b, 1e-5, false)}, {dy}, {x, w, b});
+               },
+               reps),
+           median_ms(
+               [&] {
+                 backward({at::layer_norm(x, {hidden}, w, b, 1e-5)}, {dy}, {x, w, b});
+               },
+               reps),
+           bytes);
+    report("RMSNorm",
+           median_ms(
+               [&] {
+                 backward({fused_layer_norm(x, w, {}, 1e-5, true)}, {dy}, {x, w});
+               },
+               reps),
+           median_ms(
+               [&] {
+                 backward({at::rms_norm(x, {hidden}, w, 1e-5)}, {dy}, {x, w});
+               },
+               reps),
+           bytes);
     // Residual add + LayerNorm: the sum's gradient arrives too, as in a transformer layer.
     auto r = at::randn({tokens, hidden}, opts).requires_grad_();
     auto ds = at::randn({tokens, hidden}, opts);
-    report(
-        "residual add + LayerNorm",
-        median_ms(
-            [&] {
-              auto [s, y] = fused_add_layer_norm(r, x, w, b, 1e-5, false);
-              backward({y, s}, {dy, ds}, {r, x, w, b});
-            },
-            reps),
-        median_ms(
-            [&] {
-              auto s = r + x;
-              backward({at::layer_norm(s, {hidden}, w, b, 1e-5), s}, {dy, ds}, {r, x, w, b});
-            },
-            reps),
-        8.0 * tokens * hidden * elem);
+    report("residual add + LayerNorm",
+           median_ms(
+               [&] {
+                 auto [s, y] = fused_add_layer_norm(r, x, w, b, 1e-5, false);
+                 backward({y, s}, {dy, ds}, {r, x, w, b});
+               },
+               reps),
+           median_ms(
+               [&] {
+                 auto s = r + x;
+                 backward({at::layer_norm(s, {hidden}, w, b, 1e-5), s}, {dy, ds}, {r, x, w, b});
+               },
+               reps),
+           8.0 * tokens * hidden * elem);
   }
   {  // bias + GELU: forward reads h, writes y; backward reads h and dy, writes dh.
     auto h = at::randn({tokens, ffn}, opts).requires_grad_();
     auto b = at::randn({ffn}, opts).requires_grad_();
     auto dy = at::randn({tokens, ffn}, opts);
-    report("bias + GELU", median_ms([&] { backward({bias_gelu(h, b, false)}, {dy}, {h, b}); }, reps),
-           median_ms([&] { backward({at::gelu(h + b)}, {dy}, {h, b}); }, reps), 5.0 * tokens * ffn * elem);
+    report("bias + GELU",
+           median_ms(
+               [&] {
+                 backward({bias_gelu(h, b, false)}, {dy}, {h, b});
+               },
+               reps),
+           median_ms(
+               [&] {
+                 backward({at::gelu(h + b)}, {dy}, {h, b});
+               },
+               reps),
+           5.0 * tokens * ffn * elem);
   }
   {  // Cross entropy: forward reads the logits; backward reads them and writes their gradient.
     auto logits = at::randn({tokens, vocab}, opts).requires_grad_();
     auto target = at::randint(0, vocab, {tokens}, opts.dtype(at::kLong));
     auto grad = at::full({tokens}, 1.0 / tokens, opts.dtype(at::kFloat));
-    report(
-        "cross entropy",
-        median_ms(
-            [&] {
-              backward({megatron::tensor_parallel::vocab_parallel_cross_entropy(logits, target, nullptr, 0.0)},
-                       {grad}, {logits});
-            },
-            reps),
-        median_ms(
-            [&] {
-              auto loss = at::cross_entropy_loss(logits, target, {}, at::Reduction::None);
-              backward({loss}, {grad.to(loss.scalar_type())}, {logits});
-            },
-            reps),
-        3.0 * tokens * vocab * elem);
+    report("cross entropy",
+           median_ms(
+               [&] {
+                 backward({megatron::tensor_parallel::vocab_parallel_cross_entropy(logits, target, nullptr, 0.0)},
+                          {grad}, {logits});
+               },
+               reps),
+           median_ms(
+               [&] {
+                 auto loss = at::cross_entropy_loss(logits, target, {}, at::Reduction::None);
+                 backward({loss}, {grad.to(loss.scalar_type())}, {logits});
+               },
+               reps),
+           3.0 * tokens * vocab * elem);
   }
   return 0;
 }

@@ -173,9 +173,9 @@ KERNEL_KINDS = [
     ("GEMM", ("gemm", "nvjet", "cutlass", "xmma", "sm90_")),
     ("optimizer", ("multi_tensor_apply", "adam")),
     ("cross entropy", ("cross_entropy", "log_softmax", "nll_loss", "megatron::tensor_parallel")),
-    ("LayerNorm", ("layer_norm", "gammabeta", "layernorm")),
-    ("reduction", ("reduce_kernel", "triton_red", "triton_per")),
-    ("element-wise", ("elementwise", "triton_poi", "fill", "copy", "cat", "dropout")),
+    ("LayerNorm", ("layer_norm", "gammabeta", "layernorm", "norm_forward_kernel", "norm_backward_kernel")),
+    ("reduction", ("reduce_kernel", "triton_red", "triton_per", "column_sum_kernel")),
+    ("element-wise", ("elementwise", "triton_poi", "fill", "copy", "cat", "dropout", "bias_gelu")),
 ]
 
 
