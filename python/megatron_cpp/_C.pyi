@@ -752,7 +752,7 @@ class Arguments:
     @property
     def no_bias_gelu_fusion(self) -> bool:
         """
-        accepted, no effect: kernels are LibTorch's
+        CUDA: ATen's bias add, GELU and bias-gradient sum instead of the fused bias-GELU kernels
         """
     @no_bias_gelu_fusion.setter
     def no_bias_gelu_fusion(self, arg0: bool) -> None:
@@ -832,7 +832,7 @@ class Arguments:
     @property
     def no_persist_layer_norm(self) -> bool:
         """
-        accepted, no effect: kernels are LibTorch's
+        CUDA: ATen's LayerNorm / RMSNorm kernels and a separate residual add instead of the fused kernels
         """
     @no_persist_layer_norm.setter
     def no_persist_layer_norm(self, arg0: bool) -> None:
