@@ -6,7 +6,9 @@
 
 namespace megatron::distributed {
 
-void finalize_model_grads(const std::vector<std::shared_ptr<torch::nn::Module>>& model, const ParallelState& ps) {
+void finalize_model_grads(const std::vector<std::shared_ptr<torch::nn::Module>>& model, DistributedDataParallel& ddp,
+                          const ParallelState& ps) {
+  ddp.finish_grad_sync();
   for (const auto& chunk : model) {
     auto* lm = dynamic_cast<models::common::LanguageModule*>(chunk.get());
     if (!lm) continue;

@@ -21,7 +21,7 @@ namespace megatron::distributed {
 struct FsdpUnits::State {
   struct Unit {
     ParamAndGradBuffer* buffer = nullptr;
-    std::vector<const optimizer::ParamShards*> shards;  // by region
+    std::vector<const ParamShards*> shards;  // by region
     bool kept = false;
     int chunk = 0;
     int64_t prev = -1, next = -1;             // neighbours in the chunk's forward order
@@ -197,7 +197,7 @@ FsdpUnits::FsdpUnits(std::shared_ptr<comm::ProcessGroup> dp, bool shard_params, 
 
 FsdpUnits::~FsdpUnits() = default;
 
-size_t FsdpUnits::add_unit(ParamAndGradBuffer& buffer, std::vector<const optimizer::ParamShards*> shards,
+size_t FsdpUnits::add_unit(ParamAndGradBuffer& buffer, std::vector<const ParamShards*> shards,
                            const std::vector<at::Tensor>& params, int chunk,
                            const std::vector<bool>& sequence_parallel) {
   auto& s = *state_;
@@ -241,7 +241,7 @@ size_t FsdpUnits::add_unit(ParamAndGradBuffer& buffer, std::vector<const optimiz
   return index;
 }
 
-size_t FsdpUnits::add_kept_unit(ParamAndGradBuffer& buffer, std::vector<const optimizer::ParamShards*> shards) {
+size_t FsdpUnits::add_kept_unit(ParamAndGradBuffer& buffer, std::vector<const ParamShards*> shards) {
   State::Unit u;
   u.buffer = &buffer;
   u.shards = std::move(shards);

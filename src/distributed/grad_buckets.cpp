@@ -20,12 +20,14 @@ struct GradBuckets::State {
   // a device thread while the caller reads launched().
   std::mutex mutex;
   bool armed = false;
+  bool paused = false;  // no_sync(): complete buckets wait in `ready` until resumed
   int64_t accumulations = 0;
   std::shared_ptr<comm::ProcessGroup> group;
   std::vector<int64_t> seen;                        // backward passes per parameter
   std::vector<size_t> missing;                      // per bucket: parameters not yet complete
   std::vector<std::vector<comm::WorkHandle>> work;  // per bucket, once launched
   int64_t launched = 0;
+  std::vector<size_t> ready;                              // complete while paused, in completion order
   std::vector<std::vector<comm::WorkHandle>> param_work;  // per bucket: its pending broadcasts
 
   void launch(size_t b) {
@@ -46,7 +48,11 @@ struct GradBuckets::State {
     std::lock_guard<std::mutex> lock(mutex);
     if (!armed || ++seen[param] != accumulations) return;
     const size_t b = bucket_of[param];
-    if (--missing[b] == 0) launch(b);
+    if (--missing[b] != 0) return;
+    if (paused)
+      ready.push_back(b);
+    else
+      launch(b);
   }
 };
 
@@ -128,6 +134,16 @@ void GradBuckets::start(std::shared_ptr<comm::ProcessGroup> group, int64_t accum
   for (const auto& b : s.buckets) s.missing.push_back(b.params.size());
   s.work.assign(s.buckets.size(), {});
   s.launched = 0;
+  s.ready.clear();
+}
+
+void GradBuckets::set_paused(bool paused) {
+  auto& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.paused = paused;
+  if (paused) return;
+  for (size_t b : s.ready) s.launch(b);  // in the order they completed, the same on every rank
+  s.ready.clear();
 }
 
 void GradBuckets::finish(const std::shared_ptr<comm::ProcessGroup>& group) {
@@ -140,6 +156,7 @@ void GradBuckets::finish(const std::shared_ptr<comm::ProcessGroup>& group) {
     s.launched = 0;
   }
   s.armed = false;
+  s.ready.clear();  // launched below with the rest
   if (!group || group->size() == 1) return;
   TORCH_CHECK(s.group == group, "[grad_buckets] finish() on another group than start()");
   for (size_t b = 0; b < s.buckets.size(); ++b) {

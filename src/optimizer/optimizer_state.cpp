@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 
+#include "megatron/distributed/distributed_data_parallel.h"
 #include "megatron/optimizer/optimizer.h"
 
 namespace megatron::optimizer {
@@ -38,15 +39,16 @@ void MegatronOptimizer::load_state_of(UpdateGroup& g, const std::map<std::string
 std::map<std::string, MegatronOptimizer::ParamState> MegatronOptimizer::param_state() {
   std::map<std::string, ParamState> out;
   for (const auto& g : groups_) {
-    const auto& region = region_of(g);
+    const auto& buffer = ddp_.buffer(g.buffer);
+    const auto& region = buffer.regions()[g.region];
     // The group's flat tensors; each parameter gets a view of its part.
     std::map<std::string, at::Tensor> flat;
     for (const auto& [key, value] : state_of(g))
       flat[key] = g.shards && key != "step" ? g.shards->gather(value) : value;
-    const bool main_is_copy = g.shards || buffers_[g.buffer]->dtype() != at::kFloat;
+    const bool main_is_copy = g.shards || buffer.dtype() != at::kFloat;
     if (main_is_copy) flat["main_param"] = g.shards ? g.shards->gather(g.main.detach()) : g.main.detach();
     for (const auto& m : region.members) {
-      const auto& p = params_[index_of(g, m)];
+      const auto& p = ddp_.params()[ddp_.buffer_params(g.buffer)[m.index]];
       ParamState& s = out[p.name];
       for (const auto& [key, value] : flat)
         s[key] = key == "step" ? value.clone() : value.narrow(0, m.offset, p.param.numel()).view(p.param.sizes());
@@ -56,7 +58,7 @@ std::map<std::string, MegatronOptimizer::ParamState> MegatronOptimizer::param_st
 }
 
 void MegatronOptimizer::load_param_state(const std::map<std::string, ParamState>& state) {
-  finish_param_sync();  // an fp32 main shard is the parameters' memory, which a pending gather reads
+  ddp_.finish_param_sync();  // an fp32 main shard is the parameters' memory, which a pending gather reads
   auto find = [&](const std::string& name) -> const ParamState& {
     auto it = state.find(name);
     TORCH_CHECK(it != state.end(), "[optimizer] the saved optimizer state has no parameter ", name);
@@ -64,12 +66,13 @@ void MegatronOptimizer::load_param_state(const std::map<std::string, ParamState>
   };
   at::NoGradGuard no_grad;
   for (auto& g : groups_) {
-    const auto& region = region_of(g);
+    const auto& buffer = ddp_.buffer(g.buffer);
+    const auto& region = buffer.regions()[g.region];
     // The group's elements of one kind of state, from every member; main parameters default to the model's.
     auto flat = [&](const std::string& key) {
       std::vector<at::Tensor> parts;
       for (const auto& m : region.members) {
-        const auto& p = params_[index_of(g, m)];
+        const auto& p = ddp_.params()[ddp_.buffer_params(g.buffer)[m.index]];
         const auto& s = find(p.name);
         auto it = s.find(key);
         if (it == s.end() && key == "main_param") {
@@ -85,8 +88,8 @@ void MegatronOptimizer::load_param_state(const std::map<std::string, ParamState>
       return g.shards ? g.shards->local_piece(all) : all;
     };
     // fp32 parameters without ZeRO-1 are their own main parameters, loaded with the model.
-    if (g.shards || buffers_[g.buffer]->dtype() != at::kFloat) g.main.copy_(flat("main_param"));
-    const auto& first = find(params_[index_of(g, region.members.front())].name);
+    if (g.shards || buffer.dtype() != at::kFloat) g.main.copy_(flat("main_param"));
+    const auto& first = find(param_name(g, 0));
     // A checkpoint saved before any update has no update state: start it fresh.
     if (!first.count("exp_avg") && !first.count("momentum_buffer")) {
       reset_state(g);
@@ -99,7 +102,7 @@ void MegatronOptimizer::load_param_state(const std::map<std::string, ParamState>
       else if (key != "main_param")
         s[key] = flat(key);
     }
-    load_state_of(g, s, "the parameter group of " + params_[index_of(g, region.members.front())].name);
+    load_state_of(g, s, "the parameter group of " + param_name(g, 0));
   }
 }
 

@@ -25,13 +25,11 @@ at::Tensor empty_param(at::IntArrayRef shape) {
   return deferred_init ? DeferredParameterInit::without_memory(shape, at::kFloat) : at::zeros(shape, at::kFloat);
 }
 
-// Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication: Y = X A^T + b for a
-// column-parallel weight. Backward launches the input-gradient all-reduce (reduce-scatter with
-// sequence parallelism) before the weight-gradient GEMM and waits after it. With sequence
-// parallelism only this rank's [s/tp, b, in] shard is saved; backward re-gathers it under the
-// input-gradient GEMM. The GEMMs are the ones autograd runs for at::linear, so results are
-// bit-identical to copy_to_tensor_model_parallel_region (or the sequence gather) + at::linear.
-struct LinearWithAsyncCommunication : torch::autograd::Function<LinearWithAsyncCommunication> {
+// Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication (layers.h says what it does). The
+// GEMMs are the ones autograd runs for at::linear, so results are bit-identical to
+// copy_to_tensor_model_parallel_region (or the sequence gather) + at::linear.
+struct LinearWithGradAccumulationAndAsyncCommunication
+    : torch::autograd::Function<LinearWithGradAccumulationAndAsyncCommunication> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight,
                             const at::Tensor& bias, GroupPtr g, bool sequence_parallel, PendingPtr grad_pending) {
     at::Tensor total = sequence_parallel ? all_gather_along_dim(input, g, 0) : input;
@@ -94,6 +92,21 @@ struct LinearWithAsyncCommunication : torch::autograd::Function<LinearWithAsyncC
 
 }  // namespace
 
+at::Tensor linear_with_grad_accumulation_and_async_allreduce(const at::Tensor& input, const at::Tensor& weight,
+                                                             const at::Tensor& bias, const GroupPtr& group,
+                                                             bool sequence_parallel, const PendingPtr& grad_pending) {
+  // A custom autograd function cannot take an undefined tensor: no bias travels as an empty one.
+  return LinearWithGradAccumulationAndAsyncCommunication::apply(
+      input, weight, bias.defined() ? bias : at::empty({0}, weight.options()), group, sequence_parallel, grad_pending);
+}
+
+at::Tensor vocab_parallel_lookup(const at::Tensor& weight, const at::Tensor& input, int64_t start, int64_t end,
+                                 bool sparse_grad) {
+  at::Tensor mask = (input < start).logical_or_(input >= end);
+  at::Tensor local_ids = (input - start).masked_fill_(mask, 0);
+  return at::embedding(weight, local_ids, -1, false, sparse_grad).masked_fill(mask.unsqueeze(-1), 0.0);
+}
+
 DeferredParameterInit::DeferredParameterInit() : previous_(deferred_init) {
   deferred_init = true;
 }
@@ -148,8 +161,7 @@ std::vector<std::pair<std::string, ParamInit>> ColumnParallelLinearImpl::param_i
   return out;
 }
 
-at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& input, const at::Tensor& weight_arg,
-                                             const PendingPtr& grad_reduce) {
+at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& input, const at::Tensor& weight_arg) {
   const at::Tensor& w = weight_arg.defined() ? weight_arg : weight;
   TORCH_CHECK(w.defined(),
               "[ColumnParallelLinear] no weight: pass one to forward() when "
@@ -158,12 +170,9 @@ at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& input, const at::
               "[ColumnParallelLinear] weight must be [", output_size_per_partition, ", ", options.input_size(),
               "], got ", w.sizes());
   const auto& g = options.tp_group();
-  const at::Tensor b = options.skip_bias_add() ? at::Tensor() : bias;
-  // A custom autograd function cannot take an undefined tensor: no bias travels as an empty one.
-  at::Tensor out = group_size(g) == 1
-                       ? at::linear(input, w, b)
-                       : LinearWithAsyncCommunication::apply(input, w, b.defined() ? b : at::empty({0}, w.options()), g,
-                                                             options.sequence_parallel(), grad_reduce);
+  at::Tensor out = group_size(g) == 1 ? at::linear(input, w, gemm_bias())
+                                      : linear_with_grad_accumulation_and_async_allreduce(input, w, gemm_bias(), g,
+                                                                                          options.sequence_parallel());
   if (options.gather_output()) out = gather_from_tensor_model_parallel_region(out, g);
   return out;
 }
@@ -190,12 +199,6 @@ std::vector<std::pair<std::string, ParamInit>> RowParallelLinearImpl::param_init
       {"weight", ParamInit{ParamInit::kNormal, options.init_method_std(), layout}}};
   if (options.bias()) out.push_back({"bias", ParamInit{ParamInit::kZeros, 0.0, ShardLayout{}}});
   return out;
-}
-
-at::Tensor RowParallelLinearImpl::forward_partial(const at::Tensor& input) {
-  TORCH_CHECK(options.input_is_parallel() && !options.sequence_parallel(),
-              "[RowParallelLinear] forward_partial needs input_is_parallel and no sequence parallelism");
-  return at::linear(input, weight);
 }
 
 at::Tensor RowParallelLinearImpl::forward(const at::Tensor& input) {
@@ -230,16 +233,11 @@ std::vector<std::pair<std::string, ParamInit>> VocabParallelEmbeddingImpl::param
   return {{"weight", ParamInit{ParamInit::kNormal, options.init_method_std(), layout}}};
 }
 
-at::Tensor VocabParallelEmbeddingImpl::forward_partial(const at::Tensor& input) {
-  if (group_size(options.tp_group()) == 1) return at::embedding(weight, input, -1, false, options.sparse_grad());
-  at::Tensor mask = (input < vocab_start_index).logical_or_(input >= vocab_end_index);
-  at::Tensor local_ids = (input - vocab_start_index).masked_fill_(mask, 0);
-  return at::embedding(weight, local_ids, -1, false, options.sparse_grad()).masked_fill(mask.unsqueeze(-1), 0.0);
-}
-
 at::Tensor VocabParallelEmbeddingImpl::forward(const at::Tensor& input) {
   const auto& g = options.tp_group();
-  at::Tensor out = forward_partial(input);
+  at::Tensor out = group_size(g) == 1 ? at::embedding(weight, input, -1, false, options.sparse_grad())
+                                      : vocab_parallel_lookup(weight, input, vocab_start_index, vocab_end_index,
+                                                              options.sparse_grad());
   return options.reduce_scatter_embeddings() ? reduce_scatter_to_sequence_parallel_region(out, g)
                                              : reduce_from_tensor_model_parallel_region(out, g);
 }

@@ -90,22 +90,15 @@ at::Tensor SelfAttentionImpl::core_attention(const at::Tensor& q, const at::Tens
 
 at::Tensor SelfAttentionImpl::forward(const at::Tensor& hidden, const at::Tensor& attention_mask,
                                       const at::Tensor& rotary_pos_emb) {
-  return linear_proj(context(hidden, attention_mask, rotary_pos_emb, nullptr));
+  return linear_proj(context(linear_qkv(hidden), attention_mask, rotary_pos_emb));
 }
 
-at::Tensor SelfAttentionImpl::forward_partial(const at::Tensor& hidden, const at::Tensor& attention_mask,
-                                              const at::Tensor& rotary_pos_emb,
-                                              const tensor_parallel::PendingPtr& qkv_grad_reduce) {
-  return linear_proj->forward_partial(context(hidden, attention_mask, rotary_pos_emb, qkv_grad_reduce));
-}
-
-at::Tensor SelfAttentionImpl::context(const at::Tensor& hidden, const at::Tensor& attention_mask,
-                                      const at::Tensor& rotary_pos_emb,
-                                      const tensor_parallel::PendingPtr& qkv_grad_reduce) {
+at::Tensor SelfAttentionImpl::context(const at::Tensor& mixed_qkv, const at::Tensor& attention_mask,
+                                      const at::Tensor& rotary_pos_emb) {
   const int64_t hn = config.head_dim();
   const int64_t per_group = heads_per_partition / groups_per_partition;
-  // [s, b, h] -> [s, b, ng * (np/ng + 2) * hn] -> [s, b, ng, (np/ng + 2) * hn]
-  at::Tensor mixed = linear_qkv(hidden, at::Tensor(), qkv_grad_reduce);
+  // [s, b, ng * (np/ng + 2) * hn] -> [s, b, ng, (np/ng + 2) * hn]
+  at::Tensor mixed = mixed_qkv;
   const int64_t s = mixed.size(0), b = mixed.size(1);
   mixed = mixed.view({s, b, groups_per_partition, (per_group + 2) * hn});
   auto parts = mixed.split_with_sizes({per_group * hn, hn, hn}, -1);

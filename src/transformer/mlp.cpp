@@ -44,24 +44,15 @@ at::Tensor activate(const at::Tensor& x, Activation a) {
 }  // namespace
 
 at::Tensor MLPImpl::forward(const at::Tensor& hidden) {
-  return linear_fc2(activation(hidden, nullptr));
+  return linear_fc2(activation(linear_fc1(hidden)));
 }
 
-at::Tensor MLPImpl::forward_partial(const at::Tensor& hidden, const tensor_parallel::PendingPtr& fc1_grad_reduce) {
-  return linear_fc2->forward_partial(activation(hidden, fc1_grad_reduce));
-}
-
-at::Tensor MLPImpl::activation(const at::Tensor& hidden, const tensor_parallel::PendingPtr& fc1_grad_reduce) {
-  at::Tensor h = linear_fc1(hidden, at::Tensor(), fc1_grad_reduce);  // [s, b, ffn/tp] or [s, b, 2 * ffn/tp]
-  if (linear_fc1->options.skip_bias_add()) {
-    h = fusions::bias_gelu(h, linear_fc1->bias, config.activation() == Activation::kGeluTanh);
-  } else if (config.gated_linear_unit()) {
-    auto gu = h.chunk(2, -1);
-    h = activate(gu[0], config.activation()) * gu[1];
-  } else {
-    h = activate(h, config.activation());
-  }
-  return h;
+at::Tensor MLPImpl::activation(const at::Tensor& h) {
+  if (linear_fc1->options.skip_bias_add())
+    return fusions::bias_gelu(h, linear_fc1->bias, config.activation() == Activation::kGeluTanh);
+  if (!config.gated_linear_unit()) return activate(h, config.activation());
+  auto gate_up = h.chunk(2, -1);
+  return activate(gate_up[0], config.activation()) * gate_up[1];
 }
 
 }  // namespace megatron::transformer

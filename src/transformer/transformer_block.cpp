@@ -7,6 +7,7 @@
 #include <string>
 
 #include "megatron/tensor_parallel/random.h"
+#include "megatron/transformer/domino.h"
 
 namespace megatron::transformer {
 
@@ -57,9 +58,8 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& hidden_in, const at::
     return outs[0];
   };
   const bool recompute = is_training() && config.recompute_granularity() == RecomputeGranularity::kFull;
-  if (config.domino()) {
-    hidden = run_domino(split_in_halves(hidden), attention_mask, rotary_pos_emb);
-  } else if (!recompute) {
+  if (config.domino()) return domino_block_forward(*this, split_in_halves(hidden), attention_mask, rotary_pos_emb);
+  if (!recompute) {
     hidden = run_layers(hidden, 0, num_local_layers);
   } else if (config.recompute_method() == RecomputeMethod::kUniform) {
     // Checkpoint chunks of recompute_num_layers layers (Megatron's "uniform").
@@ -72,36 +72,6 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& hidden_in, const at::
   }
   if (post_process) hidden = final_layernorm(hidden);
   return hidden;
-}
-
-at::Tensor TransformerBlockImpl::forward_domino(const DominoHalves& halves, const at::Tensor& attention_mask,
-                                                const at::Tensor& rotary_pos_emb) {
-  TORCH_CHECK(config.domino() && pre_process,
-              "[transformer_block] halves are the embedding's, for the first stage under --domino");
-  at::Tensor hidden = run_domino(halves, attention_mask, rotary_pos_emb);
-  return post_process ? final_layernorm(hidden) : hidden;
-}
-
-// Domino: the layers run on the two halves of the micro-batch, rejoined before the final norm.
-at::Tensor TransformerBlockImpl::run_domino(const DominoHalves& halves_in, const at::Tensor& attention_mask,
-                                            const at::Tensor& rotary_pos_emb) {
-  TORCH_CHECK(!(is_training() && config.recompute_granularity() == RecomputeGranularity::kFull),
-              "[domino] --domino does not support --recompute-granularity full");
-  DominoHalves halves = halves_in;
-  std::array<at::Tensor, 2> masks{attention_mask, attention_mask};
-  if (attention_mask.defined() && attention_mask.size(0) > 1) {
-    auto m = attention_mask.chunk(2, 0);
-    masks = {m[0], m[1]};
-  }
-  tensor_parallel::GradWaitChain chain;
-  for (int64_t i = 0; i < num_local_layers; ++i) {
-    RECORD_USER_SCOPE("decoder.layers." + std::to_string(i));
-    auto layer = layers->ptr<TransformerLayerImpl>(i);
-    // Only the wait before the forward: sharded parameters (released after it) refuse --domino.
-    if (layer->param_gather) layer->param_gather->before_forward();
-    halves = layer->forward_domino(halves, masks, rotary_pos_emb, chain);
-  }
-  return at::cat({halves[0].resolve(config, is_training()), halves[1].resolve(config, is_training())}, 1);
 }
 
 }  // namespace megatron::transformer

@@ -27,6 +27,7 @@
 #include "megatron/tensor_parallel/cross_entropy.h"
 #include "megatron/training/gpt_callbacks.h"
 #include "megatron/training/training.h"
+#include "optimizer/wrapped_optimizer.h"
 #include "tiny_gpt_args.h"
 
 namespace megatron {
@@ -44,10 +45,10 @@ TEST(Gpu, FusedAdamWOnCudaMatchesCpu) {
     auto w = init.to(device).set_requires_grad(true);
     optimizer::OptimizerConfig c;
     c.lr = 1e-2;
-    optimizer::MegatronOptimizer opt({{"w", w}}, c, nullptr, nullptr);
+    auto wrapped = testing::wrap({{"w", w}}, c);
     for (const auto& g : grads) {
       w.mutable_grad() = g.to(device);
-      auto r = opt.step();
+      auto r = wrapped.optimizer->step();
       EXPECT_EQ(r.found_inf.item<float>(), 0.0f);
     }
     return w.detach().cpu();

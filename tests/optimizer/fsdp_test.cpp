@@ -1,4 +1,4 @@
-// Sharded data parallelism (distributed/fsdp.h through MegatronOptimizer) on a small stack of
+// Sharded data parallelism (distributed/fsdp.h through DistributedDataParallel) on a small stack of
 // units driven by hand as a model drives them: the steps of optim_grads and optim_grads_params
 // against the unsharded optimizer on the same data, and when each unit's parameters and
 // gradients exist.
@@ -13,8 +13,10 @@
 
 #include "distributed_test.h"
 #include "megatron/optimizer/optimizer.h"
+#include "wrapped_optimizer.h"
 
 namespace opt = megatron::optimizer;
+namespace distributed = megatron::distributed;
 using megatron::testing::world;
 
 namespace {
@@ -26,6 +28,7 @@ constexpr int64_t kWidth = 12, kBatch = 5, kMicroBatches = 2;
 struct Net {
   at::Tensor root;
   std::vector<at::Tensor> weights;
+  std::unique_ptr<distributed::DistributedDataParallel> ddp;
   std::unique_ptr<opt::MegatronOptimizer> optimizer;
   std::shared_ptr<megatron::transformer::ParamGather> root_hooks;
   std::vector<std::shared_ptr<megatron::transformer::ParamGather>> hooks;
@@ -35,23 +38,28 @@ struct Net {
     at::manual_seed(11);  // the same initial weights on every rank and in every configuration
     root = (at::rand({kWidth}) + 0.5).requires_grad_(true);
     for (int i = 0; i < kUnits; ++i) weights.push_back((at::randn({kWidth, kWidth}) / 3).requires_grad_(true));
-    std::vector<opt::OptimizerParam> params{{"embedding.weight", root, false, false, false, ""}};
+    std::vector<distributed::ModelParam> params{{"embedding.weight", root}};
     for (int i = 0; i < kUnits; ++i) {
       const std::string unit = "decoder.layers." + std::to_string(i);
-      params.push_back({unit + ".weight", weights[i], false, false, false, unit});
+      params.push_back({unit + ".weight", weights[i]});
+      params.back().fsdp_unit = unit;
     }
     opt::OptimizerConfig config;
     config.optimizer = "sgd";
     config.lr = 0.1;
-    config.use_distributed_optimizer = shard_grads || shard_params;
-    config.shard_grads = shard_grads;
-    config.shard_params = shard_params;
-    config.fsdp_prefetch = prefetch;
-    config.overlap_grad_reduce = config.overlap_param_gather = overlap_param_gather;
-    optimizer = std::make_unique<opt::MegatronOptimizer>(params, config, world(), nullptr);
-    root_hooks = optimizer->param_gather("");
+    distributed::DistributedDataParallelConfig ddp_config;
+    ddp_config.use_distributed_optimizer = shard_grads || shard_params;
+    ddp_config.data_parallel_sharding_strategy = shard_params  ? distributed::ShardingStrategy::kOptimGradsParams
+                                                 : shard_grads ? distributed::ShardingStrategy::kOptimGrads
+                                                               : distributed::ShardingStrategy::kNoShard;
+    ddp_config.fsdp_prefetch = prefetch;
+    ddp_config.overlap_grad_reduce = ddp_config.overlap_param_gather = overlap_param_gather;
+    auto wrapped = megatron::testing::wrap(params, config, ddp_config, world());
+    ddp = std::move(wrapped.ddp);
+    optimizer = std::move(wrapped.optimizer);
+    root_hooks = ddp->param_gather("");
     for (int i = 0; i < kUnits; ++i)
-      hooks.push_back(hooked ? optimizer->param_gather("decoder.layers." + std::to_string(i)) : nullptr);
+      hooks.push_back(hooked ? ddp->param_gather("decoder.layers." + std::to_string(i)) : nullptr);
   }
 
   // `inspect(i)` runs once unit i's parameters have been gathered for its forward.
@@ -68,8 +76,8 @@ struct Net {
   }
 
   void step(int64_t iteration, const std::function<void(int)>& inspect = {}) {
-    optimizer->zero_grad();
-    optimizer->start_grad_sync(kMicroBatches);
+    ddp->zero_grad_buffer();
+    ddp->start_grad_sync(kMicroBatches);
     for (int64_t m = 0; m < kMicroBatches; ++m) {
       at::manual_seed(1000 * iteration + 10 * world()->rank() + m);  // each rank its own data
       torch::autograd::backward({loss(at::randn({kBatch, kWidth}), inspect) / kMicroBatches});
@@ -79,10 +87,10 @@ struct Net {
 
   // Every parameter as it is now (gathered first under ZeRO-3).
   std::vector<at::Tensor> snapshot() {
-    optimizer->gather_params();
+    ddp->gather_params();
     std::vector<at::Tensor> out{root.detach().clone()};
     for (const auto& w : weights) out.push_back(w.detach().clone());
-    optimizer->release_params();
+    ddp->release_params();
     return out;
   }
 };
@@ -125,7 +133,7 @@ TEST(Fsdp, ParametersExistOnlyAroundTheirUseAndTheNextIsGatheredAhead) {
     std::vector<std::vector<bool>> seen;  // per unit's forward: which units were whole
     std::vector<int64_t> gathers;         // and the gathers launched by then
     net.step(0, [&](int) {
-      gathers.push_back(net.optimizer->param_gathers());
+      gathers.push_back(net.ddp->param_gathers());
       std::vector<bool> whole;
       for (const auto& w : net.weights) whole.push_back(allocated(w));
       seen.push_back(whole);
@@ -144,7 +152,7 @@ TEST(Fsdp, ParametersExistOnlyAroundTheirUseAndTheNextIsGatheredAhead) {
     }
     // Per micro-batch each unit is gathered for its forward and its backward, but the last one,
     // whose backward follows its forward; the root once a step.
-    EXPECT_EQ(net.optimizer->param_gathers(), (2 * kUnits - 1) * kMicroBatches + 1);
+    EXPECT_EQ(net.ddp->param_gathers(), (2 * kUnits - 1) * kMicroBatches + 1);
     for (const auto& w : net.weights) {
       EXPECT_FALSE(allocated(w)) << "a unit stays whole after the step";
       EXPECT_FALSE(allocated(w.grad())) << "a unit's whole gradient outlives the step";
@@ -164,8 +172,8 @@ TEST(Fsdp, OptimGradsKeepsTheWholeGradientFromTheUnitsFirstBackwardToTheStep) {
   MEGATRON_REQUIRE_WORLD_SIZE(2);
   for (bool hooked : {true, false}) {
     Net net(true, false, true, hooked);
-    net.optimizer->zero_grad();
-    net.optimizer->start_grad_sync(kMicroBatches);
+    net.ddp->zero_grad_buffer();
+    net.ddp->start_grad_sync(kMicroBatches);
     // A unit whose module calls its hooks gets its gradient as its backward begins; one without,
     // before the step.
     for (const auto& w : net.weights) EXPECT_EQ(allocated(w.grad()), !hooked);
@@ -194,16 +202,16 @@ TEST(Fsdp, OptimGradsGathersEachUnitUnderItsForwardWithOverlapParamGather) {
   serial.step(0);
   overlapped.step(0);
   unhooked.step(0);
-  EXPECT_EQ(unhooked.optimizer->param_syncs_pending(), 1) << "only the root's bucket (it is hooked), rank " << rank;
+  EXPECT_EQ(unhooked.ddp->param_syncs_pending(), 1) << "only the root's bucket (it is hooked), rank " << rank;
   for (int i = 0; i < kUnits; ++i)
     EXPECT_TRUE(at::equal(unhooked.weights[i], serial.weights[i])) << "unit " << i << ", rank " << rank;
   // Each unit's gather, and the root's bucket.
-  const int64_t pending = overlapped.optimizer->param_syncs_pending();
+  const int64_t pending = overlapped.ddp->param_syncs_pending();
   EXPECT_EQ(pending, kUnits + 1) << "rank " << rank;
   overlapped.root_hooks->before_forward();
   for (int i = 0; i < kUnits; ++i) {
     overlapped.hooks[i]->before_forward();
-    EXPECT_EQ(overlapped.optimizer->param_syncs_pending(), pending - 2 - i) << "unit " << i << ", rank " << rank;
+    EXPECT_EQ(overlapped.ddp->param_syncs_pending(), pending - 2 - i) << "unit " << i << ", rank " << rank;
     EXPECT_TRUE(at::equal(overlapped.weights[i], serial.weights[i])) << "unit " << i << ", rank " << rank;
   }
   for (int64_t it = 1; it < 3; ++it) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "megatron/optimizer/grad_scaler.h"
+#include "wrapped_optimizer.h"
 
 namespace megatron::optimizer {
 namespace {
@@ -51,7 +52,8 @@ TEST(MegatronOptimizer, AdamWStepMatchesTheUpdateRule) {
   c.lr = 0.1;
   c.weight_decay = 0.5;
   c.clip_grad = 0;
-  MegatronOptimizer opt({{"layer.weight", w}, {"layer.bias", b}}, c, nullptr, nullptr);
+  auto opt_wrapped = testing::wrap({{"layer.weight", w}, {"layer.bias", b}}, c);
+  auto& opt = *opt_wrapped.optimizer;
   auto w0 = w.detach().clone(), b0 = b.detach().clone();
   w.mutable_grad() = at::tensor({0.5, -1.0, 2.0, 0.0}, at::kFloat).view({2, 2});
   b.mutable_grad() = at::tensor({1.0, -1.0}, at::kFloat);
@@ -72,14 +74,16 @@ TEST(MegatronOptimizer, AdamWStepMatchesTheUpdateRule) {
 TEST(MegatronOptimizer, DecoupledLrUpdatesTheEmbeddingAndOutputLayerAtTheirOwnRate) {
   auto c = unit_sgd(0);
   auto embedding = leaf(at::zeros({4, 2})), hidden = leaf(at::zeros({2, 2})), output = leaf(at::zeros({2, 2}));
-  std::vector<OptimizerParam> params = {{"embedding.word_embeddings.weight", embedding, false, true},
-                                        {"decoder.layers.0.mlp.weight", hidden},
-                                        {"output_layer.weight", output, false, true}};
+  std::vector<distributed::ModelParam> params = {{"embedding.word_embeddings.weight", embedding},
+                                                 {"decoder.layers.0.mlp.weight", hidden},
+                                                 {"output_layer.weight", output}};
   // Without --decoupled-lr the flag changes nothing: one rate, the usual two groups.
-  MegatronOptimizer together(params, c, nullptr, nullptr);
+  auto together_wrapped = testing::wrap(params, c);
+  auto& together = *together_wrapped.optimizer;
   EXPECT_EQ(together.param_group_sizes(), std::vector<int64_t>({3}));
   c.decoupled_lr = true;
-  MegatronOptimizer opt(params, c, nullptr, nullptr);
+  auto opt_wrapped = testing::wrap(params, c);
+  auto& opt = *opt_wrapped.optimizer;
   EXPECT_EQ(opt.param_group_sizes(), std::vector<int64_t>({1, 2}));  // the hidden weight, then the decoupled two
   opt.set_lr(0.1, 0.5);
   EXPECT_EQ(opt.param_group_lrs(), std::vector<double>({0.1, 0.5}));
@@ -93,7 +97,8 @@ TEST(MegatronOptimizer, DecoupledLrUpdatesTheEmbeddingAndOutputLayerAtTheirOwnRa
 
 TEST(MegatronOptimizer, ClipsToTheGlobalNorm) {
   auto w = leaf(at::zeros({3}));
-  MegatronOptimizer opt({{"w", w}}, unit_sgd(1.0), nullptr, nullptr);
+  auto opt_wrapped = testing::wrap({{"w", w}}, unit_sgd(1.0));
+  auto& opt = *opt_wrapped.optimizer;
   w.mutable_grad() = at::tensor({3.0f, 0.0f, 4.0f});
   auto result = step_and_read(opt);
   EXPECT_NEAR(result.grad_norm, 5.0, 1e-6);
@@ -110,7 +115,8 @@ TEST(MegatronOptimizer, Fp16OverflowSkipsTheStepAndShrinksTheScale) {
   sc.hysteresis = 2;
   sc.growth_interval = 3;
   c.grad_scaler = sc;
-  MegatronOptimizer opt({{"w", w}}, c, nullptr, nullptr);
+  auto opt_wrapped = testing::wrap({{"w", w}}, c);
+  auto& opt = *opt_wrapped.optimizer;
   EXPECT_EQ(opt.loss_scale(), 1024);
 
   for (int i = 0; i < 2; ++i) {  // two overflows: the second one exhausts the hysteresis
@@ -138,7 +144,8 @@ TEST(MegatronOptimizer, Fp16OverflowSkipsTheStepAndShrinksTheScale) {
 TEST(MegatronOptimizer, HalfPrecisionGradientsAccumulateInFp32) {
   for (auto dtype : {at::kBFloat16, at::kHalf}) {
     auto w = leaf(at::ones({3}, dtype));
-    MegatronOptimizer opt({{"w", w}}, unit_sgd(0), nullptr, nullptr);
+    auto opt_wrapped = testing::wrap({{"w", w}}, unit_sgd(0));
+    auto& opt = *opt_wrapped.optimizer;
     opt.zero_grad();
     ASSERT_EQ(w.grad().scalar_type(), at::kFloat);
     double want = 0, in_half = 0;
@@ -172,7 +179,8 @@ TEST(MegatronOptimizer, AdamWOverManyStepsMatchesTheWrittenOutRule) {
   c.adam_beta2 = 0.95;
   c.adam_eps = 1e-8;
   c.clip_grad = 0;
-  MegatronOptimizer opt({{"w", w}, {"layer.bias", b}, {"h", h}}, c, nullptr, nullptr);
+  auto opt_wrapped = testing::wrap({{"w", w}, {"layer.bias", b}, {"h", h}}, c);
+  auto& opt = *opt_wrapped.optimizer;
   struct Ref {
     at::Tensor p, m, v;
     double wd;
@@ -217,7 +225,8 @@ TEST(MegatronOptimizer, AdamWMatchesLibTorchAdamW) {
   c.lr = 3e-3;
   c.weight_decay = 0.05;
   c.clip_grad = 0;
-  MegatronOptimizer opt({{"w", w}}, c, nullptr, nullptr);
+  auto opt_wrapped = testing::wrap({{"w", w}}, c);
+  auto& opt = *opt_wrapped.optimizer;
   torch::optim::AdamW reference(
       {theirs},
       torch::optim::AdamWOptions(c.lr).betas({c.adam_beta1, c.adam_beta2}).eps(c.adam_eps).weight_decay(0.05));
@@ -241,7 +250,8 @@ TEST(MegatronOptimizer, SgdMomentumMatchesTheWrittenOutRule) {
   c.sgd_momentum = 0.9;
   c.weight_decay = 0.1;
   c.clip_grad = 0;
-  MegatronOptimizer opt({{"w", w}}, c, nullptr, nullptr);
+  auto opt_wrapped = testing::wrap({{"w", w}}, c);
+  auto& opt = *opt_wrapped.optimizer;
   at::Tensor p = w.detach().to(at::kDouble).clone(), buf;
   for (int t = 0; t < 3; ++t) {
     const at::Tensor g = at::tensor({0.5f * (t + 1), -0.25f}).view({1, 2});
@@ -260,7 +270,8 @@ TEST(MegatronOptimizer, SkippedUpdatesChangeNothing) {
   auto w = leaf(at::tensor({1.0f, 2.0f}));
   OptimizerConfig c;
   c.lr = 0.1;
-  MegatronOptimizer opt({{"w", w}}, c, nullptr, nullptr);
+  auto opt_wrapped = testing::wrap({{"w", w}}, c);
+  auto& opt = *opt_wrapped.optimizer;
   w.mutable_grad() = at::tensor({0.5f, -0.5f});
   ASSERT_FALSE(step_and_read(opt).skipped);
   const auto before = opt.param_state().at("w");
@@ -299,14 +310,17 @@ TEST(MegatronOptimizer, ResumingFromParamStateIsBitIdentical) {
       }
     };
     auto straight = leaf(init.clone());
-    MegatronOptimizer whole({{"w", straight}}, c, nullptr, nullptr);
+    auto whole_wrapped = testing::wrap({{"w", straight}}, c);
+    auto& whole = *whole_wrapped.optimizer;
     run(whole, straight, 0, 6);
 
     auto first = leaf(init.clone());
-    MegatronOptimizer before({{"w", first}}, c, nullptr, nullptr);
+    auto before_wrapped = testing::wrap({{"w", first}}, c);
+    auto& before = *before_wrapped.optimizer;
     run(before, first, 0, 3);
     auto resumed = leaf(first.detach().clone());
-    MegatronOptimizer after({{"w", resumed}}, c, nullptr, nullptr);
+    auto after_wrapped = testing::wrap({{"w", resumed}}, c);
+    auto& after = *after_wrapped.optimizer;
     after.load_param_state(before.param_state());
     run(after, resumed, 3, 6);
     EXPECT_TRUE(at::equal(resumed.detach(), straight.detach())) << kind;
@@ -321,7 +335,8 @@ TEST(MegatronOptimizer, ParametersAndGradientsLiveInFlatBuffers) {
   auto w = leaf(at::tensor({1.0f, 2.0f, 3.0f, 4.0f}).view({2, 2}));
   auto b = leaf(at::tensor({0.5f, -0.5f}));
   auto h = leaf(at::tensor({1.0f, 2.0f}).to(at::kBFloat16).view({1, 2}));
-  MegatronOptimizer opt({{"w", w}, {"layer.bias", b}, {"h", h}}, unit_sgd(0), nullptr, nullptr);
+  auto opt_wrapped = testing::wrap({{"w", w}, {"layer.bias", b}, {"h", h}}, unit_sgd(0));
+  auto& opt = *opt_wrapped.optimizer;
   EXPECT_TRUE(at::equal(w.detach(), at::tensor({1.0f, 2.0f, 3.0f, 4.0f}).view({2, 2})));
   EXPECT_TRUE(at::equal(b.detach(), at::tensor({0.5f, -0.5f})));
   EXPECT_TRUE(w.storage().is_alias_of(b.storage())) << "fp32 parameters share one buffer";

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "training/crc32.h"
+#include "training/checkpointing/crc32.h"
 
 namespace megatron::training {
 namespace {

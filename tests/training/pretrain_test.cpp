@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "distributed_test.h"
 #include "megatron/models/gpt/gpt_model.h"
@@ -17,6 +19,7 @@
 #include "megatron/readback.h"
 #include "megatron/transformer/param_gather.h"
 #include "megatron/transformer/transformer_layer.h"
+#include "optimizer/wrapped_optimizer.h"
 #include "subgroup_pretrain.h"
 #include "tiny_gpt_args.h"
 
@@ -38,9 +41,31 @@ training::TrainingResult run_layout(training::Arguments a, int tp, int dp, bool 
       .result;
 }
 
+// The single-rank run's (rank 0's) losses, gradient norms and evaluation losses, on every rank:
+// {iterations, evaluations, loss..., norm..., evaluation loss...}.
+std::vector<double> broadcast_reference(const training::TrainingResult& reference) {
+  at::Tensor t = at::zeros({64}, at::kDouble);
+  if (megatron::testing::world()->rank() == 0) {
+    std::vector<double> v{static_cast<double>(reference.iterations.size()),
+                          static_cast<double>(reference.evaluations.size())};
+    for (const auto& r : reference.iterations) v.push_back(r.metrics.at("lm loss"));
+    for (const auto& r : reference.iterations) v.push_back(r.grad_norm);
+    for (const auto& e : reference.evaluations) v.push_back(e.metrics.at("lm loss"));
+    EXPECT_LE(v.size(), 64u);
+    t.narrow(0, 0, static_cast<int64_t>(v.size())).copy_(at::tensor(v, at::kDouble));
+  }
+  megatron::testing::world()->broadcast(t, 0);
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + 64);
+}
+
 TEST(Pretrain, EveryTensorAndDataParallelLayoutGivesTheSameLosses) {
   MEGATRON_REQUIRE_WORLD_SIZE(4);
-  auto reference = run_layout(tiny_args(), 1, 1);
+  const auto want = broadcast_reference(run_layout(tiny_args(), 1, 1));
+  const auto iterations = static_cast<size_t>(want[0]), evaluations = static_cast<size_t>(want[1]);
+  ASSERT_EQ(iterations, 12u) << "rank " << megatron::testing::world()->rank();
+  const double* loss = &want[2];
+  const double* norm = loss + iterations;
+  const double* eval = norm + iterations;
   const std::vector<Layout> layouts = {{1, 1, 2},
                                        {2, 1, 1},
                                        {1, 1, 4},
@@ -53,24 +78,16 @@ TEST(Pretrain, EveryTensorAndDataParallelLayoutGivesTheSameLosses) {
                                        {2, 1, 2, std::nullopt, true, true}};
   for (const auto& l : layouts) {
     auto run = megatron::testing::pretrain_layout(tiny_args(), l, "layout").result;
-    if (megatron::testing::world()->rank() >= l.ranks()) continue;
-    SCOPED_TRACE(l.name());
-    ASSERT_EQ(run.iterations.size(), 12u);
-    if (megatron::testing::world()->rank() == 0) ASSERT_EQ(reference.iterations.size(), 12u);
-    if (megatron::testing::world()->rank() != 0) continue;  // rank 0 holds the single-rank reference
-    for (size_t i = 0; i < run.iterations.size(); ++i) {
-      double want = reference.iterations[i].metrics.at("lm loss");
-      double got = run.iterations[i].metrics.at("lm loss");
-      EXPECT_NEAR(got, want, 1e-5 * std::abs(want)) << "iteration " << i + 1;
-      EXPECT_NEAR(run.iterations[i].grad_norm, reference.iterations[i].grad_norm,
-                  1e-4 * reference.iterations[i].grad_norm)
-          << "iteration " << i + 1;
+    if (megatron::testing::world()->rank() >= l.ranks()) continue;  // not in this layout
+    SCOPED_TRACE(l.name() + ", rank " + std::to_string(megatron::testing::world()->rank()));
+    ASSERT_EQ(run.iterations.size(), iterations);
+    for (size_t i = 0; i < iterations; ++i) {
+      EXPECT_NEAR(run.iterations[i].metrics.at("lm loss"), loss[i], 1e-5 * std::abs(loss[i])) << "iteration " << i + 1;
+      EXPECT_NEAR(run.iterations[i].grad_norm, norm[i], 1e-4 * norm[i]) << "iteration " << i + 1;
     }
-    ASSERT_EQ(run.evaluations.size(), reference.evaluations.size());
-    for (size_t i = 0; i < run.evaluations.size(); ++i) {
-      EXPECT_NEAR(run.evaluations[i].metrics.at("lm loss"), reference.evaluations[i].metrics.at("lm loss"),
-                  1e-5 * reference.evaluations[i].metrics.at("lm loss"));
-    }
+    ASSERT_EQ(run.evaluations.size(), evaluations);
+    for (size_t i = 0; i < evaluations; ++i)
+      EXPECT_NEAR(run.evaluations[i].metrics.at("lm loss"), eval[i], 1e-5 * eval[i]) << "evaluation " << i + 1;
   }
 }
 
@@ -140,27 +157,28 @@ std::tuple<std::vector<int64_t>, at::Tensor, at::Tensor> two_layer_step(bool dis
   auto dp = megatron::testing::world();
   at::manual_seed(7);
   at::Tensor w1 = at::randn({64, 64}).requires_grad_(), w2 = at::randn({64, 64}).requires_grad_();
-  optimizer::OptimizerConfig c;
+  megatron::distributed::DistributedDataParallelConfig c;
   c.overlap_grad_reduce = overlap;
   c.use_distributed_optimizer = distributed;
-  c.bucket_numel = 4096;  // one bucket per weight; with ZeRO-1 the region splits over both ranks
-  optimizer::MegatronOptimizer opt({{"first.weight", w1}, {"last.weight", w2}}, c, dp, nullptr);
-  opt.zero_grad();
-  opt.start_grad_sync(2);
+  c.bucket_size = 4096;  // one bucket per weight; with ZeRO-1 the region splits over both ranks
+  auto wrapped = megatron::testing::wrap({{"first.weight", w1}, {"last.weight", w2}}, {}, c, dp);
+  auto& ddp = *wrapped.ddp;
+  ddp.zero_grad_buffer();
+  ddp.start_grad_sync(2);
   std::vector<int64_t> launched_before_first_layer;
   for (int micro = 0; micro < 2; ++micro) {
     at::manual_seed(100 * dp->rank() + micro);  // different data on every rank
     at::Tensor x = at::randn({8, 64}).requires_grad_();
     x.register_hook([&](const at::Tensor& g) {
-      launched_before_first_layer.push_back(opt.grad_buckets_launched());
+      launched_before_first_layer.push_back(ddp.grad_buckets_launched());
       return g;
     });
     const at::Tensor hidden = at::mm(x, w1.t()).tanh();  // the first layer's nodes come first
     at::mm(hidden, w2.t()).sum().backward();
   }
-  opt.finish_grad_sync();
-  EXPECT_EQ(opt.grad_buckets_launched(), 2) << "rank " << dp->rank();
-  opt.step();
+  ddp.finish_grad_sync();
+  EXPECT_EQ(ddp.grad_buckets_launched(), 2) << "rank " << dp->rank();
+  wrapped.optimizer->step();
   return {launched_before_first_layer, w1.detach().clone(), w2.detach().clone()};
 }
 
@@ -189,7 +207,7 @@ TEST(Pretrain, OverlappedGradReduceLaunchesBucketsDuringTheLastBackwardPass) {
 // (or without) --overlap-param-gather; `hooks`: the layers asked for their waits.
 struct TwoLayerStep {
   at::Tensor w0, w1;
-  std::unique_ptr<optimizer::MegatronOptimizer> opt;
+  megatron::testing::WrappedOptimizer opt;
   std::shared_ptr<transformer::ParamGather> wait0, wait1;
 
   TwoLayerStep(at::ScalarType dtype, bool overlap, bool hooks) {
@@ -197,24 +215,25 @@ struct TwoLayerStep {
     at::manual_seed(7);
     w0 = at::randn({64, 64}).to(dtype).requires_grad_();
     w1 = at::randn({64, 64}).to(dtype).requires_grad_();
-    optimizer::OptimizerConfig c;
+    megatron::distributed::DistributedDataParallelConfig c;
     c.use_distributed_optimizer = true;
     c.overlap_grad_reduce = c.overlap_param_gather = overlap;
-    c.bucket_numel = 4096;  // one bucket per weight, split over the ranks' shards
-    std::vector<optimizer::OptimizerParam> params = {{"decoder.layers.0.weight", w0}, {"decoder.layers.1.weight", w1}};
+    c.bucket_size = 4096;  // one bucket per weight, split over the ranks' shards
+    std::vector<megatron::distributed::ModelParam> params = {{"decoder.layers.0.weight", w0},
+                                                             {"decoder.layers.1.weight", w1}};
     params[0].fsdp_unit = "decoder.layers.0";
     params[1].fsdp_unit = "decoder.layers.1";
-    opt = std::make_unique<optimizer::MegatronOptimizer>(params, c, dp, nullptr);
+    opt = megatron::testing::wrap(params, {}, c, dp);
     if (hooks) {
-      wait0 = opt->param_gather("decoder.layers.0");
-      wait1 = opt->param_gather("decoder.layers.1");
+      wait0 = opt.ddp->param_gather("decoder.layers.0");
+      wait1 = opt.ddp->param_gather("decoder.layers.1");
     }
-    opt->zero_grad();
-    opt->start_grad_sync(1);
+    opt.ddp->zero_grad_buffer();
+    opt.ddp->start_grad_sync(1);
     at::manual_seed(100 + dp->rank());  // different data on every rank
     at::Tensor x = at::randn({8, 64}).to(dtype);
     at::mm(at::mm(x, w0.t()).tanh(), w1.t()).to(at::kFloat).sum().backward();
-    opt->step();
+    opt.optimizer->step();
   }
 };
 
@@ -227,17 +246,17 @@ TEST(Pretrain, OverlappedParamGatherIsWaitedForByEachLayer) {
   for (auto dtype : {at::kFloat, at::kBFloat16}) {
     SCOPED_TRACE(c10::toString(dtype));
     TwoLayerStep serial(dtype, false, false), overlapped(dtype, true, true), unhooked(dtype, true, false);
-    EXPECT_EQ(serial.opt->param_syncs_pending(), 0) << "rank " << rank;
-    EXPECT_FALSE(unhooked.opt->param_sync_overlapped()) << "rank " << rank;
-    EXPECT_EQ(unhooked.opt->param_syncs_pending(), 0) << "rank " << rank;
+    EXPECT_EQ(serial.opt.ddp->param_syncs_pending(), 0) << "rank " << rank;
+    EXPECT_FALSE(unhooked.opt.ddp->param_sync_overlapped()) << "rank " << rank;
+    EXPECT_EQ(unhooked.opt.ddp->param_syncs_pending(), 0) << "rank " << rank;
     EXPECT_TRUE(at::equal(unhooked.w0, serial.w0) && at::equal(unhooked.w1, serial.w1)) << "rank " << rank;
-    ASSERT_TRUE(overlapped.opt->param_sync_overlapped()) << "rank " << rank;
-    EXPECT_EQ(overlapped.opt->param_syncs_pending(), 2) << "rank " << rank;
+    ASSERT_TRUE(overlapped.opt.ddp->param_sync_overlapped()) << "rank " << rank;
+    EXPECT_EQ(overlapped.opt.ddp->param_syncs_pending(), 2) << "rank " << rank;
     overlapped.wait0->before_forward();
-    EXPECT_EQ(overlapped.opt->param_syncs_pending(), 1) << "rank " << rank;
+    EXPECT_EQ(overlapped.opt.ddp->param_syncs_pending(), 1) << "rank " << rank;
     EXPECT_TRUE(at::equal(overlapped.w0, serial.w0)) << "rank " << rank;
     overlapped.wait1->before_forward();
-    EXPECT_EQ(overlapped.opt->param_syncs_pending(), 0) << "rank " << rank;
+    EXPECT_EQ(overlapped.opt.ddp->param_syncs_pending(), 0) << "rank " << rank;
     EXPECT_TRUE(at::equal(overlapped.w1, serial.w1)) << "rank " << rank;
     at::manual_seed(7);
     EXPECT_FALSE(at::equal(serial.w0, at::randn({64, 64}).to(dtype))) << "the step changed nothing, rank " << rank;

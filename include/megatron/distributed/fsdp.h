@@ -19,7 +19,7 @@
 
 #include "megatron/comm/process_group.h"
 #include "megatron/distributed/param_and_grad_buffer.h"
-#include "megatron/optimizer/distrib_optimizer.h"
+#include "megatron/distributed/param_shards.h"
 #include "megatron/transformer/param_gather.h"
 
 namespace torch::autograd {
@@ -39,12 +39,12 @@ class MEGATRON_API FsdpUnits {
   // regions, its parameters in the buffer's order, which of them have sequence-parallel
   // gradients (partial on each TP rank). Returns its index. The buffer and shards must outlive
   // this.
-  size_t add_unit(ParamAndGradBuffer& buffer, std::vector<const optimizer::ParamShards*> shards,
+  size_t add_unit(ParamAndGradBuffer& buffer, std::vector<const ParamShards*> shards,
                   const std::vector<at::Tensor>& params, int chunk, const std::vector<bool>& sequence_parallel = {});
   // A unit whose parameters are gathered on first use in a step and kept until release_params()
   // (the embedding and output layer: the tied weight serves both ends); its gradients are not
   // this class's business.
-  size_t add_kept_unit(ParamAndGradBuffer& buffer, std::vector<const optimizer::ParamShards*> shards);
+  size_t add_kept_unit(ParamAndGradBuffer& buffer, std::vector<const ParamShards*> shards);
   // What a module calls around its forward for unit `unit`.
   std::shared_ptr<transformer::ParamGather> hooks(size_t unit);
 

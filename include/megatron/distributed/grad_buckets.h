@@ -58,6 +58,9 @@ class MEGATRON_API GradBuckets {
   void enable_overlap();
   // A step begins: each gradient is complete after `accumulations` backward passes.
   void start(std::shared_ptr<comm::ProcessGroup> group, int64_t accumulations);
+  // While paused (DistributedDataParallel::no_sync()), a bucket whose gradients are complete is
+  // not launched; resuming launches those, in the order they completed.
+  void set_paused(bool paused);
   // Launches the buckets not launched yet (all of them without overlap), in order, then waits
   // for every one: the gradients are then the data-parallel average.
   void finish(const std::shared_ptr<comm::ProcessGroup>& group);

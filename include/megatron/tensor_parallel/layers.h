@@ -39,6 +39,25 @@ class MEGATRON_API DeferredParameterInit {
   bool previous_;
 };
 
+// Megatron-LM's linear_with_grad_accumulation_and_async_allreduce: Y = X W^T + b for a
+// column-parallel weight W [out/tp, in] (`bias` empty for none). Backward launches the
+// input-gradient all-reduce over `group` (reduce-scatter along s with sequence parallelism) before
+// the weight-gradient GEMM and waits after it; given `grad_pending`, it leaves the all-reduce in
+// flight there instead, for wait_for_grad_reduce_in_backward (domino.h) to wait on. With sequence
+// parallelism the input [s/tp, b, in] is all-gathered along s, and backward re-gathers it under
+// the input-gradient GEMM (only the shard is saved).
+MEGATRON_API at::Tensor linear_with_grad_accumulation_and_async_allreduce(const at::Tensor& input,
+                                                                          const at::Tensor& weight,
+                                                                          const at::Tensor& bias, const GroupPtr& group,
+                                                                          bool sequence_parallel,
+                                                                          const PendingPtr& grad_pending = nullptr);
+
+// The rows of `input`'s ids in this rank's vocabulary shard [start, end) of `weight` [V/tp, h],
+// zeros for ids outside it: VocabParallelEmbedding's lookup before its reduction over TP ranks.
+// sparse_grad: the weight's gradient is sparse.
+MEGATRON_API at::Tensor vocab_parallel_lookup(const at::Tensor& weight, const at::Tensor& input, int64_t start,
+                                              int64_t end, bool sparse_grad);
+
 // Y = X A + b with A split by columns (the output dim) across TP ranks: weight [out/tp, in].
 struct MEGATRON_API ColumnParallelLinearOptions {
   ColumnParallelLinearOptions(int64_t input_size, int64_t output_size)
@@ -72,9 +91,9 @@ class MEGATRON_API ColumnParallelLinearImpl : public torch::nn::Cloneable<Column
   explicit ColumnParallelLinearImpl(ColumnParallelLinearOptions options);
   void reset() override;
   // input [*, in] (or [s/tp, b, in] with sequence_parallel) -> [*, out/tp] or [*, out].
-  // grad_reduce (Domino): backward leaves its input-gradient all-reduce in flight there, for
-  // wait_for_grad_reduce_in_backward to wait on (tensor parallelism without sequence parallelism).
-  at::Tensor forward(const at::Tensor& input, const at::Tensor& weight = {}, const PendingPtr& grad_reduce = nullptr);
+  at::Tensor forward(const at::Tensor& input, const at::Tensor& weight = {});
+  // The bias forward adds: `bias`, or none under skip_bias_add.
+  at::Tensor gemm_bias() const { return options.skip_bias_add() ? at::Tensor() : bias; }
   std::vector<std::pair<std::string, ParamInit>> param_inits() const override;
 
   ColumnParallelLinearOptions options;
@@ -108,9 +127,6 @@ class MEGATRON_API RowParallelLinearImpl : public torch::nn::Cloneable<RowParall
   void reset() override;
   // input [*, in/tp] (or [*, in]) -> [*, out] (or [s/tp, b, out] with sequence_parallel).
   at::Tensor forward(const at::Tensor& input);
-  // Domino: this rank's partial product [*, out], neither reduced nor biased (the caller reduces
-  // it, then adds `bias`). Needs input_is_parallel, no sequence parallelism.
-  at::Tensor forward_partial(const at::Tensor& input);
   std::vector<std::pair<std::string, ParamInit>> param_inits() const override;
 
   RowParallelLinearOptions options;
@@ -146,8 +162,6 @@ class MEGATRON_API VocabParallelEmbeddingImpl : public torch::nn::Cloneable<Voca
   void reset() override;
   // ids [*] -> [*, h]
   at::Tensor forward(const at::Tensor& input);
-  // Domino: this rank's rows only (zeros for ids outside its vocabulary range), not reduced.
-  at::Tensor forward_partial(const at::Tensor& input);
   std::vector<std::pair<std::string, ParamInit>> param_inits() const override;
 
   VocabParallelEmbeddingOptions options;

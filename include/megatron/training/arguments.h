@@ -254,9 +254,4 @@ MEGATRON_API std::optional<Arguments> parse_arguments(const std::vector<std::str
 // The flag list --help prints.
 MEGATRON_API std::string arguments_help(const std::string& program = "pretrain_gpt");
 
-// The global batch size once `consumed_samples` are trained: --global-batch-size, or under
-// --rampup-batch-size START INCREMENT SAMPLES, START plus one INCREMENT per SAMPLES / ((gbs -
-// START) / INCREMENT) samples until SAMPLES are consumed (Megatron-LM's RampupBatchsizeNumMicroBatches).
-MEGATRON_API int64_t global_batch_size_at(const Arguments& args, int64_t consumed_samples);
-
 }  // namespace megatron::training

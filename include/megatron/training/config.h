@@ -4,6 +4,9 @@
 
 #include "megatron/export.h"
 
+#include <c10/core/ScalarType.h>
+
+#include "megatron/distributed/distributed_data_parallel.h"
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/optimizer/param_scheduler.h"
 #include "megatron/training/training.h"
@@ -14,8 +17,15 @@ namespace megatron::training {
 // The transformer configuration the flags describe, with this rank's TP group and RNG tracker.
 MEGATRON_API transformer::TransformerConfig core_transformer_config_from_args(const TrainingContext& ctx);
 
-// AdamW/SGD, clipping, the distributed optimizer and, with --fp16, the loss scaler.
+// AdamW/SGD, clipping and, with --fp16, the loss scaler.
 MEGATRON_API optimizer::OptimizerConfig optimizer_config_from_args(const Arguments& args);
+
+// Data parallelism: buckets, overlap, the distributed optimizer and Megatron-FSDP's sharding
+// strategy (its flag's words read here and nowhere else).
+MEGATRON_API distributed::DistributedDataParallelConfig ddp_config_from_args(const Arguments& args);
+
+// The model's dtype (Megatron-LM's args.params_dtype): bf16 with --bf16, fp16 with --fp16, else fp32.
+MEGATRON_API at::ScalarType params_dtype(const Arguments& args);
 
 // The learning-rate schedule; its steps are samples, as in Megatron-LM.
 MEGATRON_API optimizer::ParamSchedulerConfig scheduler_config_from_args(const Arguments& args);

@@ -29,17 +29,13 @@ class MEGATRON_API SelfAttentionImpl : public torch::nn::Cloneable<SelfAttention
   // rotary_pos_emb: undefined or freqs [s, 1, 1, rot_dim].
   at::Tensor forward(const at::Tensor& hidden, const at::Tensor& attention_mask = {},
                      const at::Tensor& rotary_pos_emb = {});
-  // Domino: linear_proj's partial product, neither reduced nor biased; linear_qkv's backward
-  // leaves its input-gradient all-reduce in `qkv_grad_reduce`.
-  at::Tensor forward_partial(const at::Tensor& hidden, const at::Tensor& attention_mask,
-                             const at::Tensor& rotary_pos_emb, const tensor_parallel::PendingPtr& qkv_grad_reduce);
   // q [s, b, np, hn], k/v [s, b, ng, hn] -> context [s, b, np * hn] (this rank's heads).
   at::Tensor core_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const at::Tensor& attention_mask);
 
-  // Everything before linear_proj: the context [s, b, np * hn] of this rank's heads.
-  at::Tensor context(const at::Tensor& hidden, const at::Tensor& attention_mask, const at::Tensor& rotary_pos_emb,
-                     const tensor_parallel::PendingPtr& qkv_grad_reduce);
+  // Between linear_qkv and linear_proj: from linear_qkv's output [s, b, ng * (np/ng + 2) * hn] the
+  // context [s, b, np * hn] of this rank's heads (RoPE, core attention, selective recompute).
+  at::Tensor context(const at::Tensor& mixed_qkv, const at::Tensor& attention_mask, const at::Tensor& rotary_pos_emb);
 
   TransformerConfig config;
   int64_t heads_per_partition = 0, groups_per_partition = 0;

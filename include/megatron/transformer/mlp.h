@@ -20,11 +20,9 @@ class MEGATRON_API MLPImpl : public torch::nn::Cloneable<MLPImpl> {
   void reset() override;
   // [s, b, h] -> [s, b, h]
   at::Tensor forward(const at::Tensor& hidden);
-  // Domino: linear_fc2's partial product, neither reduced nor biased; linear_fc1's backward
-  // leaves its input-gradient all-reduce in `fc1_grad_reduce`.
-  at::Tensor forward_partial(const at::Tensor& hidden, const tensor_parallel::PendingPtr& fc1_grad_reduce);
-  // fc1 and the activation: [s, b, h] -> [s, b, ffn/tp].
-  at::Tensor activation(const at::Tensor& hidden, const tensor_parallel::PendingPtr& fc1_grad_reduce);
+  // The activation of linear_fc1's output (without its bias under skip_bias_add, which the fused
+  // bias-GELU adds): [s, b, ffn/tp] or [s, b, 2 * ffn/tp] (gated) -> [s, b, ffn/tp].
+  at::Tensor activation(const at::Tensor& fc1_output);
 
   TransformerConfig config;
   tensor_parallel::ColumnParallelLinear linear_fc1{nullptr};

@@ -24,9 +24,6 @@ class MEGATRON_API TransformerBlockImpl : public torch::nn::Cloneable<Transforme
   // hidden [s, b, h]; ignored (may be undefined) when !pre_process and an input tensor is set.
   at::Tensor forward(const at::Tensor& hidden, const at::Tensor& attention_mask = {},
                      const at::Tensor& rotary_pos_emb = {});
-  // Domino (config.domino) from halves the embedding split, their all-reduces possibly in flight.
-  at::Tensor forward_domino(const DominoHalves& halves, const at::Tensor& attention_mask = {},
-                            const at::Tensor& rotary_pos_emb = {});
   // The activations a non-first stage receives; consumed by the next forward.
   void set_input_tensor(const at::Tensor& input) { input_tensor_ = input; }
 
@@ -37,7 +34,6 @@ class MEGATRON_API TransformerBlockImpl : public torch::nn::Cloneable<Transforme
   Norm final_layernorm{nullptr};
 
  private:
-  at::Tensor run_domino(const DominoHalves& halves, const at::Tensor& attention_mask, const at::Tensor& rotary_pos_emb);
   at::Tensor input_tensor_;
 };
 TORCH_MODULE(TransformerBlock);

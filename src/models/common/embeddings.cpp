@@ -8,7 +8,6 @@
 #include <memory>
 #include <vector>
 
-#include "megatron/tensor_parallel/domino.h"
 #include "megatron/tensor_parallel/random.h"
 
 namespace megatron::models::common {
@@ -90,30 +89,6 @@ at::Tensor LanguageModelEmbeddingImpl::forward(const at::Tensor& input_ids, cons
     }
   }
   return tp::dropout(emb, p, is_training());
-}
-
-transformer::DominoHalves LanguageModelEmbeddingImpl::forward_domino(const at::Tensor& input_ids,
-                                                                     const at::Tensor& position_ids) {
-  transformer::check_domino_micro_batch(input_ids.size(0));
-  const auto& g = config.tp_group();
-  // Nothing to overlap without TP; the norm needs the reduced rows; Domino refuses sequence parallelism.
-  if (tp::group_size(g) == 1 || word_embeddings_norm || config.sequence_parallel())
-    return transformer::split_in_halves(forward(input_ids, position_ids));
-  // [b or 1, s, h]; ids [s] are one row for every sequence, as the plain path broadcasts them.
-  const at::Tensor pos = position_rows(
-      input_ids, position_ids.defined() && position_ids.dim() == 1 ? position_ids.unsqueeze(0) : position_ids);
-  const auto ids = input_ids.chunk(2, 0);
-  transformer::DominoHalves out;
-  for (int i = 0; i < 2; ++i) {
-    // [s, b/2, h] before the reduce, so that the reduced rows are the layer's layout with no copy.
-    at::Tensor partial = word_embeddings->forward_partial(ids[i]).transpose(0, 1).contiguous();
-    auto pending = std::make_shared<tp::PendingReduce>();
-    partial = tp::start_reduce_from_tensor_model_parallel_region(partial, g, pending);
-    at::Tensor pos_half;
-    if (pos.defined()) pos_half = (pos.size(0) == 1 ? pos : pos.chunk(2, 0)[i]).transpose(0, 1);
-    out[i] = transformer::DominoHalf{partial, pending, at::Tensor(), pos_half};
-  }
-  return out;
 }
 
 RotaryEmbedding::RotaryEmbedding(int64_t kv_channels, double rotary_percent, double rotary_base, bool interleaved,

@@ -22,4 +22,9 @@ int64_t vocab_size_with_padding(int64_t vocab_size, int64_t divisible_by, int64_
   return (vocab_size + multiple - 1) / multiple * multiple;
 }
 
+void LanguageModule::initialize_parameter(const ShardedParameter& p, at::Tensor& view) const {
+  TORCH_CHECK(false, "[language_module] parameter ", p.name,
+              " was created without memory, and this model does not say how to initialise it");
+}
+
 }  // namespace megatron::models::common

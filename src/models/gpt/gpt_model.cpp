@@ -10,6 +10,7 @@
 #include "megatron/models/common/serialization.h"
 #include "megatron/tensor_parallel/cross_entropy.h"
 #include "megatron/tensor_parallel/mappings.h"
+#include "megatron/transformer/domino.h"
 
 namespace megatron::models::gpt {
 
@@ -128,6 +129,32 @@ void GPTModelImpl::initialize_parameters(uint64_t seed) {
     if (!tp::DeferredParameterInit::deferred(sp.param)) tp::init_sharded_param(sp.param, sp.init, seed, sp.init_name);
 }
 
+namespace {
+const std::string kLayers = "decoder.layers.";
+}  // namespace
+
+std::string GPTModelImpl::param_unit(const std::string& name) const {
+  if (name.compare(0, kLayers.size(), kLayers) != 0) return "";
+  return name.substr(0, name.find('.', kLayers.size()));
+}
+
+std::string GPTModelImpl::gather_wait_unit(const std::string& name) const {
+  const bool tail = name.rfind("decoder.final_layernorm.", 0) == 0 || name.rfind("output_layer.", 0) == 0;
+  const int64_t layers = static_cast<int64_t>(decoder->layers->size());
+  return tail && layers > 0 ? kLayers + std::to_string(layers - 1) : param_unit(name);
+}
+
+void GPTModelImpl::set_param_gather(const ParamGatherHooks& hooks) {
+  param_gather = hooks ? hooks("") : nullptr;
+  for (size_t i = 0; i < decoder->layers->size(); ++i)
+    decoder->layers->ptr<transformer::TransformerLayerImpl>(i)->param_gather =
+        hooks ? hooks(kLayers + std::to_string(i)) : nullptr;
+}
+
+void GPTModelImpl::initialize_parameter(const common::ShardedParameter& p, at::Tensor& view) const {
+  tp::init_sharded_param(view, p.init, options.seed(), p.init_name);
+}
+
 void GPTModelImpl::allreduce_word_embedding_grads(const std::shared_ptr<comm::ProcessGroup>& embedding_group) {
   if (!options.share_embeddings_and_output_weights() || !embedding_group || embedding_group->size() == 1 ||
       !(options.pre_process() || options.post_process()))
@@ -164,7 +191,7 @@ at::Tensor GPTModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& 
     if (!position_ids.defined())
       position_ids = at::arange(input_ids.size(1), input_ids.options()).unsqueeze(0).expand_as(input_ids);
     if (config.domino())
-      domino_input = embedding->forward_domino(input_ids, position_ids);
+      domino_input = common::domino_embedding_forward(*embedding, input_ids, position_ids);
     else
       decoder_input = embedding(input_ids, position_ids);
   }
@@ -180,7 +207,7 @@ at::Tensor GPTModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& 
     TORCH_CHECK(input_ids.defined(), "[gpt_model] ALiBi needs input_ids (for the sequence length) on every stage");
     mask = attention_bias(attention_mask, input_ids.size(1), input_ids.device());
   }
-  at::Tensor hidden = domino_input ? decoder->forward_domino(*domino_input, mask, rope)
+  at::Tensor hidden = domino_input ? transformer::domino_block_forward(*decoder, *domino_input, mask, rope)
                                    : decoder(decoder_input, mask, rope);  // [s, b, h]
   if (!options.post_process()) return hidden;
 

@@ -34,9 +34,6 @@ class LanguageModelEmbeddingImpl : public torch::nn::Cloneable<LanguageModelEmbe
   void reset() override;
   // input_ids, position_ids [b, s] -> [s, b, h] ([s/tp, b, h] with sequence parallelism).
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids);
-  // Domino: the same, as the two halves of the batch [s, b/2, h], each half's all-reduce launched
-  // as soon as its rows are looked up and left in flight for the first layer to wait for.
-  transformer::DominoHalves forward_domino(const at::Tensor& input_ids, const at::Tensor& position_ids);
   // position_embeddings.weight (word_embeddings initialise themselves).
   std::vector<std::pair<std::string, tensor_parallel::ParamInit>> param_inits() const override;
 
@@ -50,11 +47,17 @@ class LanguageModelEmbeddingImpl : public torch::nn::Cloneable<LanguageModelEmbe
   transformer::Norm word_embeddings_norm{nullptr};
   torch::nn::Embedding position_embeddings{nullptr};  // [max_s, h], replicated; when learned
 
- private:
   // The learned position rows [b or 1, s, h]; undefined without learned position embeddings.
   at::Tensor position_rows(const at::Tensor& input_ids, const at::Tensor& position_ids);
 };
 TORCH_MODULE(LanguageModelEmbedding);
+
+// Domino (transformer/domino.h): the embedding's forward as the two halves of the batch
+// [s, b/2, h], each half's all-reduce launched as soon as its rows are looked up and left in
+// flight for the first layer to wait for.
+MEGATRON_API transformer::DominoHalves domino_embedding_forward(LanguageModelEmbeddingImpl& embedding,
+                                                                const at::Tensor& input_ids,
+                                                                const at::Tensor& position_ids);
 
 // Llama 3's RoPE frequency scaling (Hugging Face's rope_type "llama3"): wavelengths longer than
 // original_max_position_embeddings / low_freq_factor are stretched by `factor`, those shorter than

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 
 #include "megatron/tensor_parallel/layers.h"
 #include "megatron/transformer/module.h"
+#include "megatron/transformer/param_gather.h"
 
 namespace megatron::comm {
 class ProcessGroup;
@@ -58,6 +60,22 @@ class MEGATRON_API LanguageModule : public transformer::MegatronModule {
   // Whether p is replicated over the TP ranks with a partial gradient on each (sequence
   // parallelism), which allreduce_sequence_parallel_grads sums.
   virtual bool has_sequence_parallel_grad(const ShardedParameter& p) const = 0;
+
+  // For data parallelism that shards parameters between uses (distributed::DistributedDataParallel,
+  // ZeRO-2/3): the unit parameter `name` belongs to, whose parameters are gathered and whose
+  // gradient is reduced together ("" for the chunk's parameters outside such units), and the unit
+  // whose hook waits for its part of an overlapped parameter gather (a unit read after another's
+  // forward waits with that one). Default: no units.
+  virtual std::string param_unit(const std::string& name) const { return ""; }
+  virtual std::string gather_wait_unit(const std::string& name) const { return param_unit(name); }
+  // Installs, around each unit's forward, the hooks `hooks(unit)` returns ("" for the parameters
+  // outside the units, called as the chunk's forward begins); an empty function removes them. A
+  // module that does not call hooks ignores it (the parameters are then gathered in the step).
+  using ParamGatherHooks = std::function<std::shared_ptr<transformer::ParamGather>(const std::string& unit)>;
+  virtual void set_param_gather(const ParamGatherHooks& hooks) {}
+  // The initial value of parameter p, created without memory (tensor_parallel::DeferredParameterInit),
+  // written into `view` (its shape, dtype and device) where its buffer places it.
+  virtual void initialize_parameter(const ShardedParameter& p, at::Tensor& view) const;
 };
 
 // The padded vocabulary of a language model's embedding and output layer:

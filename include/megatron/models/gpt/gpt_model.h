@@ -101,6 +101,13 @@ class MEGATRON_API GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl>, pub
   // group (Megatron does this in finalize_model_grads). No-op without sequence parallelism.
   void allreduce_sequence_parallel_grads() override;
   bool has_sequence_parallel_grad(const common::ShardedParameter& p) const override;
+  // Each decoder layer is a unit (decoder.layers.N); the final norm and output layer wait for
+  // their part of an overlapped gather with the last layer, after which they are read.
+  std::string param_unit(const std::string& name) const override;
+  std::string gather_wait_unit(const std::string& name) const override;
+  void set_param_gather(const ParamGatherHooks& hooks) override;
+  // From options.seed(), as initialize_parameters would.
+  void initialize_parameter(const common::ShardedParameter& p, at::Tensor& view) const override;
 
   // Every parameter of this rank with its sharding (name order = named_parameters()).
   std::vector<ShardedParameter> sharded_parameters() const override;
@@ -136,8 +143,8 @@ class MEGATRON_API GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl>, pub
   transformer::TransformerBlock decoder{nullptr};
   tensor_parallel::ColumnParallelLinear output_layer{nullptr};
   std::optional<common::RotaryEmbedding> rotary_pos_emb;
-  // Set under ZeRO-3 for the parameters outside the decoder layers (the layers have their own):
-  // gathered as forward() begins.
+  // set_param_gather's hooks for the parameters outside the decoder layers (the layers have their
+  // own): called as forward() begins.
   std::shared_ptr<transformer::ParamGather> param_gather;
 
  private:

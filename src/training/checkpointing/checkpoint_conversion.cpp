@@ -1,0 +1,283 @@
+// Checkpoint conversion: any layout -> full (TP = 1) tensors under global layer names -> another
+// layout or Hugging Face (hf/hf_conversion.cpp). Rank files are read and written as RankCheckpoint.
+#include "megatron/training/checkpoint_conversion.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "megatron/models/common/language_module.h"
+#include "megatron/tensor_parallel/sharding.h"
+#include "megatron/training/checkpointing.h"
+#include "training/checkpointing/full_checkpoint.h"
+#include "training/hf/hf_conversion.h"
+
+namespace megatron::training {
+namespace fs = std::filesystem;
+using TensorMap = RankCheckpoint::TensorMap;
+using detail::export_hf;
+using detail::FullCheckpoint;
+using detail::import_hf;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// How megatron/core splits each parameter over TP ranks: column-parallel layers (fused QKV, fc1,
+// the vocabulary) along dim 0, row-parallel ones (proj, fc2) along dim 1, the rest replicated.
+tensor_parallel::ShardLayout layout_of(const std::string& name, bool swiglu, int rank, int size) {
+  if (name == "embedding.word_embeddings.weight" || name == "output_layer.weight" ||
+      ends_with(name, ".self_attention.linear_qkv.weight") || ends_with(name, ".self_attention.linear_qkv.bias"))
+    return {0, 1, rank, size};
+  if (ends_with(name, ".mlp.linear_fc1.weight") || ends_with(name, ".mlp.linear_fc1.bias"))
+    return {0, swiglu ? 2 : 1, rank, size};
+  if (ends_with(name, ".self_attention.linear_proj.weight") || ends_with(name, ".mlp.linear_fc2.weight"))
+    return {1, 1, rank, size};
+  return {-1, 1, rank, size};
+}
+
+bool is_vocab_param(const std::string& name) {
+  return name == "embedding.word_embeddings.weight" || name == "output_layer.weight";
+}
+
+int64_t chunks_of(const Arguments& a) {
+  return a.virtual_pipeline_model_parallel_size.value_or(1);
+}
+int64_t layers_per_chunk(const Arguments& a) {
+  return a.num_layers / (a.pipeline_model_parallel_size * chunks_of(a));
+}
+// First global layer of model chunk v on pipeline stage p (Megatron-LM's split).
+int64_t layer_offset(const Arguments& a, int64_t p, int64_t v) {
+  return v * (a.num_layers / chunks_of(a)) + p * layers_per_chunk(a);
+}
+
+// "decoder.layers.3.x" -> "decoder.layers.<3 + delta>.x"; other names unchanged.
+std::string shift_layer(const std::string& name, int64_t delta) {
+  const std::string prefix = "decoder.layers.";
+  if (name.rfind(prefix, 0) != 0) return name;
+  const size_t dot = name.find('.', prefix.size());
+  const int64_t i = std::stoll(name.substr(prefix.size(), dot - prefix.size()));
+  return prefix + std::to_string(i + delta) + name.substr(dot);
+}
+
+// Which global names model chunk v of stage p holds.
+bool belongs(const Arguments& a, const std::string& global, int64_t p, int64_t v) {
+  const bool first = p == 0 && v == 0;
+  const bool last = p == a.pipeline_model_parallel_size - 1 && v == chunks_of(a) - 1;
+  if (global.rfind("embedding.", 0) == 0) return first;
+  if (global.rfind("decoder.final_layernorm.", 0) == 0) return last;
+  if (global == "output_layer.weight") return last;
+  const std::string prefix = "decoder.layers.";
+  TORCH_CHECK(global.rfind(prefix, 0) == 0, "[convert_checkpoint] unexpected parameter ", global);
+  const int64_t i = std::stoll(global.substr(prefix.size()));
+  const int64_t begin = layer_offset(a, p, v);
+  return i >= begin && i < begin + layers_per_chunk(a);
+}
+
+// Re-pads the vocabulary rows of an embedding-shaped tensor: keeps them when the padded size is
+// unchanged, else keeps the true vocabulary and pads with zeros.
+at::Tensor repad(const at::Tensor& t, int64_t true_vocab, int64_t padded) {
+  if (t.size(0) == padded) return t;
+  auto rows = t.narrow(0, 0, true_vocab);
+  if (padded == true_vocab) return rows.contiguous();
+  auto pad_shape = t.sizes().vec();
+  pad_shape[0] = padded - true_vocab;
+  return at::cat({rows, at::zeros(pad_shape, t.options())});
+}
+
+FullCheckpoint read_full(const std::string& dir, std::optional<int64_t> step) {
+  FullCheckpoint f;
+  if (step) {
+    f.iteration = step;
+  } else {
+    auto tracker = read_tracker(dir);
+    TORCH_CHECK(tracker, "[convert_checkpoint] ", dir, " has no ", kTrackerFileName);
+    f.iteration = tracker->iteration;
+  }
+  const fs::path iter_dir = fs::path(dir) / iteration_dir_name(f.iteration);
+  auto rank_dir = [&](int t, int p, int pp) { return (iter_dir / rank_dir_name(t, p, pp)).string(); };
+  const RankCheckpoint first = RankCheckpoint::read(first_rank_dir(iter_dir.string()), true);
+  f.a = first.args;
+  const auto& a = f.a;
+  const int tp = static_cast<int>(a.tensor_model_parallel_size), pp = static_cast<int>(a.pipeline_model_parallel_size);
+  std::map<std::string, std::vector<at::Tensor>> shards;
+  std::map<std::string, std::map<std::string, std::vector<at::Tensor>>> optim_shards;
+  bool has_optim = true;
+  for (int p = 0; p < pp; ++p) {
+    for (int t = 0; t < tp; ++t) {
+      const RankCheckpoint ck = (p == 0 && t == 0) ? first : RankCheckpoint::read(rank_dir(t, p, pp), true);
+      TORCH_CHECK(static_cast<int64_t>(ck.model.size()) == chunks_of(a), "[convert_checkpoint] ", rank_dir(t, p, pp),
+                  " holds ", ck.model.size(), " model chunks, its arguments say ", chunks_of(a));
+      for (int64_t v = 0; v < chunks_of(a); ++v) {
+        const bool tied_copy = !a.untie_embeddings_and_output_weights && !(p == 0 && v == 0);
+        for (const auto& [name, tensor] : ck.model[v]) {
+          if (tied_copy && name == "output_layer.weight") continue;  // the first stage's embedding
+          shards[shift_layer(name, layer_offset(a, p, v))].push_back(tensor);
+        }
+      }
+      if (!ck.optimizer) {
+        has_optim = false;
+        if (f.optimizer_unread.empty()) f.optimizer_unread = ck.optimizer_unread;
+        continue;
+      }
+      for (const auto& [key, state] : ck.optimizer->param_state) {
+        std::string name = key;
+        int64_t v = 0;
+        if (chunks_of(a) > 1) {  // "model<v>.<name>"
+          const size_t dot = name.find('.');
+          v = std::stoll(name.substr(5, dot - 5));
+          name = name.substr(dot + 1);
+        }
+        const bool tied_copy = !a.untie_embeddings_and_output_weights && !(p == 0 && v == 0);
+        if (tied_copy && name == "output_layer.weight") continue;
+        const std::string global = shift_layer(name, layer_offset(a, p, v));
+        for (const auto& [kind, tensor] : state) optim_shards[global][kind].push_back(tensor);
+      }
+      if (p == 0 && t == 0) {
+        f.grad_scaler = ck.optimizer->grad_scaler;
+        f.scheduler = ck.optimizer->scheduler;
+        f.lr = ck.optimizer->lr;
+        f.decoupled_lr = ck.optimizer->decoupled_lr;
+      }
+    }
+  }
+  for (auto& [name, parts] : shards) f.model[name] = layout_of(name, a.swiglu, 0, tp).unshard(parts);
+  if (has_optim) {
+    for (auto& [name, kinds] : optim_shards) {
+      for (auto& [kind, parts] : kinds)
+        f.optim[name][kind] =
+            parts.front().dim() == 0 ? parts.front() : layout_of(name, a.swiglu, 0, tp).unshard(parts);
+    }
+  }
+  f.padded_vocab =
+      first.padded_vocab_size > 0 ? first.padded_vocab_size : f.model.at("embedding.word_embeddings.weight").size(0);
+  f.true_vocab = first.true_vocab_size > 0 ? first.true_vocab_size : a.vocab_size.value_or(f.padded_vocab);
+  if (!f.iteration) return f;
+  f.consumed_train = first.consumed_train_samples;
+  f.consumed_valid = first.consumed_valid_samples;
+  return f;
+}
+
+void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp, std::optional<int64_t> vp_layers) {
+  Arguments a = f.a;
+  a.tensor_model_parallel_size = tp;
+  a.pipeline_model_parallel_size = pp;
+  a.num_layers_per_virtual_pipeline_stage = vp_layers;
+  a.num_virtual_stages_per_pipeline_rank.reset();
+  TORCH_CHECK(a.num_layers % pp == 0, "[convert_checkpoint] --num-layers (", a.num_layers,
+              ") is not divisible by --target-pipeline-model-parallel-size (", pp, ")");
+  a.virtual_pipeline_model_parallel_size.reset();
+  if (vp_layers) {
+    TORCH_CHECK(pp > 1 && *vp_layers > 0 && (a.num_layers / pp) % *vp_layers == 0,
+                "[convert_checkpoint] --target-num-layers-per-virtual-pipeline-stage ", *vp_layers, " must divide the ",
+                a.num_layers / pp, " layers per stage (and needs PP > 1)");
+    a.virtual_pipeline_model_parallel_size = a.num_layers / pp / *vp_layers;
+  }
+  TORCH_CHECK(a.num_attention_heads % tp == 0 && a.num_query_groups % tp == 0, "[convert_checkpoint] ",
+              a.num_attention_heads, " heads / ", a.num_query_groups,
+              " query groups are not divisible by --target-tensor-parallel-size ", tp);
+  const int64_t padded =
+      models::common::vocab_size_with_padding(f.true_vocab, a.make_vocab_size_divisible_by, tp, a.pad_vocab_size_to);
+
+  const std::string final_dir = (fs::path(save) / iteration_dir_name(f.iteration)).string();
+  const std::string staging = final_dir + ".tmp";
+  fs::create_directories(save);
+  remove_tree(staging);
+  fs::create_directories(staging);
+  auto shard = [&](const std::string& global, const at::Tensor& full, int t) {
+    at::Tensor x = full.dim() > 0 && is_vocab_param(global) ? repad(full, f.true_vocab, padded) : full;
+    if (x.dim() == 0) return x;
+    return layout_of(global, a.swiglu, t, tp).shard(x);
+  };
+  // The tied output layer of a last stage that is not the first is a copy of the embedding.
+  auto source_name = [&](const std::string& global) {
+    if (global == "output_layer.weight" && !a.untie_embeddings_and_output_weights)
+      return std::string("embedding.word_embeddings.weight");
+    return global;
+  };
+  std::vector<std::string> globals;
+  for (const auto& [name, tensor] : f.model) globals.push_back(name);
+  if (!a.untie_embeddings_and_output_weights && (pp > 1)) globals.push_back("output_layer.weight");
+  for (int p = 0; p < pp; ++p) {
+    for (int t = 0; t < tp; ++t) {
+      RankCheckpoint c;
+      c.args = a;
+      c.padded_vocab_size = padded;
+      c.true_vocab_size = f.true_vocab;
+      c.iteration = f.iteration.value_or(0);
+      std::map<std::string, TensorMap> param_state;
+      for (int64_t v = 0; v < chunks_of(a); ++v) {
+        TensorMap model;
+        const int64_t offset = layer_offset(a, p, v);
+        for (const auto& global : globals) {
+          if (!belongs(a, global, p, v)) continue;
+          const std::string local = shift_layer(global, -offset);
+          model[local] = shard(global, f.model.at(source_name(global)), t);
+          if (f.optim.empty()) continue;
+          auto it = f.optim.find(source_name(global));
+          TORCH_CHECK(it != f.optim.end(), "[convert_checkpoint] the optimizer state has no ", source_name(global));
+          TensorMap& s = param_state[model_chunk_prefix(v, chunks_of(a)) + local];
+          for (const auto& [kind, value] : it->second) s[kind] = shard(global, value, t);
+        }
+        c.model.push_back(std::move(model));
+      }
+      if (!f.optim.empty())
+        c.optimizer = RankCheckpoint::OptimizerState{false,          std::move(param_state), f.lr,
+                                                     f.decoupled_lr, f.grad_scaler,          f.scheduler};
+      c.consumed_train_samples = f.consumed_train;
+      c.consumed_valid_samples = f.consumed_valid;
+      write_rank_dir(staging, rank_dir_name(t, p, pp), c.to_files());
+    }
+  }
+  publish_checkpoint(save, f.iteration);
+}
+
+}  // namespace
+
+ConvertResult convert_checkpoint(const ConvertOptions& o) {
+  TORCH_CHECK(o.load.empty() != o.import_hf.empty(),
+              "[convert_checkpoint] give one of load (--load) and import_hf (--import-hf)");
+  TORCH_CHECK(!o.save.empty() || !o.export_hf.empty(),
+              "[convert_checkpoint] give save (--save) and/or export_hf (--export-hf)");
+  TORCH_CHECK(o.target_tensor_model_parallel_size >= 1, "[convert_checkpoint] --target-tensor-parallel-size must be ",
+              ">= 1 (got ", o.target_tensor_model_parallel_size, ")");
+  TORCH_CHECK(o.target_pipeline_model_parallel_size >= 1,
+              "[convert_checkpoint] --target-pipeline-model-parallel-size must be >= 1 (got ",
+              o.target_pipeline_model_parallel_size, ")");
+  TORCH_CHECK(o.target_num_layers_per_virtual_pipeline_stage.value_or(1) >= 1,
+              "[convert_checkpoint] --target-num-layers-per-virtual-pipeline-stage must be >= 1 (got ",
+              o.target_num_layers_per_virtual_pipeline_stage.value_or(0), ")");
+  TORCH_CHECK(o.make_vocab_size_divisible_by >= 1,
+              "[convert_checkpoint] --make-vocab-size-divisible-by must be >= 1 (got ", o.make_vocab_size_divisible_by,
+              ")");
+  if (!o.save.empty() && !o.overwrite) {
+    const auto found = fs::is_directory(o.save) ? list_iterations(o.save) : std::vector<int64_t>{};
+    const bool tracked = fs::exists(fs::path(o.save) / kTrackerFileName);
+    TORCH_CHECK(found.empty() && !tracked, "[convert_checkpoint] --save ", o.save, " already holds checkpoints (",
+                tracked ? kTrackerFileName : "", tracked && !found.empty() ? ", " : "",
+                found.empty() ? "" : iteration_dir_name(found.back()),
+                "); write to a new folder, or pass --overwrite to replace them");
+  }
+  at::NoGradGuard no_grad;
+  FullCheckpoint f =
+      o.load.empty() ? import_hf(o.import_hf, o.make_vocab_size_divisible_by) : read_full(o.load, o.ckpt_step);
+  if (!o.export_hf.empty()) export_hf(f, o);
+  if (!o.save.empty())
+    write_full(f, o.save, o.target_tensor_model_parallel_size, o.target_pipeline_model_parallel_size,
+               o.target_num_layers_per_virtual_pipeline_stage);
+  ConvertResult r;
+  r.iteration = f.iteration;
+  r.has_optimizer_state = !f.optim.empty();
+  r.optimizer_unread = f.optimizer_unread;
+  return r;
+}
+
+}  // namespace megatron::training

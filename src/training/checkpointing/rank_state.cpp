@@ -1,0 +1,141 @@
+#include "training/checkpointing/rank_state.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/Generator.h>
+#include <c10/util/Exception.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <filesystem>
+#include <mutex>
+#include <sstream>
+
+#include "megatron/datasets/blended_dataset.h"
+#include "megatron/datasets/indexed_dataset.h"
+#include "megatron/models/common/language_module.h"
+#include "megatron/optimizer/optimizer.h"
+#include "megatron/optimizer/param_scheduler.h"
+#include "megatron/tensor_parallel/random.h"
+#include "training/loop/initialize.h"
+
+namespace megatron::training::detail {
+namespace {
+
+at::Generator default_generator(c10::Device device) {
+  return at::globalContext().defaultGenerator(device);
+}
+
+}  // namespace
+
+using TensorMap = RankCheckpoint::TensorMap;
+
+TensorMap module_state(torch::nn::Module& m) {
+  if (auto* lm = dynamic_cast<models::common::LanguageModule*>(&m)) return lm->state_dict();
+  TensorMap out;
+  for (const auto& p : m.named_parameters()) out[p.key()] = p.value().detach();
+  for (const auto& b : m.named_buffers()) out[b.key()] = b.value();
+  return out;
+}
+
+void load_module_state(torch::nn::Module& m, const TensorMap& state) {
+  if (auto* lm = dynamic_cast<models::common::LanguageModule*>(&m)) {
+    lm->load_state_dict(state, /*strict=*/true);
+    return;
+  }
+  at::NoGradGuard no_grad;
+  auto copy = [&](const std::string& name, at::Tensor t) {
+    auto it = state.find(name);
+    TORCH_CHECK(it != state.end(), "[checkpointing] missing key '", name, "'");
+    TORCH_CHECK(it->second.sizes() == t.sizes(), "[checkpointing] '", name, "' has shape ", it->second.sizes(),
+                ", the model ", t.sizes());
+    t.copy_(it->second);
+  };
+  for (const auto& p : m.named_parameters()) copy(p.key(), p.value());
+  for (const auto& b : m.named_buffers()) copy(b.key(), b.value());
+}
+
+RankCheckpoint::RngState rng_state(const TrainingState& state, uint64_t host_seed) {
+  RankCheckpoint::RngState r;
+  r.host_seed = host_seed;
+  {
+    auto gen = default_generator(c10::Device(c10::kCPU));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    r.torch_rng_state = gen.get_state();
+  }
+  if (state.device.is_cuda()) {
+    auto gen = default_generator(state.device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    r.cuda_rng_state = gen.get_state();
+  }
+  if (state.rng_tracker) r.rng_tracker_states = state.rng_tracker->get_states();
+  return r;
+}
+
+void set_rng_state(const RankCheckpoint::RngState& r, TrainingState& state, const std::string& file) {
+  {
+    auto gen = default_generator(c10::Device(c10::kCPU));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(r.torch_rng_state);
+  }
+  if (state.device.is_cuda()) {
+    TORCH_CHECK(r.cuda_rng_state.defined(), "[checkpointing] ", file, ": rng_state has no 'cuda_rng_state'");
+    auto gen = default_generator(state.device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(r.cuda_rng_state);
+  }
+  if (state.rng_tracker) {
+    auto saved = r.rng_tracker_states;
+    for (auto& [k, v] : saved) v = v.clone();
+    state.rng_tracker->set_states(saved);
+  }
+}
+
+RankCheckpoint rank_checkpoint(const Arguments& args, const ParallelState& ps, const TrainingState& state,
+                               std::map<std::string, TensorMap> param_state) {
+  RankCheckpoint c;
+  c.args = args;
+  c.padded_vocab_size = state.padded_vocab_size;
+  c.true_vocab_size = state.vocab_size;
+  c.iteration = state.iteration;
+  for (const auto& m : *state.model) c.model.push_back(module_state(*m));
+  if (!args.no_save_optim) {
+    c.optimizer = RankCheckpoint::OptimizerState{};
+    auto& o = *c.optimizer;
+    o.distributed = state.optimizer->is_distributed();
+    o.param_state = std::move(param_state);
+    o.lr = state.optimizer->lr();
+    o.decoupled_lr = state.optimizer->decoupled_lr();
+    if (auto* scaler = state.optimizer->grad_scaler()) {
+      const auto s = scaler->state();
+      o.grad_scaler = RankCheckpoint::GradScalerState{s.scale, s.growth_tracker, s.hysteresis_tracker};
+    }
+    const auto& sc = state.scheduler->config();
+    o.scheduler = {sc.max_lr,         sc.min_lr,         sc.lr_warmup_steps,
+                   sc.lr_decay_steps, sc.lr_decay_style, state.scheduler->num_steps()};
+  }
+  if (!args.no_save_rng) c.rng_state = std::vector<RankCheckpoint::RngState>{rng_state(state, stage_seed(args, ps))};
+  c.consumed_train_samples = state.consumed_train_samples;
+  c.consumed_valid_samples = state.consumed_valid_samples;
+  c.data_fingerprint = data_fingerprint(args);
+  return c;
+}
+
+std::string data_fingerprint(const Arguments& a) {
+  std::ostringstream s;
+  if (a.mock_data) s << "mock data, vocabulary " << a.vocab_size.value_or(0);
+  if (!a.data_path.empty()) {
+    const auto blend = datasets::parse_data_path(a.data_path);
+    for (size_t i = 0; i < blend.prefixes.size(); ++i) {
+      const std::string& prefix = blend.prefixes[i];
+      std::error_code missing;
+      const auto idx = std::filesystem::file_size(datasets::idx_path(prefix), missing);
+      const auto bin = std::filesystem::file_size(datasets::bin_path(prefix), missing);
+      s << (i ? ", " : "") << (blend.weights.empty() ? "" : std::to_string(blend.weights[i]) + " x ")
+        << std::filesystem::path(prefix).filename().string() << " (" << idx << " + " << bin << " bytes)";
+    }
+  }
+  s << ", split " << a.split << ", sequence length " << a.seq_length << ", seed " << a.seed;
+  return s.str();
+}
+
+}  // namespace megatron::training::detail

@@ -1,0 +1,109 @@
+#include "megatron/training/config.h"
+
+#include <algorithm>
+
+namespace megatron::training {
+
+transformer::TransformerConfig core_transformer_config_from_args(const TrainingContext& ctx) {
+  const Arguments& a = ctx.args;
+  transformer::TransformerConfig c(a.num_layers, a.hidden_size, a.num_attention_heads);
+  c.num_query_groups(a.group_query_attention ? std::optional<int64_t>(a.num_query_groups) : std::nullopt)
+      .ffn_hidden_size(a.ffn_hidden_size)
+      .kv_channels(a.kv_channels)
+      .normalization(a.normalization == "RMSNorm" ? transformer::Normalization::kRMSNorm
+                                                  : transformer::Normalization::kLayerNorm)
+      .layernorm_epsilon(a.norm_epsilon)
+      .layernorm_zero_centered_gamma(a.apply_layernorm_1p)
+      .add_bias_linear(!a.disable_bias_linear)
+      .add_qkv_bias(!a.disable_bias_linear || a.add_qkv_bias)
+      .rotary_interleaved(a.rotary_interleaved)
+      .gated_linear_unit(a.swiglu)
+      .activation(a.swiglu ? transformer::Activation::kSilu
+                           : (a.openai_gelu ? transformer::Activation::kGeluTanh : transformer::Activation::kGelu))
+      .hidden_dropout(a.hidden_dropout)
+      .attention_dropout(a.attention_dropout)
+      .init_method_std(a.init_method_std)
+      .tensor_model_parallel_size(a.tensor_model_parallel_size)
+      .pipeline_model_parallel_size(a.pipeline_model_parallel_size)
+      .virtual_pipeline_model_parallel_size(a.virtual_pipeline_model_parallel_size)
+      .tp_group(ctx.parallel_state.tensor_model_parallel_group_ptr())
+      .sequence_parallel(a.sequence_parallel)
+      .persist_layer_norm(!a.no_persist_layer_norm)
+      .bias_gelu_fusion(!a.no_bias_gelu_fusion)
+      .domino(a.domino)
+      .domino_intra_layer_overlap(a.domino_intra_layer_overlap)
+      .rng_tracker(ctx.rng_tracker);
+  if (a.recompute_granularity == "full") {
+    c.recompute_granularity(transformer::RecomputeGranularity::kFull)
+        .recompute_method(a.recompute_method == "block" ? transformer::RecomputeMethod::kBlock
+                                                        : transformer::RecomputeMethod::kUniform)
+        .recompute_num_layers(a.recompute_num_layers);
+  } else if (a.recompute_granularity == "selective") {
+    c.recompute_granularity(transformer::RecomputeGranularity::kSelective);
+  }
+  return c.finalize();
+}
+
+optimizer::OptimizerConfig optimizer_config_from_args(const Arguments& args) {
+  optimizer::OptimizerConfig oc;
+  oc.optimizer = args.optimizer;
+  oc.lr = *args.lr;
+  oc.weight_decay = args.weight_decay;
+  oc.adam_beta1 = args.adam_beta1;
+  oc.adam_beta2 = args.adam_beta2;
+  oc.adam_eps = args.adam_eps;
+  oc.sgd_momentum = args.sgd_momentum;
+  oc.clip_grad = args.clip_grad;
+  oc.decoupled_lr = args.decoupled_lr.has_value();
+  if (args.fp16) {
+    optimizer::GradScalerConfig sc;
+    sc.initial_scale = args.loss_scale.value_or(args.initial_loss_scale);
+    sc.dynamic = !args.loss_scale;
+    sc.min_scale = std::min(args.min_loss_scale, sc.initial_scale);
+    sc.growth_interval = args.loss_scale_window;
+    sc.hysteresis = args.hysteresis;
+    oc.grad_scaler = sc;
+  }
+  return oc;
+}
+
+distributed::DistributedDataParallelConfig ddp_config_from_args(const Arguments& args) {
+  distributed::DistributedDataParallelConfig c;
+  c.overlap_grad_reduce = args.overlap_grad_reduce;
+  c.overlap_param_gather = args.overlap_param_gather;
+  c.use_distributed_optimizer = args.use_distributed_optimizer;
+  c.data_parallel_sharding_strategy = distributed::sharding_strategy_from_string(args.data_parallel_sharding_strategy);
+  c.fsdp_prefetch = !args.no_fsdp_prefetch;
+  c.bucket_size = args.ddp_bucket_size.value_or(std::max<int64_t>(40'000'000, 1'000'000 * args.data_parallel_size));
+  return c;
+}
+
+at::ScalarType params_dtype(const Arguments& args) {
+  return args.bf16 ? at::kBFloat16 : (args.fp16 ? at::kHalf : at::kFloat);
+}
+
+optimizer::ParamSchedulerConfig scheduler_config_from_args(const Arguments& args) {
+  const int64_t gbs = *args.global_batch_size;
+  optimizer::ParamSchedulerConfig c;
+  c.init_lr = args.lr_warmup_init;
+  c.max_lr = *args.lr;
+  c.min_lr = args.min_lr;
+  c.decoupled_max_lr = args.decoupled_lr;
+  c.decoupled_min_lr = args.decoupled_min_lr;
+  c.lr_decay_style = args.lr_decay_style;
+  c.lr_wsd_decay_style = args.lr_wsd_decay_style;
+  c.lr_decay_steps = args.lr_decay_samples ? *args.lr_decay_samples
+                                           : (args.lr_decay_iters ? *args.lr_decay_iters : *args.train_iters) * gbs;
+  c.lr_decay_steps = std::max<int64_t>(c.lr_decay_steps, 1);
+  if (args.lr_warmup_fraction) {
+    c.lr_warmup_steps = static_cast<int64_t>(*args.lr_warmup_fraction * c.lr_decay_steps);
+  } else if (args.lr_warmup_samples > 0) {
+    c.lr_warmup_steps = args.lr_warmup_samples;
+  } else {
+    c.lr_warmup_steps = args.lr_warmup_iters * gbs;
+  }
+  if (args.lr_wsd_decay_iters) c.wsd_decay_steps = *args.lr_wsd_decay_iters * gbs;
+  return c;
+}
+
+}  // namespace megatron::training

@@ -1,0 +1,107 @@
+#include "training/loop/initialize.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "build_config.h"
+#include "megatron/comm/launcher_env.h"
+#include "megatron/cpu_math.h"
+#include "megatron/logging.h"
+#include "megatron/memory.h"
+#include "megatron/tensor_parallel/random.h"
+
+#if MEGATRON_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace megatron::training::detail {
+namespace {
+
+c10::Device choose_device(const Arguments& args, int local_rank) {
+  std::string name = args.device;
+  // --distributed-backend gloo is Megatron-LM's way of saying: a CPU job.
+  const bool gloo = args.distributed_backend == "gloo";
+  if (name.empty()) name = at::hasCUDA() && !gloo ? "cuda" : "cpu";
+  if (name == "cpu") return c10::Device(c10::kCPU);
+  TORCH_CHECK(!gloo,
+              "[training] --device cuda with --distributed-backend gloo: CUDA tensors go through NCCL "
+              "here; use --distributed-backend nccl, or --device cpu");
+  TORCH_CHECK(at::hasCUDA(), "[training] --device cuda, but no CUDA device is visible");
+  // One GPU per local rank; a launcher that shows each rank only its own GPU leaves one visible.
+  const auto index = static_cast<c10::DeviceIndex>(local_rank % static_cast<int>(at::getNumGPUs()));
+#if MEGATRON_WITH_CUDA
+  c10::cuda::set_device(index);
+#endif
+  // TF32 tensor cores for fp32 matmuls and convolutions only when asked (--tf32).
+  at::globalContext().setAllowTF32CuBLAS(args.tf32);
+  at::globalContext().setAllowTF32CuDNN(args.tf32);
+  return c10::Device(c10::kCUDA, index);
+}
+
+// Ranks on one machine share its cores. Unless OMP_NUM_THREADS says otherwise, each rank takes
+// an equal share (torchrun sets 1): oversubscribed ranks would thrash, and their threaded
+// reductions would not give the same bits from run to run.
+void set_intra_op_threads_per_rank(const comm::LauncherEnv& env) {
+  if (env.local_world_size <= 1 || std::getenv("OMP_NUM_THREADS") != nullptr) return;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = std::max(1, cores / env.local_world_size);
+  if (threads < at::get_num_threads()) at::set_num_threads(threads);
+}
+
+void log_layout(const Arguments& args, const ParallelState& ps) {
+  log_rank_0(LogLevel::kInfo, "> initialized tensor model parallel with size " +
+                                  std::to_string(ps.get_tensor_model_parallel_world_size()));
+  log_rank_0(LogLevel::kInfo, "> initialized pipeline model parallel with size " +
+                                  std::to_string(ps.get_pipeline_model_parallel_world_size()));
+  log_rank_0(LogLevel::kInfo,
+             "> initialized data parallel with size " + std::to_string(ps.get_data_parallel_world_size()));
+  log_rank_0(LogLevel::kInfo, "> intra-op threads per rank: " + std::to_string(at::get_num_threads()));
+  if (const auto ignored = ignored_megatron_flags(args); !ignored.empty()) {
+    std::string names;
+    for (const auto& f : ignored) names += " " + f;
+    log_rank_0(LogLevel::kWarn, "these Megatron-LM flags have no effect in megatron-cpp (see --help):" + names);
+  }
+}
+
+}  // namespace
+
+uint64_t stage_seed(const Arguments& args, const ParallelState& ps) {
+  return args.seed + 100 * ps.get_pipeline_model_parallel_rank();
+}
+
+Initialized initialize_megatron(const Arguments& args, std::shared_ptr<comm::ProcessGroup> world) {
+  const auto env = comm::LauncherEnv::from_environment();
+  TORCH_CHECK(!args.local_rank || *args.local_rank == env.local_rank, "[training] --local-rank ",
+              args.local_rank.value_or(0), " disagrees with the launcher's local rank ", env.local_rank,
+              " (LOCAL_RANK or the MPI launcher's variable)");
+  // A program (or Python script) that did not set up logging for its rank still logs once per job.
+  if (logging_world_size() != env.world_size) init_logging({env.rank, env.world_size, ""});
+  const c10::Device device = choose_device(args, env.local_rank);
+  if (!args.no_cpu_allocator_cache) enable_cpu_allocator_cache();
+  set_intra_op_threads_per_rank(env);
+  warm_up_cpu_math();
+  if (!world) {
+    comm::DistributedOptions options;
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(args.distributed_timeout_minutes * 60000));
+    options.device_type = device.type();
+    world = comm::init_distributed(env, options);
+  }
+  TORCH_CHECK(world->size() == args.world_size, "[training] the arguments were validated for world size ",
+              args.world_size, " but the job has ", world->size(), " ranks");
+  const auto vpp = args.virtual_pipeline_model_parallel_size;
+  auto ps = ParallelState::initialize_model_parallel(world, static_cast<int>(args.tensor_model_parallel_size),
+                                                     static_cast<int>(args.pipeline_model_parallel_size),
+                                                     vpp ? std::optional<int>(static_cast<int>(*vpp)) : std::nullopt);
+  log_layout(args, ps);
+  // Megatron-LM's _set_random_seed: one seed per pipeline stage, TP-region states per TP rank.
+  const uint64_t seed = stage_seed(args, ps);
+  auto rng_tracker = tensor_parallel::model_parallel_manual_seed(seed, ps.get_tensor_model_parallel_rank(), device);
+  return Initialized{device, std::move(ps), std::move(rng_tracker)};
+}
+
+}  // namespace megatron::training::detail
