@@ -982,6 +982,14 @@ class Arguments:
     def pad_vocab_size_to(self, arg0: typing.SupportsInt | None) -> None:
         ...
     @property
+    def persistent_save_interval(self) -> int | None:
+        """
+        = --save-interval
+        """
+    @persistent_save_interval.setter
+    def persistent_save_interval(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
     def pipeline_model_parallel_size(self) -> int:
         """
         pipeline stages
@@ -1152,7 +1160,7 @@ class Arguments:
     @property
     def save_interval(self) -> int | None:
         """
-        iterations between checkpoints (one is also saved when training ends)
+        iterations between checkpoints to --save (one is also saved when training ends); without --save, none
         """
     @save_interval.setter
     def save_interval(self, arg0: typing.SupportsInt | None) -> None:

@@ -233,6 +233,51 @@ TEST(Arguments, MegatronScriptFlags) {
 
 // What Megatron-DeepSpeed and BLOOM-era scripts write: underscored integers, the older names of
 // --norm-epsilon and full recompute; and a mistyped flag named in order with the closest one.
+// What Megatron-LM's and DeepSpeed-Domino's launch scripts rely on: GPT-2's tokenizer when a
+// vocabulary and merges are given, --split with the quotes a script leaves in it, --save-interval
+// without --save, --persistent-save-interval, and sequence parallelism dropped at TP 1.
+TEST(Arguments, LaunchScriptDefaults) {
+  const std::vector<std::string> data = {"--num-layers",
+                                         "2",
+                                         "--hidden-size",
+                                         "64",
+                                         "--num-attention-heads",
+                                         "4",
+                                         "--seq-length",
+                                         "32",
+                                         "--micro-batch-size",
+                                         "2",
+                                         "--train-iters",
+                                         "10",
+                                         "--lr",
+                                         "1e-3",
+                                         "--data-path",
+                                         "corpus_text_document",
+                                         "--vocab-file",
+                                         "vocab.json",
+                                         "--merge-file",
+                                         "merges.txt"};
+  EXPECT_EQ(parse_arguments(data, 1)->tokenizer_type, "GPT2BPETokenizer");
+  EXPECT_EQ(parse_arguments(with(data, {"--tokenizer-type", "NullTokenizer", "--vocab-size", "10"}), 1)->tokenizer_type,
+            "NullTokenizer");
+  const std::vector<std::string> no_tokenizer(data.begin(), data.end() - 4);  // without the vocabulary and merges
+  EXPECT_NE(error_of(no_tokenizer).find("--tokenizer-type is required with --data-path"), std::string::npos);
+
+  EXPECT_EQ(parse_arguments(with(base(), {"--split", "'99,1,0'"}), 1)->split, "99,1,0");
+  EXPECT_EQ(parse_arguments(with(base(), {"--split", "\"969, 30, 1\""}), 1)->split, "969, 30, 1");
+  EXPECT_NE(error_of(with(base(), {"--split", "'99,x,0'"})).find("--split"), std::string::npos);
+
+  EXPECT_EQ(parse_arguments(with(base(), {"--save-interval", "5"}), 1)->save_interval, 5);
+  EXPECT_EQ(parse_arguments(with(base(), {"--persistent-save-interval", "7"}), 1)->save_interval, 7);
+  EXPECT_NE(error_of(with(base(), {"--persistent-save-interval", "7", "--save-interval", "5"}))
+                .find("--persistent-save-interval (7) and --save-interval (5) are the same setting"),
+            std::string::npos);
+
+  EXPECT_FALSE(parse_arguments(with(base(), {"--sequence-parallel"}), 1)->sequence_parallel);
+  EXPECT_TRUE(parse_arguments(with(base(), {"--sequence-parallel", "--tensor-model-parallel-size", "2"}), 2)
+                  ->sequence_parallel);
+}
+
 TEST(Arguments, OlderScriptSpellingsAndUnknownFlags) {
   auto a = *parse_arguments(with(base(), {"--train-iters", "220_000", "--lr-decay-iters=1_000", "--seed", "1_234",
                                           "--layernorm-epsilon", "1e-6", "--checkpoint-activations"}),

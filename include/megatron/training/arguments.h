@@ -189,10 +189,11 @@ struct MEGATRON_API Arguments {
   bool no_cpu_allocator_cache = false;  // freed host blocks go back to the OS at once (memory.h)
 
   // --- Megatron-LM flags accepted so that its launch scripts run unchanged
-  bool recompute_activations = false;           // = --recompute-granularity selective
-  bool use_rotary_position_embeddings = false;  // = --position-embedding-type rope
-  std::optional<double> layernorm_epsilon;      // = --norm-epsilon (Megatron-DeepSpeed's name)
-  bool checkpoint_activations = false;          // = --recompute-granularity full (Megatron-DeepSpeed)
+  bool recompute_activations = false;               // = --recompute-granularity selective
+  bool use_rotary_position_embeddings = false;      // = --position-embedding-type rope
+  std::optional<double> layernorm_epsilon;          // = --norm-epsilon (Megatron-DeepSpeed's name)
+  std::optional<int64_t> persistent_save_interval;  // = --save-interval (Megatron-LM's other name)
+  bool checkpoint_activations = false;              // = --recompute-granularity full (Megatron-DeepSpeed)
   // No effect here (ignored_megatron_flags() names the ones given): attention is always
   // at::scaled_dot_product_attention with an fp32 softmax, kernels are LibTorch's, host and CUDA
   // collectives are MPI/Gloo and NCCL, and there is no Python garbage collector.

@@ -260,7 +260,8 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(training, calculate_per_token_loss, kNotSaved, any(),                                                           \
     "sum the loss over tokens and divide by the token count of the whole batch, not average micro-batch means")     \
   X(checkpointing, save, kSaved, any(), "directory to save checkpoints to")                                         \
-  X(checkpointing, save_interval, kSaved, positive(), "iterations between checkpoints (one is also saved when training ends)") \
+  X(checkpointing, save_interval, kSaved, positive(),                                                               \
+    "iterations between checkpoints to --save (one is also saved when training ends); without --save, none")        \
   X(checkpointing, no_save_optim, kNotSaved, any(), "leave the optimizer state out of saved checkpoints")           \
   X(checkpointing, no_save_rng, kNotSaved, any(), "leave the RNG states out of saved checkpoints")                  \
   X(checkpointing, load, kNotSaved, any(), "directory to resume from (latest_checkpointed_iteration.txt names the iteration)") \
@@ -293,6 +294,7 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(aliases, recompute_activations, kNotSaved, any(), "= --recompute-granularity selective")                        \
   X(aliases, use_rotary_position_embeddings, kNotSaved, any(), "= --position-embedding-type rope")                  \
   X(aliases, layernorm_epsilon, kNotSaved, positive(), "= --norm-epsilon")                                          \
+  X(aliases, persistent_save_interval, kNotSaved, positive(), "= --save-interval")                                  \
   X(aliases, checkpoint_activations, kNotSaved, any(),                                                              \
     "= --recompute-granularity full (each layer's activations recomputed in backward)")                              \
   X(ignored, use_mcore_models, kNotSaved, any(), "accepted, no effect: there is one model implementation")          \

@@ -8,8 +8,9 @@
 #include <string_view>
 
 #include "megatron/datasets/blended_dataset.h"
-#include "megatron/distributed/distributed_data_parallel.h"
 #include "megatron/datasets/gpt_dataset.h"
+#include "megatron/distributed/distributed_data_parallel.h"
+#include "megatron/logging.h"
 #include "megatron/training/arguments.h"
 #include "megatron/training/num_microbatches_calculator.h"
 #include "training/arguments/argument_ranges.h"
@@ -57,6 +58,19 @@ void resolve_aliases(Arguments& a) {
               "--checkpoint-activations means --recompute-granularity full, but it is ", a.recompute_granularity);
     a.recompute_granularity = "full";
   }
+  if (a.persistent_save_interval) {
+    ARG_CHECK(!a.save_interval || *a.save_interval == *a.persistent_save_interval, "--persistent-save-interval (",
+              *a.persistent_save_interval, ") and --save-interval (", *a.save_interval,
+              ") are the same setting; give one");
+    a.save_interval = a.persistent_save_interval;
+  }
+  // Megatron-LM's pretrain_gpt.py (and DeepSpeed-Domino's) read GPT-2's vocabulary and merges when
+  // no tokenizer is named.
+  if (a.tokenizer_type.empty() && !a.vocab_file.empty() && !a.merge_file.empty()) a.tokenizer_type = "GPT2BPETokenizer";
+  // A launch script's quotes inside the value ("'99,1,0'") reach the program; Megatron-LM's
+  // parser skips them.
+  if (a.split.size() >= 2 && (a.split.front() == '\'' || a.split.front() == '"') && a.split.back() == a.split.front())
+    a.split = a.split.substr(1, a.split.size() - 2);
 }
 
 void validate_network_size(Arguments& a) {
@@ -112,7 +126,10 @@ void validate_distributed(Arguments& a, int64_t world) {
             ") is not divisible by --tensor-model-parallel-size (", tp, ")");
   ARG_CHECK(a.num_query_groups % tp == 0, "--num-query-groups (", a.num_query_groups,
             ") is not divisible by --tensor-model-parallel-size (", tp, ")");
-  if (tp == 1) a.sequence_parallel = false;  // as Megatron-LM does
+  if (tp == 1 && a.sequence_parallel) {  // as Megatron-LM does, and says
+    log_rank_0(LogLevel::kWarn, "Disabling sequence parallelism because tensor model parallelism is disabled");
+    a.sequence_parallel = false;
+  }
   if (a.domino) {
     ARG_CHECK(a.micro_batch_size % 2 == 0, "--domino splits each micro-batch in two: --micro-batch-size (",
               a.micro_batch_size, ") must be even");
@@ -247,7 +264,6 @@ void validate_data(const Arguments& a) {
 }
 
 void validate_checkpointing(const Arguments& a) {
-  ARG_CHECK(!a.save_interval || !a.save.empty(), "--save-interval needs --save");
   ARG_CHECK(!a.exit_signal_handler || !a.save.empty(), "--exit-signal-handler needs --save (where to save on SIGTERM)");
   ARG_CHECK(!a.load.empty() || !(a.finetune || a.ckpt_step || a.load_fallback),
             a.finetune ? "--finetune" : (a.ckpt_step ? "--ckpt-step" : "--load-fallback"), " needs --load");
