@@ -28,9 +28,12 @@ struct MEGATRON_API MemoryEstimate {
 // micro-batches in flight, the last the output layer and logits); vocab_size before padding.
 MEGATRON_API MemoryEstimate theoretical_memory(const Arguments& args, int64_t pipeline_rank, int64_t vocab_size);
 
-// Logs the estimate of this rank and throws one line naming the figure, the memory available
-// (the GPU's free memory, or the host's shared by `ranks_on_host` ranks) and the settings that
-// would shrink it, when it does not fit.
+// Megatron-LM's report of that estimate: "Theoretical memory footprints: weight and optimizer=...".
+MEGATRON_API std::string theoretical_memory_report(const Arguments& args, int64_t pipeline_rank, int64_t vocab_size);
+
+// Throws one line naming this rank's estimate, the memory available (the GPU's free memory, or
+// the host's shared by `ranks_on_host` ranks) and the settings that would shrink it, when it does
+// not fit.
 MEGATRON_API void check_memory(const Arguments& args, int64_t pipeline_rank, int64_t vocab_size, c10::Device device,
                                int ranks_on_host);
 

@@ -11,6 +11,7 @@
 #include "megatron/tensor_parallel/layers.h"
 #include "megatron/training/checkpoint_schema.h"
 #include "megatron/training/config.h"
+#include "training/loop/rank_lines.h"
 
 namespace megatron::training::detail {
 
@@ -105,11 +106,13 @@ std::unique_ptr<distributed::DistributedDataParallel> wrap_with_ddp(const Traini
   auto params = model_params(model, ps.get_tensor_model_parallel_rank(), ctx.args.decoupled_lr.has_value());
   int64_t local_params = 0;
   for (const auto& p : params) local_params += p.param.numel();
-  if (ps.get_data_parallel_rank() == 0)
-    log(LogLevel::kInfo, " > number of parameters on (tensor, pipeline) model parallel rank (" +
-                             std::to_string(ps.get_tensor_model_parallel_rank()) + ", " +
-                             std::to_string(ps.get_pipeline_model_parallel_rank()) +
-                             "): " + std::to_string(local_params));
+  log_in_rank_order(ps.get_world_group(), 0, LogLevel::kInfo,
+                    ps.get_data_parallel_rank() != 0
+                        ? ""
+                        : " > number of parameters on (tensor, pipeline) model parallel rank (" +
+                              std::to_string(ps.get_tensor_model_parallel_rank()) + ", " +
+                              std::to_string(ps.get_pipeline_model_parallel_rank()) +
+                              "): " + std::to_string(local_params));
   const auto config = ddp_config_from_args(ctx.args);
   auto ddp = std::make_unique<distributed::DistributedDataParallel>(
       std::move(params), config, ps.get_world_group().size() > 1 ? ps.data_parallel_group_ptr() : nullptr,
@@ -157,7 +160,7 @@ void log_memory_after_setup(const TrainingContext& ctx, const optimizer::Megatro
                      " | main params: " + mb(m.main_params) + " | optimizer state: " + mb(m.optimizer_state);
   if (const auto now = peak_allocated(ctx.device); now && model_peak)
     line += " | max allocated building the model: " + mb(*model_peak) + " | so far: " + mb(*now);
-  log(LogLevel::kInfo, line);
+  log_in_rank_order(ctx.parallel_state.get_world_group(), 0, LogLevel::kInfo, line);
 }
 
 }  // namespace

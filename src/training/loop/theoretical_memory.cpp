@@ -84,15 +84,19 @@ MemoryEstimate theoretical_memory(const Arguments& a, int64_t pipeline_rank, int
   return m;
 }
 
-void check_memory(const Arguments& args, int64_t pipeline_rank, int64_t vocab_size, c10::Device device,
-                  int ranks_on_host) {
+std::string theoretical_memory_report(const Arguments& args, int64_t pipeline_rank, int64_t vocab_size) {
   const MemoryEstimate m = theoretical_memory(args, pipeline_rank, vocab_size);
   char line[256];
   std::snprintf(line, sizeof line,
                 "Theoretical memory footprints: weight and optimizer=%.2f MB, activation=%.2f MB, total=%.2f MB",
                 m.weights_and_optimizer() / (1024.0 * 1024), m.activations / (1024.0 * 1024),
                 m.total() / (1024.0 * 1024));
-  log(LogLevel::kInfo, line);
+  return line;
+}
+
+void check_memory(const Arguments& args, int64_t pipeline_rank, int64_t vocab_size, c10::Device device,
+                  int ranks_on_host) {
+  const MemoryEstimate m = theoretical_memory(args, pipeline_rank, vocab_size);
   auto available = available_memory_bytes(device);
   if (!available || args.ignore_memory_check) return;
   const bool host = !device.is_cuda();

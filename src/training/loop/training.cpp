@@ -18,6 +18,7 @@
 #include "megatron/training/theoretical_memory.h"
 #include "training/loop/initialize.h"
 #include "training/loop/model_setup.h"
+#include "training/loop/rank_lines.h"
 #include "training/loop/trainer.h"
 
 namespace megatron::training {
@@ -99,8 +100,11 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   const auto save_lock = lock_save_dir(args, init.parallel_state);  // held until pretrain returns
   // Before the model exists: a run that cannot fit stops here with the settings that would help.
   // The tokenizer's vocabulary is the model builder's; GPT-2's stands in when no flag gives one.
-  check_memory(args, init.parallel_state.get_pipeline_model_parallel_rank(), args.vocab_size.value_or(50257),
-               init.device, comm::LauncherEnv::from_environment().local_world_size);
+  const int64_t stage = init.parallel_state.get_pipeline_model_parallel_rank(), vocab = args.vocab_size.value_or(50257);
+  detail::log_in_rank_order(
+      init.parallel_state.get_world_group(), 0, LogLevel::kInfo,
+      "[Rank " + std::to_string(init.parallel_state.get_rank()) + "] " + theoretical_memory_report(args, stage, vocab));
+  check_memory(args, stage, vocab, init.device, comm::LauncherEnv::from_environment().local_world_size);
   detail::TrainerParts parts;
   parts.model = detail::get_model(ctx, model_builder);
   const auto model_peak = detail::peak_allocated(init.device);

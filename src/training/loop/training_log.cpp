@@ -7,6 +7,7 @@
 
 #include "megatron/logging.h"
 #include "megatron/memory.h"
+#include "training/loop/rank_lines.h"
 #include "training/loop/trainer.h"
 
 namespace megatron::training::detail {
@@ -115,24 +116,27 @@ void Trainer::training_log(int64_t iteration, const std::vector<IterationRecord>
        << " | number of nan iterations: " << format("%3.0f", static_cast<double>(nan)) << " |";
   log_rank_last(LogLevel::kInfo, line.str());
   log_rank_last(LogLevel::kInfo, timers_.report(ps_.get_world_group(), static_cast<double>(window.size())));
-  // Megatron-LM's report_memory, once, after the first logged iterations (GPU ranks of the first
-  // data-parallel replica).
-  if (!memory_reported_ && ps_.get_data_parallel_rank() == 0) {
-    if (const auto m = device_memory_stats(ctx_.device)) {
-      const double mb = 1024.0 * 1024.0;
-      log(LogLevel::kInfo, "[Rank " + std::to_string(ps_.get_rank()) + "] (after " + std::to_string(iteration) +
-                               " iterations) memory (MB) | allocated: " + format("%.1f", m->allocated / mb) +
-                               " | max allocated: " + format("%.1f", m->max_allocated / mb) +
-                               " | reserved: " + format("%.1f", m->reserved / mb) +
-                               " | max reserved: " + format("%.1f", m->max_reserved / mb));
+  // Megatron-LM's report_memory, once, after the first logged iterations (ranks of the first
+  // data-parallel replica), written by the last rank with the iteration line so that one rank writes.
+  if (!memory_reported_) {
+    std::string report;
+    const double mb = 1024.0 * 1024.0;
+    const std::string head = "[Rank " + std::to_string(ps_.get_rank()) + "] (after " + std::to_string(iteration);
+    const auto m = device_memory_stats(ctx_.device);
+    if (ps_.get_data_parallel_rank() != 0) {
+      // only the first data-parallel replica reports
+    } else if (m) {
+      report = head + " iterations) memory (MB) | allocated: " + format("%.1f", m->allocated / mb) +
+               " | max allocated: " + format("%.1f", m->max_allocated / mb) +
+               " | reserved: " + format("%.1f", m->reserved / mb) +
+               " | max reserved: " + format("%.1f", m->max_reserved / mb);
     } else if (ctx_.device.is_cpu() && cpu_allocator_cache_enabled()) {
       // CPU ranks: the allocator cache counts the blocks it hands out (16 KiB and more).
       const auto c = cpu_allocator_cache_stats();
-      const double mb = 1024.0 * 1024.0;
-      log(LogLevel::kInfo, "[Rank " + std::to_string(ps_.get_rank()) + "] (after " + std::to_string(iteration) +
-                               " iterations) host memory (MB) | allocated: " + format("%.1f", c.allocated_bytes / mb) +
-                               " | max allocated: " + format("%.1f", c.peak_allocated_bytes / mb));
+      report = head + " iterations) host memory (MB) | allocated: " + format("%.1f", c.allocated_bytes / mb) +
+               " | max allocated: " + format("%.1f", c.peak_allocated_bytes / mb);
     }
+    log_in_rank_order(ps_.get_world_group(), ps_.get_world_size() - 1, LogLevel::kInfo, report);
   }
   memory_reported_ = true;
   if (args_.log_timers_to_tensorboard) {

@@ -1,0 +1,18 @@
+// Lines that every rank has at the same point (a memory report, its parameter count), logged by
+// one rank in rank order. A launcher forwards each rank's output in chunks that can end inside a
+// line (Open MPI's reads of a rank's output stop at 4096 bytes), so two ranks writing at once can
+// split each other's lines; with one rank writing, chunks stay in order and lines stay whole.
+#pragma once
+
+#include <string>
+
+#include "megatron/comm/process_group.h"
+#include "megatron/logging.h"
+
+namespace megatron::training::detail {
+
+// Collective over `group`: `writer` (a group rank) logs every rank's `line` in rank order; empty
+// lines are left out.
+void log_in_rank_order(comm::ProcessGroup& group, int writer, LogLevel level, const std::string& line);
+
+}  // namespace megatron::training::detail
