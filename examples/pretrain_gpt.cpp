@@ -10,9 +10,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "megatron/comm/process_group.h"
 #include "megatron/datasets/blended_dataset.h"
@@ -59,12 +63,30 @@ int main(int argc, char** argv) {
     ::execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
   }
   program::install_terminate_handler("pretrain_gpt");
+  // --check-args FLAGS...: whether this launch line would start, for a job of the launcher's
+  // world size (WORLD_SIZE=N to ask for another), without starting it.
+  std::vector<std::string> words(argv + 1, argv + argc);
+  if (const auto it = std::find(words.begin(), words.end(), "--check-args"); it != words.end()) {
+    words.erase(it);
+    return program::run("pretrain_gpt", [&] {
+      int64_t world_size = 0;
+      if (const char* ws = std::getenv("WORLD_SIZE")) {
+        char* end = nullptr;
+        world_size = std::strtoll(ws, &end, 10);
+        TORCH_CHECK(*ws && !*end && world_size > 0, "[arguments] --check-args: WORLD_SIZE must be a positive ",
+                    "number of ranks, got '", ws, "'");
+      } else {
+        world_size = comm::LauncherEnv::from_environment().world_size;
+      }
+      return training::check_arguments(words, world_size, std::cout) ? 0 : program::kUsageError;
+    });
+  }
   comm::LauncherEnv env;
   std::optional<training::Arguments> args;
   try {
     env = comm::LauncherEnv::from_environment();
     init_logging({env.rank, env.world_size, ""});
-    args = training::parse_arguments({argv + 1, argv + argc}, env.world_size);
+    args = training::parse_arguments(words, env.world_size);
     if (!args) return 0;  // --help
     g_tokenizer = training::build_tokenizer(*args);
   } catch (...) {
@@ -75,9 +97,11 @@ int main(int argc, char** argv) {
   try {
     training::pretrain(*args, model_builder, dataset_builder, forward_step);
   } catch (...) {
-    std::fprintf(stderr, "pretrain_gpt: error: [rank %d] %s\n", env.rank, program::current_error_message().c_str());
     const int code = program::exit_code_of_current_error();
-    comm::abort_job(code);
+    // Every rank finds a usage error at once (ranks launched with different flags): say it once.
+    if (code != program::kUsageError || env.rank == 0)
+      std::fprintf(stderr, "pretrain_gpt: error: [rank %d] %s\n", env.rank, program::current_error_message().c_str());
+    if (code != program::kUsageError) comm::abort_job(code);
     return code;
   }
   return 0;

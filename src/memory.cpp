@@ -290,6 +290,16 @@ CPUAllocatorCacheStats cpu_allocator_cache_stats() {
   return caching_allocator().stats();
 }
 
+void empty_unused_memory(c10::Device device) {
+#if MEGATRON_WITH_CUDA
+  if (device.is_cuda()) {
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    return;
+  }
+#endif
+  if (device.is_cpu()) empty_cpu_allocator_cache();
+}
+
 std::optional<int64_t> available_memory_bytes(c10::Device device) {
 #if MEGATRON_WITH_CUDA
   if (device.is_cuda()) {

@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -34,6 +35,8 @@ int exit_code_of_current_error(int code) {
     throw;
   } catch (const comm::CollectiveError&) {
     return kCollectiveFailed;
+  } catch (const UsageError&) {
+    return kUsageError;
   } catch (...) {
     return code;
   }
@@ -41,6 +44,9 @@ int exit_code_of_current_error(int code) {
 
 void install_terminate_handler(const char* program) {
   g_program = program;
+  // A write past `ulimit -f` then fails with EFBIG, which the writers name, instead of killing the
+  // process mid-save (Python's interpreter ignores SIGXFSZ the same way).
+  std::signal(SIGXFSZ, SIG_IGN);
   std::set_terminate([] {
     const std::string message =
         std::current_exception() ? current_error_message() : std::string("std::terminate without an exception");

@@ -61,6 +61,10 @@ struct MEGATRON_API DeviceMemoryStats {
 };
 MEGATRON_API std::optional<DeviceMemoryStats> device_memory_stats(c10::Device device);
 
+// Returns the unused blocks the allocator of `device` keeps (the CUDA caching allocator's, or the
+// CPU allocator cache's) to the system: --empty-unused-memory-level.
+MEGATRON_API void empty_unused_memory(c10::Device device);
+
 // Bytes free for new allocations: the GPU's free memory, or the host's MemAvailable for a CPU
 // device; nullopt when it cannot be told.
 MEGATRON_API std::optional<int64_t> available_memory_bytes(c10::Device device);

@@ -4,6 +4,8 @@
 
 #include "megatron/export.h"
 
+#include <c10/util/Exception.h>
+
 #include <functional>
 #include <string>
 
@@ -16,6 +18,13 @@ constexpr int kUsageError = 2;    // bad flags, config or input named on the com
 // mpirun the watchdog ends every rank with it; for a restart loop to tell from other failures.
 constexpr int kCollectiveFailed = 3;
 
+// An error in what the job was given (its flags, config or input) that shows only once the ranks
+// meet, such as ranks launched with different flags: exit_code_of_current_error gives kUsageError.
+class MEGATRON_API UsageError : public c10::Error {
+ public:
+  explicit UsageError(std::string message) : c10::Error(std::move(message), nullptr) {}
+};
+
 // The program's name as install_terminate_handler (or run) set it ("megatron" before).
 MEGATRON_API const char* name();
 
@@ -27,7 +36,7 @@ MEGATRON_API std::string current_error_message();
 MEGATRON_API void install_terminate_handler(const char* program);
 
 // The exit code for the exception in flight: kCollectiveFailed for a comm::CollectiveError,
-// otherwise `code`.
+// kUsageError for a UsageError, otherwise `code`.
 MEGATRON_API int exit_code_of_current_error(int code = kRuntimeError);
 
 // Runs body with the terminate handler installed; an exception escaping it is one line and its

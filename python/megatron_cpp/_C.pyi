@@ -8,7 +8,7 @@ import numpy.typing
 import torch
 import torch._C.cpp.nn
 import typing
-__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'HuggingFaceTokenizer', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'SentencePieceTokenizer', 'ShardLayout', 'ShardedParameter', 'Split', 'TikTokenizer', 'Tokenizer', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
+__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'HuggingFaceTokenizer', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'SentencePieceTokenizer', 'ShardLayout', 'ShardedParameter', 'Split', 'TikTokenizer', 'Tokenizer', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'check_args', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
 class Activation:
     """
     Members:
@@ -70,6 +70,14 @@ class Arguments:
         Checks every combination against world_size and fills the derived values (data_parallel_size, num_microbatches, ...); raises naming the flags.
         """
     @property
+    def abort_on_unmet_fused_kernel_constraints(self) -> bool:
+        """
+        accepted, no effect: where a fused kernel does not apply (CPU, an unsupported size) ATen's path runs
+        """
+    @abort_on_unmet_fused_kernel_constraints.setter
+    def abort_on_unmet_fused_kernel_constraints(self, arg0: bool) -> None:
+        ...
+    @property
     def adam_beta1(self) -> float:
         """
         Adam beta1
@@ -126,6 +134,14 @@ class Arguments:
     def apply_query_key_layer_scaling(self, arg0: bool) -> None:
         ...
     @property
+    def async_save(self) -> bool:
+        """
+        copy each checkpoint to host memory and write it on a background thread while training goes on; it becomes the latest once every rank has written it
+        """
+    @async_save.setter
+    def async_save(self, arg0: bool) -> None:
+        ...
+    @property
     def attention_backend(self) -> str:
         """
         accepted, no effect: attention is at::scaled_dot_product_attention (flash / memory-efficient kernels on CUDA)
@@ -150,6 +166,14 @@ class Arguments:
     def attention_softmax_in_fp32(self, arg0: bool) -> None:
         ...
     @property
+    def auto_detect_ckpt_format(self) -> bool:
+        """
+        accepted, no effect: --load is read in the torch format, the one format read here
+        """
+    @auto_detect_ckpt_format.setter
+    def auto_detect_ckpt_format(self, arg0: bool) -> None:
+        ...
+    @property
     def bf16(self) -> bool:
         """
         bfloat16 model, fp32 master weights
@@ -166,12 +190,52 @@ class Arguments:
     def calculate_per_token_loss(self, arg0: bool) -> None:
         ...
     @property
+    def causal_lm(self) -> bool:
+        """
+        accepted, no effect: the GPT model is always a causal language model
+        """
+    @causal_lm.setter
+    def causal_lm(self, arg0: bool) -> None:
+        ...
+    @property
     def checkpoint_activations(self) -> bool:
         """
         = --recompute-granularity full (each layer's activations recomputed in backward)
         """
     @checkpoint_activations.setter
     def checkpoint_activations(self, arg0: bool) -> None:
+        ...
+    @property
+    def ckpt_assume_constant_structure(self) -> bool:
+        """
+        accepted, no effect: an option of torch_dist checkpoints; checkpoints here are in the torch format
+        """
+    @ckpt_assume_constant_structure.setter
+    def ckpt_assume_constant_structure(self, arg0: bool) -> None:
+        ...
+    @property
+    def ckpt_format(self) -> str:
+        """
+        torch: Megatron-LM's per-rank model_optim_rng.pt files, the format written and read here (torch_dist is not)
+        """
+    @ckpt_format.setter
+    def ckpt_format(self, arg0: str) -> None:
+        ...
+    @property
+    def ckpt_fully_parallel_load(self) -> bool:
+        """
+        accepted, no effect: an option of torch_dist checkpoints; checkpoints here are in the torch format
+        """
+    @ckpt_fully_parallel_load.setter
+    def ckpt_fully_parallel_load(self, arg0: bool) -> None:
+        ...
+    @property
+    def ckpt_fully_parallel_save(self) -> bool:
+        """
+        accepted, no effect: an option of torch_dist checkpoints; checkpoints here are in the torch format
+        """
+    @ckpt_fully_parallel_save.setter
+    def ckpt_fully_parallel_save(self, arg0: bool) -> None:
         ...
     @property
     def ckpt_step(self) -> int | None:
@@ -204,6 +268,14 @@ class Arguments:
         """
     @data_cache_path.setter
     def data_cache_path(self, arg0: str) -> None:
+        ...
+    @property
+    def data_impl(self) -> str:
+        """
+        accepted, no effect: .bin/.idx files are read memory-mapped (--no-mmap-bin-files: with reads)
+        """
+    @data_impl.setter
+    def data_impl(self, arg0: str) -> None:
         ...
     @property
     def data_parallel_sharding_strategy(self) -> str:
@@ -278,6 +350,14 @@ class Arguments:
     def deepspeed_config(self, arg0: str) -> None:
         ...
     @property
+    def deterministic_mode(self) -> bool:
+        """
+        only deterministic algorithms (ATen's, cuDNN's, cuBLAS with a fixed workspace): reruns are bit-identical
+        """
+    @deterministic_mode.setter
+    def deterministic_mode(self, arg0: bool) -> None:
+        ...
+    @property
     def device(self) -> str:
         """
         cpu | cuda (default cuda when a GPU is visible)
@@ -292,6 +372,22 @@ class Arguments:
         """
     @disable_bias_linear.setter
     def disable_bias_linear(self, arg0: bool) -> None:
+        ...
+    @property
+    def dist_ckpt_optim_fully_reshardable(self) -> bool:
+        """
+        accepted, no effect: an option of torch_dist checkpoints; checkpoints here are in the torch format
+        """
+    @dist_ckpt_optim_fully_reshardable.setter
+    def dist_ckpt_optim_fully_reshardable(self, arg0: bool) -> None:
+        ...
+    @property
+    def dist_ckpt_strictness(self) -> str:
+        """
+        accepted, no effect: an option of torch_dist checkpoints; checkpoints here are in the torch format
+        """
+    @dist_ckpt_strictness.setter
+    def dist_ckpt_strictness(self, arg0: str) -> None:
         ...
     @property
     def distributed_backend(self) -> str:
@@ -332,6 +428,14 @@ class Arguments:
         """
     @embed_layernorm.setter
     def embed_layernorm(self, arg0: bool) -> None:
+        ...
+    @property
+    def empty_unused_memory_level(self) -> int:
+        """
+        1: return the allocator's unused memory after forward-backward; 2: also after the optimizer step
+        """
+    @empty_unused_memory_level.setter
+    def empty_unused_memory_level(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
     def eod_mask_loss(self) -> bool:
@@ -478,6 +582,14 @@ class Arguments:
     def keep_last_checkpoints(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
+    def kill_switch_path(self) -> str:
+        """
+        stop, without saving, before the next iteration once this file exists (Megatron-DeepSpeed's)
+        """
+    @kill_switch_path.setter
+    def kill_switch_path(self, arg0: str) -> None:
+        ...
+    @property
     def kv_channels(self) -> int | None:
         """
         head dim (default hidden / heads)
@@ -492,6 +604,14 @@ class Arguments:
         """
     @layernorm_epsilon.setter
     def layernorm_epsilon(self, arg0: typing.SupportsFloat | None) -> None:
+        ...
+    @property
+    def llama_model(self) -> bool:
+        """
+        accepted, no effect: the layers follow --normalization, --swiglu, --position-embedding-type, --disable-bias-linear
+        """
+    @llama_model.setter
+    def llama_model(self, arg0: bool) -> None:
         ...
     @property
     def load(self) -> str:
@@ -518,6 +638,14 @@ class Arguments:
     def local_rank(self, arg0: typing.SupportsInt | None) -> None:
         ...
     @property
+    def log_batch_size_to_tensorboard(self) -> bool:
+        """
+        accepted, no effect: batch-size is always written
+        """
+    @log_batch_size_to_tensorboard.setter
+    def log_batch_size_to_tensorboard(self, arg0: bool) -> None:
+        ...
+    @property
     def log_interval(self) -> int:
         """
         iterations between log lines
@@ -532,6 +660,22 @@ class Arguments:
         """
     @log_memory_to_tensorboard.setter
     def log_memory_to_tensorboard(self, arg0: bool) -> None:
+        ...
+    @property
+    def log_num_zeros_in_grad(self) -> bool:
+        """
+        the zeros in the clipped gradients in the iteration line and TensorBoard (num-zeros)
+        """
+    @log_num_zeros_in_grad.setter
+    def log_num_zeros_in_grad(self, arg0: bool) -> None:
+        ...
+    @property
+    def log_params_norm(self) -> bool:
+        """
+        the norm of the updated parameters in the iteration line and TensorBoard (params-norm)
+        """
+    @log_params_norm.setter
+    def log_params_norm(self, arg0: bool) -> None:
         ...
     @property
     def log_throughput(self) -> bool:
@@ -766,6 +910,14 @@ class Arguments:
     def no_bias_swiglu_fusion(self, arg0: bool) -> None:
         ...
     @property
+    def no_ckpt_fully_parallel_save(self) -> bool:
+        """
+        accepted, no effect: an option of torch_dist checkpoints; checkpoints here are in the torch format
+        """
+    @no_ckpt_fully_parallel_save.setter
+    def no_ckpt_fully_parallel_save(self, arg0: bool) -> None:
+        ...
+    @property
     def no_cpu_allocator_cache(self) -> bool:
         """
         return freed host memory to the OS at once instead of keeping it for the next allocation of the same size
@@ -828,6 +980,14 @@ class Arguments:
         """
     @no_masked_softmax_fusion.setter
     def no_masked_softmax_fusion(self, arg0: bool) -> None:
+        ...
+    @property
+    def no_mmap_bin_files(self) -> bool:
+        """
+        read the .bin files instead of memory-mapping them
+        """
+    @no_mmap_bin_files.setter
+    def no_mmap_bin_files(self, arg0: bool) -> None:
         ...
     @property
     def no_persist_layer_norm(self) -> bool:
@@ -974,6 +1134,14 @@ class Arguments:
     def override_data_check(self, arg0: bool) -> None:
         ...
     @property
+    def override_opt_param_scheduler(self) -> bool:
+        """
+        on resume, keep this run's learning-rate schedule where the checkpoint's differs
+        """
+    @override_opt_param_scheduler.setter
+    def override_opt_param_scheduler(self, arg0: bool) -> None:
+        ...
+    @property
     def pad_vocab_size_to(self) -> int | None:
         """
         pad the vocabulary to exactly this size (a multiple of TP; BLOOM's 250880)
@@ -1004,6 +1172,14 @@ class Arguments:
         """
     @position_embedding_type.setter
     def position_embedding_type(self, arg0: str) -> None:
+        ...
+    @property
+    def pp_partition_method(self) -> str:
+        """
+        type:transformer accepted, no effect: each pipeline stage holds an equal share of the transformer layers
+        """
+    @pp_partition_method.setter
+    def pp_partition_method(self, arg0: str) -> None:
         ...
     @property
     def profile(self) -> bool:
@@ -1222,6 +1398,14 @@ class Arguments:
     def swiglu(self, arg0: bool) -> None:
         ...
     @property
+    def sync_tp_duplicated_parameters(self) -> bool:
+        """
+        accepted, no effect: parameters replicated over tensor-parallel ranks get the same gradients and stay equal
+        """
+    @sync_tp_duplicated_parameters.setter
+    def sync_tp_duplicated_parameters(self, arg0: bool) -> None:
+        ...
+    @property
     def tensor_model_parallel_size(self) -> int:
         """
         tensor-parallel ranks
@@ -1302,6 +1486,14 @@ class Arguments:
     def tokenizer_model(self, arg0: str) -> None:
         ...
     @property
+    def tokenizer_name_or_path(self) -> str:
+        """
+        = --tokenizer-model (Megatron-DeepSpeed's PretrainedFromHF)
+        """
+    @tokenizer_name_or_path.setter
+    def tokenizer_name_or_path(self, arg0: str) -> None:
+        ...
+    @property
     def tokenizer_special_tokens(self) -> list[str]:
         """
         TikTokenizer: its special tokens in id order (all of <unk> <s> </s> <mask> <pad> <cls> <sep> among them); HuggingFaceTokenizer / GPT2BPETokenizer: tokens added after the vocabulary, matched whole in the text
@@ -1312,7 +1504,7 @@ class Arguments:
     @property
     def tokenizer_type(self) -> str:
         """
-        GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | SentencePieceTokenizer | GPTSentencePieceTokenizer | Llama2Tokenizer | NullTokenizer
+        GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | SentencePieceTokenizer | GPTSentencePieceTokenizer | Llama2Tokenizer | NullTokenizer (PretrainedFromHF, Megatron-DeepSpeed's name: = HuggingFaceTokenizer)
         """
     @tokenizer_type.setter
     def tokenizer_type(self, arg0: str) -> None:
@@ -1358,6 +1550,14 @@ class Arguments:
     def use_checkpoint_args(self, arg0: bool) -> None:
         ...
     @property
+    def use_checkpoint_opt_param_scheduler(self) -> bool:
+        """
+        on resume, take the checkpoint's learning-rate schedule (--lr, --min-lr, warm-up, decay length and style)
+        """
+    @use_checkpoint_opt_param_scheduler.setter
+    def use_checkpoint_opt_param_scheduler(self, arg0: bool) -> None:
+        ...
+    @property
     def use_distributed_optimizer(self) -> bool:
         """
         shard optimizer state over data-parallel ranks (ZeRO-1)
@@ -1390,6 +1590,14 @@ class Arguments:
     def use_megatron_fsdp(self, arg0: bool) -> None:
         ...
     @property
+    def use_persistent_ckpt_worker(self) -> bool:
+        """
+        accepted, no effect: --async-save always writes on a background thread of the training process
+        """
+    @use_persistent_ckpt_worker.setter
+    def use_persistent_ckpt_worker(self, arg0: bool) -> None:
+        ...
+    @property
     def use_pytorch_profiler(self) -> bool:
         """
         with --profile: a Kineto trace (CPU and CUDA) into --tensorboard-dir; without: CUDA profiler ranges for nsys
@@ -1412,6 +1620,14 @@ class Arguments:
         """
     @use_rotary_position_embeddings.setter
     def use_rotary_position_embeddings(self, arg0: bool) -> None:
+        ...
+    @property
+    def valid_num_workers(self) -> int:
+        """
+        accepted, no effect: validation reads as --num-workers says
+        """
+    @valid_num_workers.setter
+    def valid_num_workers(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
     def virtual_pipeline_model_parallel_size(self) -> int | None:
@@ -1733,6 +1949,7 @@ class GPTDatasetConfig:
     add_extra_token_to_sequence: bool
     build_cache: bool
     drop_last_partial_validation_sequence: bool
+    mmap_bin_files: bool
     path_to_cache: str
     split: str
     def __init__(self, **kwargs) -> None:
@@ -1832,13 +2049,13 @@ class HuggingFaceTokenizer(Tokenizer):
         """
 class IndexedDataset:
     """
-    Reader of a Megatron .bin/.idx pair (MMIDIDX v1), memory-mapped and checked on open. Sequences come back as read-only numpy views of the mapped .bin (no copy).
+    Reader of a Megatron .bin/.idx pair (MMIDIDX v1), memory-mapped and checked on open. Sequences come back as read-only numpy views of the mapped .bin (no copy); with mmap=False (--no-mmap-bin-files) the .bin is read, and each sequence is a copy.
     """
     def __getitem__(self, idx: typing.SupportsInt) -> numpy.ndarray:
         """
         Sequence idx as a read-only numpy view of the .bin.
         """
-    def __init__(self, path_prefix: str) -> None:
+    def __init__(self, path_prefix: str, mmap: bool = True) -> None:
         ...
     def __len__(self) -> int:
         ...
@@ -1948,6 +2165,16 @@ class IterationRecord:
     def metrics(self) -> dict[str, float]:
         """
         loss_func's metrics averaged over micro-batches and DP ranks.
+        """
+    @property
+    def num_zeros(self) -> float | None:
+        """
+        --log-num-zeros-in-grad, else None
+        """
+    @property
+    def params_norm(self) -> float | None:
+        """
+        --log-params-norm, else None
         """
     @property
     def skipped(self) -> bool:
@@ -2747,6 +2974,10 @@ def build_tokenizer(tokenizer_type: str, *, vocab_file: str = '', merge_file: st
 def build_tokenizer(args: Arguments) -> Tokenizer:
     """
     The tokenizer the flags name (--tokenizer-type, NullTokenizer when empty; --vocab-file, --merge-file, --tokenizer-model, --vocab-size).
+    """
+def check_args(args: typing.Any, world_size: typing.SupportsInt | None = None, program: str = 'pretrain_gpt') -> tuple:
+    """
+    pretrain_gpt --check-args: whether a run with these flags (as parse_arguments takes them) would start on world_size ranks, without building anything. Returns (would_start, report): the report names each flag with no effect here and why, then the layout, or why the flags are refused.
     """
 def checkpoint_arguments(path: str) -> Arguments:
     """

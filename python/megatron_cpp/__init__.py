@@ -62,6 +62,7 @@ from ._C import (  # noqa: F401
     build_gpt_datasets_on_ranks,
     build_mock_gpt_datasets,
     build_tokenizer,
+    check_args,
     checkpoint_arguments,
     convert_checkpoint,
     copy_to_tensor_model_parallel_region,

@@ -53,6 +53,9 @@ def pretrain(args, model_builder=None, dataset_builder=None, forward_step=None, 
                     raise TypeError("[pretrain] dataset_builder must return Datasets or (train, valid, test[, eod_token]), "
                                     f"found a sequence of {len(datasets)}")
                 datasets = _C.Datasets(*datasets)
+            if not isinstance(datasets, _C.Datasets):
+                raise TypeError("[pretrain] dataset_builder must return megatron_cpp.Datasets or (train, valid, test[, "
+                                f"eod_token]), found {type(datasets).__qualname__}")
             return datasets
 
     cpp_forward_step = None

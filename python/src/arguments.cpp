@@ -2,6 +2,8 @@
 // the command line, --config TOML included) or a dict {flag name: value}.
 #include <c10/util/Exception.h>
 
+#include <sstream>
+
 #include "bindings.h"
 #include "megatron/comm/launcher_env.h"
 #include "megatron/training/arguments.h"
@@ -96,6 +98,19 @@ void init_arguments(py::module_& m) {
       "keys are flag names with - or _, True/False switch flags, None leaves a flag out) and "
       "validates them for world_size (default: the launcher's). Returns None for --help (the "
       "help is printed); bad flags raise RuntimeError with one line naming them.");
+  m.def(
+      "check_args",
+      [](const py::object& args, std::optional<int64_t> world_size, const std::string& program) {
+        const auto words = command_line_from(args);
+        const int64_t world = world_size.value_or(megatron::comm::LauncherEnv::from_environment().world_size);
+        std::ostringstream report;
+        const bool would_start = megatron::training::check_arguments(words, world, report, program);
+        return py::make_tuple(would_start, report.str());
+      },
+      py::arg("args"), py::arg("world_size") = py::none(), py::arg("program") = "pretrain_gpt",
+      "pretrain_gpt --check-args: whether a run with these flags (as parse_arguments takes them) would "
+      "start on world_size ranks, without building anything. Returns (would_start, report): the report "
+      "names each flag with no effect here and why, then the layout, or why the flags are refused.");
   m.def("arguments_help", &megatron::training::arguments_help, py::arg("program") = "pretrain_gpt",
         "The flag list --help prints.");
 }

@@ -64,6 +64,15 @@ py::array span_view(const ds::TokenSpan& span, py::handle owner) {
   return a;
 }
 
+// Tokens of a sequence: a view of the mapping, or (opened with mmap=False) a copy read from the .bin.
+py::array sequence_array(const ds::IndexedDataset& d, py::handle owner, int64_t idx, int64_t offset, int64_t length) {
+  if (d.mmap_bin_files()) return span_view(d.get(idx, offset, length), owner);
+  length = d.read_raw(idx, offset, length, nullptr);
+  py::array a(py::dtype(numpy_name(d.dtype())), std::vector<py::ssize_t>{length});
+  d.read_raw(idx, offset, length, a.mutable_data());
+  return a;
+}
+
 int64_t wrap_index(int64_t i, int64_t n, const char* what) {
   const int64_t j = i < 0 ? i + n : i;
   TORCH_CHECK_INDEX(j >= 0 && j < n, "[indexed_dataset] ", what, " ", i, " out of range for ", n);
@@ -180,8 +189,9 @@ void init_datasets(py::module_& m) {
   py::class_<ds::IndexedDataset, std::shared_ptr<ds::IndexedDataset>>(
       m, "IndexedDataset",
       "Reader of a Megatron .bin/.idx pair (MMIDIDX v1), memory-mapped and checked on open. "
-      "Sequences come back as read-only numpy views of the mapped .bin (no copy).")
-      .def(py::init<std::string>(), py::arg("path_prefix"), Release())
+      "Sequences come back as read-only numpy views of the mapped .bin (no copy); with mmap=False "
+      "(--no-mmap-bin-files) the .bin is read, and each sequence is a copy.")
+      .def(py::init<std::string, bool>(), py::arg("path_prefix"), py::arg("mmap") = true, Release())
       .def_property_readonly("path_prefix", &ds::IndexedDataset::path_prefix)
       .def_property_readonly("dtype", &ds::IndexedDataset::dtype)
       .def_property_readonly("num_documents", &ds::IndexedDataset::num_documents)
@@ -191,14 +201,14 @@ void init_datasets(py::module_& m) {
           "__getitem__",
           [](py::object self, int64_t i) {
             const auto& d = self.cast<const ds::IndexedDataset&>();
-            return span_view(d.get(wrap_index(i, d.num_sequences(), "sequence")), self);
+            return sequence_array(d, self, wrap_index(i, d.num_sequences(), "sequence"), 0, -1);
           },
           py::arg("idx"), "Sequence idx as a read-only numpy view of the .bin.")
       .def(
           "get",
           [](py::object self, int64_t idx, int64_t offset, std::optional<int64_t> length) {
             const auto& d = self.cast<const ds::IndexedDataset&>();
-            return span_view(d.get(wrap_index(idx, d.num_sequences(), "sequence"), offset, length.value_or(-1)), self);
+            return sequence_array(d, self, wrap_index(idx, d.num_sequences(), "sequence"), offset, length.value_or(-1));
           },
           py::arg("idx"), py::arg("offset") = 0, py::arg("length") = py::none(),
           "Tokens [offset, offset + length) of sequence idx (to its end when length is None).")
@@ -300,6 +310,7 @@ void init_datasets(py::module_& m) {
       .field("drop_last_partial_validation_sequence", &ds::GPTDatasetConfig::drop_last_partial_validation_sequence)
       .field("pad_token", &ds::GPTDatasetConfig::pad_token)
       .field("path_to_cache", &ds::GPTDatasetConfig::path_to_cache)
+      .field("mmap_bin_files", &ds::GPTDatasetConfig::mmap_bin_files)
       .field("build_cache", &ds::GPTDatasetConfig::build_cache)
       .done();
 

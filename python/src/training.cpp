@@ -68,14 +68,24 @@ tr::LossResult loss_result(const py::object& result) {
   if (!THPVariable_Check(parts[0].ptr()))
     throw py::type_error("[pretrain] loss_func: the loss must be a torch.Tensor, found " + type_name(parts[0]));
   at::Tensor loss = parts[0].cast<at::Tensor>(), num_tokens;
+  // Checked here, where the callback can be named: the schedule would fail later in autograd.
+  if (!at::isFloatingType(loss.scalar_type()) || loss.numel() != 1)
+    throw py::type_error("[pretrain] loss_func: the loss must be one floating-point value, found a " +
+                         std::string(c10::toString(loss.scalar_type())) + " tensor of shape " + c10::str(loss.sizes()));
   if (megatron_form) {
     num_tokens = tensor(parts[1], "the number of tokens");
+    if (num_tokens.numel() != 1)
+      throw py::type_error("[pretrain] loss_func: the number of tokens must be one value, found shape " +
+                           c10::str(num_tokens.sizes()));
     loss = loss / num_tokens.to(loss.device(), loss.scalar_type());
   }
   std::map<std::string, at::Tensor> metrics;
   for (const auto& [key, value] : parts[megatron_form ? 2 : 1].cast<py::dict>()) {
     const auto name = py::str(key).cast<std::string>();
     at::Tensor v = tensor(value, ("metric '" + name + "'").c_str());
+    if (v.numel() != 1 && v.numel() != 2)
+      throw py::type_error("[pretrain] loss_func: metric '" + name +
+                           "' must be one value or Megatron-LM's [sum, count], found shape " + c10::str(v.sizes()));
     metrics[name] = v.numel() == 2 ? v.reshape({2})[0] / v.reshape({2})[1] : v;  // Megatron-LM's [sum, count]
   }
   return {loss, std::move(metrics), num_tokens};
@@ -173,6 +183,8 @@ void init_training(py::module_& m) {
       .def_readonly("loss_scale", &tr::IterationRecord::loss_scale)
       .def_readonly("skipped", &tr::IterationRecord::skipped)
       .def_readonly("elapsed_ms", &tr::IterationRecord::elapsed_ms)
+      .def_readonly("params_norm", &tr::IterationRecord::params_norm, "--log-params-norm, else None")
+      .def_readonly("num_zeros", &tr::IterationRecord::num_zeros, "--log-num-zeros-in-grad, else None")
       .def("__repr__", [](const tr::IterationRecord& r) {
         std::string text = "IterationRecord(iteration=" + std::to_string(r.iteration);
         for (const auto& [k, v] : r.metrics) text += ", '" + k + "': " + std::to_string(v);

@@ -121,8 +121,8 @@ std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets(
     const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes, const GPTDatasetConfig& config,
     double mid_level_surplus) {
   TORCH_CHECK(!blend.prefixes.empty(), "[gpt_dataset] --data-path: no dataset prefixes");
-  auto low_level = [](const std::string& prefix) {
-    return std::make_shared<IndexedLowLevelDataset>(std::make_shared<IndexedDataset>(prefix));
+  auto low_level = [&config](const std::string& prefix) {
+    return std::make_shared<IndexedLowLevelDataset>(std::make_shared<IndexedDataset>(prefix, config.mmap_bin_files));
   };
   if (blend.prefixes.size() == 1 && blend.weights.empty()) {
     return build_splits(low_level(blend.prefixes[0]), sizes, config);

@@ -135,7 +135,7 @@ const int32_t* IndexedLowLevelDataset::sequence_lengths() const {
 }
 
 void IndexedLowLevelDataset::read(int64_t idx, int64_t offset, int64_t length, int64_t* out) const {
-  dataset_->get(idx, offset, length).copy_to(out);
+  dataset_->read(idx, offset, length, out);
 }
 
 std::string IndexedLowLevelDataset::name() const {

@@ -130,27 +130,37 @@ void MegatronOptimizer::set_lr(double lr, std::optional<double> decoupled) {
   decoupled_lr_ = decoupled.value_or(lr);
 }
 
-// The global gradient norm in fp32 (Megatron-LM's): norms of the counted ranges, their squares
-// summed, then over the data-parallel shards (ZeRO-1) and the model-parallel ranks. Returns
-// {sum of squares, skip requests}, both summed over those ranks in one reduction.
-at::Tensor MegatronOptimizer::reduce_norm(const std::vector<at::Tensor>& grads, const at::Tensor& skip) const {
+std::vector<at::Tensor> MegatronOptimizer::counted_pieces(const std::vector<at::Tensor>& flat) const {
   std::vector<at::Tensor> counted;
   for (size_t k = 0; k < groups_.size(); ++k) {
     const auto& g = groups_[k];
     if (g.shards) {
-      for (auto& piece : g.shards->norm_grads(grads[k])) counted.push_back(piece);
+      for (auto& piece : g.shards->norm_grads(flat[k])) counted.push_back(piece);
     } else {
       for (const auto& [offset, numel] : ddp_.buffer(g.buffer).regions()[g.region].counted)
-        counted.push_back(grads[k].narrow(0, offset, numel));
+        counted.push_back(flat[k].narrow(0, offset, numel));
     }
   }
+  return counted;
+}
+
+// A sum over every rank's counted pieces: over the shards, then the model-parallel ranks.
+void MegatronOptimizer::sum_over_model(at::Tensor& t) const {
+  reduce_norm_over_shards(t);
+  if (mp_ && mp_->size() > 1) mp_->all_reduce(t);
+}
+
+// The global gradient norm in fp32 (Megatron-LM's): norms of the counted ranges, their squares
+// summed, then over the data-parallel shards (ZeRO-1) and the model-parallel ranks. Returns
+// {sum of squares, skip requests}, both summed over those ranks in one reduction.
+at::Tensor MegatronOptimizer::reduce_norm(const std::vector<at::Tensor>& grads, const at::Tensor& skip) const {
+  const std::vector<at::Tensor> counted = counted_pieces(grads);
   const auto opts = grads.front().options().dtype(at::kFloat);
   at::Tensor sum_sq =
       counted.empty() ? at::zeros({1}, opts) : at::stack(at::_foreach_norm(counted)).square().sum().reshape({1});
   at::Tensor flag = skip.defined() ? (skip.to(opts.device()).reshape({1}) != 0).to(at::kFloat) : at::zeros({1}, opts);
   at::Tensor both = at::cat({sum_sq, flag});
-  reduce_norm_over_shards(both);
-  if (mp_ && mp_->size() > 1) mp_->all_reduce(both);
+  sum_over_model(both);
   return both;
 }
 
@@ -208,8 +218,23 @@ StepResult MegatronOptimizer::step(const at::Tensor& skip, const at::Tensor& gra
     at::Tensor coeff = (config_.clip_grad / (result.grad_norm + 1e-6)).clamp_max(1.0);
     at::_foreach_mul_(grads, coeff);
   }
+  if (config_.log_num_zeros_in_grad) {  // Megatron-LM's count_zeros: the clipped gradients, counted once
+    result.num_zeros = at::zeros({1}, scalar.dtype(at::kDouble));
+    for (const auto& piece : counted_pieces(grads)) result.num_zeros += piece.eq(0).sum();
+    sum_over_model(result.num_zeros);
+    result.num_zeros = result.num_zeros.reshape({});
+  }
   update(grads, result.found_inf);
   copy_main_params_to_model_params();
+  if (config_.log_params_norm) {  // Megatron-LM's calc_params_l2_norm: the fp32 main parameters, updated
+    std::vector<at::Tensor> mains;
+    for (const auto& g : groups_) mains.push_back(g.main);
+    const auto pieces = counted_pieces(mains);
+    at::Tensor sum_sq =
+        pieces.empty() ? at::zeros({1}, scalar) : at::stack(at::_foreach_norm(pieces)).square().sum().reshape({1});
+    sum_over_model(sum_sq);
+    result.params_norm = sum_sq.sqrt().reshape({});
+  }
   return result;
 }
 

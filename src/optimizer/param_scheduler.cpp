@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 namespace megatron::optimizer {
 
@@ -28,6 +30,59 @@ OptimizerParamScheduler::OptimizerParamScheduler(ParamSchedulerConfig config) : 
         c.lr_wsd_decay_style == "exponential" || c.lr_wsd_decay_style == "linear" || c.lr_wsd_decay_style == "cosine",
         "[param_scheduler] unknown lr_wsd_decay_style '", c.lr_wsd_decay_style, "'");
   }
+}
+
+namespace {
+
+// The shortest text that reads back as the same double (Python's repr), so that two rates that
+// differ print differently.
+std::string shortest(double v) {
+  char buf[32];
+  for (int precision = 6; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+std::string shortest(int64_t v) {
+  return std::to_string(v);
+}
+std::string shortest(const std::string& v) {
+  return v;
+}
+
+// Megatron-LM's _check_and_set: this run's value, or the checkpoint's, or an error.
+template <typename T>
+void check_and_set(T& value, const T& saved, const char* name, SavedSchedule how, std::vector<std::string>& log) {
+  if (how == SavedSchedule::kOverride) {
+    log.push_back(" > overriding " + std::string(name) + " value to " + shortest(value));
+    return;
+  }
+  TORCH_CHECK(how == SavedSchedule::kUseCheckpoint || value == saved, "OptimizerParamScheduler: class input value ",
+              shortest(value), " and checkpoint value ", shortest(saved), " for ", name, " do not match");
+  log.push_back(" > using checkpoint value " + shortest(saved) + " for " + name);
+  value = saved;
+}
+
+}  // namespace
+
+ParamSchedulerState OptimizerParamScheduler::state_dict() const {
+  const auto& c = config_;
+  return {c.max_lr, c.min_lr, c.lr_warmup_steps, c.lr_decay_steps, c.lr_decay_style, num_steps_};
+}
+
+std::vector<std::string> OptimizerParamScheduler::load_state_dict(const ParamSchedulerState& saved, SavedSchedule how) {
+  // Checked on a copy: an error leaves this schedule as it was.
+  ParamSchedulerConfig c = config_;
+  std::vector<std::string> log;
+  check_and_set(c.max_lr, saved.max_lr, "learning rate", how, log);
+  check_and_set(c.min_lr, saved.min_lr, "minimum learning rate", how, log);
+  check_and_set(c.lr_warmup_steps, saved.lr_warmup_steps, "warmup iterations", how, log);
+  check_and_set(c.lr_decay_steps, saved.lr_decay_steps, "total number of iterations", how, log);
+  check_and_set(c.lr_decay_style, saved.lr_decay_style, "learning rate decay style", how, log);
+  *this = OptimizerParamScheduler(std::move(c));
+  num_steps_ = saved.num_steps;
+  return log;
 }
 
 std::optional<double> OptimizerParamScheduler::decoupled_lr() const {

@@ -262,6 +262,41 @@ TEST_F(Corruption, RandomByteFlipsNeverCrash) {
   EXPECT_GT(rejected, 250);
 }
 
+// --no-mmap-bin-files: the .bin read with pread gives what the mapping gives, in every dtype.
+TEST(IndexedDataset, UnmappedReadsGiveTheMappedTokens) {
+  for (DType dtype : {DType::kUInt8, DType::kInt16, DType::kUInt16, DType::kInt32, DType::kInt64}) {
+    const std::string prefix = write_small(make_temp_dir(), dtype);
+    IndexedDataset mapped(prefix), unmapped(prefix, /*mmap_bin_files=*/false);
+    EXPECT_TRUE(mapped.mmap_bin_files());
+    EXPECT_FALSE(unmapped.mmap_bin_files());
+    for (int64_t i = 0; i < mapped.num_sequences(); ++i)
+      for (int64_t offset = 0; offset <= mapped.sequence_length(i); ++offset) {
+        const int64_t length = mapped.sequence_length(i) - offset;
+        std::vector<int64_t> a(static_cast<size_t>(length) + 1, -1), b(a);
+        mapped.read(i, offset, length, a.data());
+        unmapped.read(i, offset, -1, b.data());
+        EXPECT_EQ(a, b) << dtype_name(dtype) << " sequence " << i << " offset " << offset;
+        EXPECT_EQ(a.back(), -1);  // nothing written past the length
+      }
+    // Values the literal list could not tell apart from 0: compare with what the builder was given.
+    std::vector<int64_t> first(3);
+    unmapped.read(0, 0, 3, first.data());
+    EXPECT_EQ(first, (std::vector<int64_t>{1, 2, 3}));
+    EXPECT_THAT(error_of([&] { unmapped.get(0); }), HasSubstr("opened unmapped"));
+    EXPECT_THAT(error_of([&] { unmapped.read(3, 0, 1, first.data()); }), HasSubstr("out of range"));
+  }
+}
+
+TEST(IndexedDataset, UnmappedDataTruncatedAfterOpenIsNamed) {
+  const std::string prefix = write_small(make_temp_dir());
+  IndexedDataset ds(prefix, /*mmap_bin_files=*/false);
+  ::truncate(bin_path(prefix).c_str(), 4);
+  std::vector<int64_t> out(2);
+  EXPECT_THAT(error_of([&] { ds.read(2, 0, 2, out.data()); }),
+              HasSubstr("small.bin: the file ends at byte 8, before the bytes the index points to"));
+  EXPECT_THAT(error_of([&] { ds.check_unchanged(); }), HasSubstr("changed on disk"));
+}
+
 TEST(IndexedDataset, OutOfRangeReads) {
   IndexedDataset ds(write_small(make_temp_dir()));
   EXPECT_THAT(error_of([&] { ds.get(3); }), HasSubstr("out of range"));

@@ -106,6 +106,29 @@ TEST(MegatronOptimizer, ClipsToTheGlobalNorm) {
   EXPECT_TRUE(at::allclose(w.detach(), at::tensor({-0.6f, 0.0f, -0.8f}), 1e-5, 1e-6)) << w;
 }
 
+// --log-num-zeros-in-grad and --log-params-norm: the zeros of the clipped gradients and the norm
+// of the updated parameters, against the same counts taken here on the tensors themselves (a
+// bf16 parameter's norm is its fp32 main parameter's).
+TEST(MegatronOptimizer, CountsZeroGradientsAndTakesTheUpdatedParametersNorm) {
+  auto w = leaf(at::tensor({1.0f, 2.0f, 0.5f, -1.0f}).view({2, 2}));
+  auto b = leaf(at::tensor({0.25f, 0.0f, 3.0f}));
+  auto h = leaf(at::tensor({1.5f, -2.5f}).to(at::kBFloat16));
+  auto c = unit_sgd(1.0);
+  c.log_num_zeros_in_grad = c.log_params_norm = true;
+  auto opt_wrapped = testing::wrap({{"w", w}, {"layer.bias", b}, {"h", h}}, c);
+  auto& opt = *opt_wrapped.optimizer;
+  w.mutable_grad() = at::tensor({0.0f, 3.0f, 0.0f, 0.0f}).view({2, 2});
+  b.mutable_grad() = at::tensor({4.0f, 0.0f, 0.0f});
+  h.mutable_grad() = at::tensor({0.0f, 1.0f}).to(at::kBFloat16);
+  const auto r = opt.step();
+  EXPECT_EQ(r.num_zeros.item<double>(), 6.0);  // 3 + 2 + 1
+  const at::Tensor all = at::cat({w.detach().reshape({-1}), b.detach(), opt.main_params()[2].reshape({-1})});
+  EXPECT_NEAR(r.params_norm.item<double>(), all.norm().item<double>(), 1e-6);
+  auto v = leaf(at::ones({2}));
+  v.mutable_grad() = at::ones({2});
+  EXPECT_FALSE(testing::wrap({{"v", v}}, unit_sgd(1.0)).optimizer->step().params_norm.defined());
+}
+
 TEST(MegatronOptimizer, Fp16OverflowSkipsTheStepAndShrinksTheScale) {
   auto w = leaf(at::ones({4}, at::kHalf));
   OptimizerConfig c;

@@ -8,7 +8,8 @@ import subprocess
 import numpy as np
 import pytest
 
-BUILD_DIR = os.environ.get("MEGATRON_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+# Absolute, so that a test may run a program from its own working directory.
+BUILD_DIR = os.path.abspath(os.environ.get("MEGATRON_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build")))
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 # A model trained in seconds, dropout off (layouts compare losses).
 TINY = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",

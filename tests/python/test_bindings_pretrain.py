@@ -222,6 +222,19 @@ def test_wrong_callback_results_and_flags_are_clear_errors(tmp_path):
         megatron_cpp.pretrain(flags, dataset_builder=lambda ctx, n: (None, "valid", None))
     with pytest.raises(RuntimeError, match=r"\[training\] dataset_builder returned no training dataset"):
         megatron_cpp.pretrain(flags, dataset_builder=lambda ctx, n: (None, None, None))
+    with pytest.raises(TypeError, match=r"dataset_builder must return megatron_cpp.Datasets .* found NoneType"):
+        megatron_cpp.pretrain(flags, dataset_builder=lambda ctx, n: None)
+
+    def step_with_loss(loss_func):
+        return lambda it, model: (pretrain_gpt.forward_step(it, model)[0], loss_func)
+    # The per-token losses not reduced, an integer loss, a metric of many values: each named.
+    for loss_func, message in (
+            (lambda out: (out, {}), r"the loss must be one floating-point value, found a Float tensor of shape \[2, 16\]"),
+            (lambda out: (out.sum().long(), {}), r"the loss must be one floating-point value, found a Long tensor"),
+            (lambda out: (out.mean(), {"lm loss": out}), r"metric 'lm loss' must be one value or Megatron-LM's "
+                                                         r"\[sum, count\], found shape \[2, 16\]")):
+        with pytest.raises(TypeError, match=message):
+            megatron_cpp.pretrain(flags, forward_step=step_with_loss(loss_func))
     with pytest.raises(RuntimeError, match=r"--hidden-size \(30\) is not divisible by --num-attention-heads \(4\)"):
         megatron_cpp.pretrain(dict(flags, hidden_size=30))
     # The failures left nothing behind: a good run still works.
@@ -251,7 +264,8 @@ def test_a_frozen_parameter_is_in_the_model_but_not_the_optimizer_state(tmp_path
     """A parameter the optimizer leaves out (frozen here: the position embeddings) is saved with the
     model and in neither layout of the optimizer state, under --bf16 (Megatron-LM's layout keeps
     fp32 master copies of the 16-bit parameters it updates only), and the run resumes."""
-    flags = tiny(tmp_path, iters=2, eval_iters=0, bf16=True, save=str(tmp_path / "ck"), save_interval=2)
+    flags = tiny(tmp_path, iters=2, eval_iters=0, bf16=True, save=str(tmp_path / "ck"), save_interval=2,
+                 lr_decay_iters=3)  # the resume trains to 3 on the same schedule
     frozen = "embedding.position_embeddings.weight"
 
     def model_builder(ctx, pre_process, post_process):
@@ -269,3 +283,40 @@ def test_a_frozen_parameter_is_in_the_model_but_not_the_optimizer_state(tmp_path
     again = {k: v for k, v in flags.items() if k not in ("save", "save_interval")}
     resumed = megatron_cpp.pretrain(dict(again, train_iters=3, load=str(tmp_path / "ck")), model_builder=model_builder)
     assert [r.iteration for r in resumed.iterations] == [3]
+
+
+def test_deterministic_mode_holds_for_the_run_and_reruns_are_bit_identical(tmp_path):
+    """--deterministic-mode: ATen's deterministic algorithms are on in every forward step and off
+    again once pretrain() returns; two runs give the same losses and norms bit for bit."""
+    seen = []
+
+    def forward_step(it, model):
+        seen.append(torch.are_deterministic_algorithms_enabled())
+        return pretrain_gpt.forward_step(it, model)
+
+    flags = tiny(tmp_path, deterministic_mode=True)
+    runs = [megatron_cpp.pretrain(flags, pretrain_gpt.model_builder, pretrain_gpt.dataset_builder, forward_step)
+            for _ in range(2)]
+    assert seen and all(seen)
+    assert not torch.are_deterministic_algorithms_enabled()
+    first, second = ([(r.metrics["lm loss"], r.grad_norm) for r in run.iterations] for run in runs)
+    assert first == second and len(first) == 4
+
+
+def test_empty_unused_memory_level_returns_the_cache_each_step(tmp_path):
+    """--empty-unused-memory-level 2 hands the CPU allocator cache's blocks back after each
+    forward-backward and step, so later iterations allocate from the OS again; without it the cache
+    serves them."""
+    def misses_per_step(level):
+        misses = []
+
+        def forward_step(it, model):
+            misses.append(megatron_cpp.cpu_allocator_cache_stats()["misses"])
+            return pretrain_gpt.forward_step(it, model)
+
+        flags = tiny(tmp_path, train_iters=6, eval_iters=0, global_batch_size=2, empty_unused_memory_level=level)
+        megatron_cpp.pretrain(flags, pretrain_gpt.model_builder, pretrain_gpt.dataset_builder, forward_step)
+        return misses[-1] - misses[-3]  # the last two iterations, past warm-up
+
+    kept, emptied = misses_per_step(0), misses_per_step(2)
+    assert emptied > kept and emptied > 10, (kept, emptied)

@@ -433,3 +433,31 @@ def test_hugging_face_export_opens_from_its_folder_alone(tmp_path):
     generated = transformers.pipeline("text-generation", model=str(hf))("the cat", max_new_tokens=4, do_sample=False,
                                                                         pad_token_id=end)[0]["generated_text"]
     assert generated == tokenizer.decode(greedy[0])
+
+
+def test_async_save_writes_the_files_a_plain_save_writes(tmp_path):
+    """--async-save at TP 2 x DP 2 with the distributed optimizer and ZeRO-3-free layouts: every
+    checkpoint file byte-identical to the plain save's, each published (tracker, log line) while
+    training went on, and the run's losses unchanged; a resume from its checkpoint repeats them."""
+    layout = ["--tensor-model-parallel-size", "2", "--use-distributed-optimizer", "--save-interval", "2"]
+    # One --save path for both (the files record it), the plain save's moved aside.
+    plain, background = tmp_path / "plain", tmp_path / "ck"
+    run([PRETRAIN, *tiny(6, *layout, "--save", str(background), "--metrics-file", str(tmp_path / "plain.jsonl"))],
+        np=4)
+    background.rename(plain)
+    proc = run([PRETRAIN, *tiny(6, *layout, "--save", str(background), "--async-save", "--use-persistent-ckpt-worker",
+                                "--metrics-file", str(tmp_path / "async.jsonl"))], np=4)
+    assert losses(tmp_path / "async.jsonl") == losses(tmp_path / "plain.jsonl")
+    assert tracker(background) == "6"
+    files = sorted(p.relative_to(plain) for p in plain.rglob("*") if p.is_file() and p.name != "save.lock")
+    assert len([f for f in files if f.name == "distrib_optim.pt"]) == 3 * 2  # 3 saves x 2 TP ranks
+    for f in files:
+        assert (background / f).read_bytes() == (plain / f).read_bytes(), f
+    # Saves at 2 and 4 were published after a later iteration began; the last before exit.
+    log = proc.stdout
+    for it in (2, 4, 6):
+        assert f"successfully saved checkpoint from iteration {it:7d}" in log, log[-3000:]
+    assert log.index("successfully saved checkpoint from iteration       2") > log.index(" iteration        3/")
+    (background / "latest_checkpointed_iteration.txt").write_text("4")
+    run([PRETRAIN, *tiny(6, *layout, "--load", str(background), "--metrics-file", str(tmp_path / "rest.jsonl"))], np=4)
+    assert losses(tmp_path / "rest.jsonl") == {k: v for k, v in losses(tmp_path / "plain.jsonl").items() if k > 4}

@@ -14,7 +14,8 @@ import pytest
 
 from data_helpers import free_port, MPIRUN, program, TINY as TINY_BASE
 
-TINY = TINY_BASE + ["--vocab-size", "256"]
+# One decay length for every run: resumes with another --train-iters keep the saved schedule.
+TINY = TINY_BASE + ["--vocab-size", "256", "--lr-decay-iters", "8"]
 MOCK = ["--mock-data"]
 
 
@@ -32,8 +33,9 @@ def test_a_save_that_fills_the_disk_names_the_file_and_keeps_the_previous_checkp
     assert proc.returncode == 0, proc.stderr[-3000:]
     size = os.path.getsize(ckpt / "iter_0000002" / "mp_rank_00" / "model_optim_rng.pt")
 
-    def small_disk():  # every file the run writes stops growing at half a checkpoint file (EFBIG)
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    def small_disk():  # every file the run writes stops growing at half a checkpoint file
+        # SIGXFSZ is left at its default (subprocess restores it): the program itself ignores it
+        # and takes the EFBIG path.
         resource.setrlimit(resource.RLIMIT_FSIZE, (size // 2, size // 2))
 
     proc = pretrain("--train-iters", "4", "--load", ckpt, "--save", ckpt, "--save-interval", "2",
@@ -47,6 +49,30 @@ def test_a_save_that_fills_the_disk_names_the_file_and_keeps_the_previous_checkp
     assert sorted(p.name for p in ckpt.iterdir() if p.name.startswith("iter_")) == ["iter_0000002"]
     proc = pretrain("--train-iters", "3", "--load", ckpt)  # the previous checkpoint loads
     assert proc.returncode == 0 and "at iteration 2" in proc.stdout + proc.stderr, proc.stderr[-3000:]
+
+
+def test_an_async_save_that_fills_the_disk_is_reported_and_keeps_the_previous_checkpoint(tmp_path):
+    """--async-save: the background write fails; the next check reports it (one line, exit 1)
+    and the tracker still names the previous checkpoint. One rank: mpirun's own files would hit
+    the file-size limit."""
+    ckpt = tmp_path / "ckpt"
+    flags = ["--save", ckpt, "--save-interval", "2", "--async-save"]
+    proc = pretrain("--train-iters", "2", *flags)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    size = os.path.getsize(ckpt / "iter_0000002" / "mp_rank_00" / "model_optim_rng.pt")
+
+    def small_disk():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size // 2, size // 2))
+
+    proc = pretrain("--train-iters", "8", "--load", ckpt, *flags, preexec_fn=small_disk)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("pretrain_gpt: error: ")]
+    assert len(lines) == 1 and "terminate" not in proc.stderr, proc.stderr[-3000:]
+    assert f"writing {ckpt}/iter_0000004.tmp/mp_rank_00.tmp/model_optim_rng.pt failed after" in lines[0], lines[0]
+    # Reported at the check after the write failed: no iteration-4 save ever became current.
+    assert "successfully saved checkpoint from iteration       4" not in proc.stdout
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    assert sorted(p.name for p in ckpt.iterdir() if p.name.startswith("iter_")) == ["iter_0000002"]
 
 
 def test_rank_folders_from_two_saves_are_refused_naming_the_ranks(tmp_path):

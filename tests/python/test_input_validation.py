@@ -14,7 +14,8 @@ import megatron_cpp
 from data_helpers import MPIRUN, program, TINY, write_mmidx
 
 
-MOCK = ["--mock-data", "--vocab-size", "256"]
+# One decay length, so that resumes with another --train-iters keep the saved schedule.
+MOCK = ["--mock-data", "--vocab-size", "256", "--lr-decay-iters", "8"]
 
 
 def run(cmd, env=None, timeout=240):
@@ -183,3 +184,19 @@ def test_python_bindings_raise_instead_of_crashing():
         megatron_cpp.ColumnParallelLinear(8, 8, num_chunks=0)
     with pytest.raises((ValueError, RuntimeError), match="--split"):
         megatron_cpp.parse_and_normalize_split("-1,2,0")
+
+
+@pytest.mark.parametrize("flag, values, ranks", [
+    ("--seed", ("1234", "5"), "1234 on ranks 0, 2, 5 on rank 1"),
+    ("--num-attention-heads", ("4", "2"), "4 on ranks 0, 2, 2 on rank 1"),
+])
+def test_ranks_launched_with_different_flags_stop_with_one_line(flag, values, ranks):
+    """One rank of three launched with another setting (mpirun's per-rank command lines): every rank
+    stops at start-up with exit 2 before any group is built, one line naming the flag and the ranks."""
+    def command(value):
+        return [program("pretrain_gpt"), *TINY, *MOCK, "--train-iters", "2", "--global-batch-size", "6", flag, value]
+    proc = run(MPIRUN + ["-np", "1", *command(values[0]), ":", "-np", "1", *command(values[1]), ":",
+                         "-np", "1", *command(values[0])], timeout=120)
+    line = one_error(proc, "pretrain_gpt", 2)
+    assert f"the ranks were launched with different settings: {flag} is {ranks}" in line, line
+    assert sum(l.startswith("pretrain_gpt: error: ") for l in proc.stderr.splitlines()) == 1, proc.stderr[-2000:]

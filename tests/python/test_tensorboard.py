@@ -27,10 +27,11 @@ def test_scalars_of_a_two_rank_run_as_megatron_lm_names_them(tmp_path):
     board = tmp_path / "board"
     flags = tiny(tmp_path, iters=6, tensorboard_dir=str(board), log_validation_ppl_to_tensorboard=True,
                  log_timers_to_tensorboard=True, log_throughput=True, log_world_size_to_tensorboard=True,
-                 log_interval=3, eval_interval=3)
+                 log_num_zeros_in_grad=True, log_params_norm=True, log_interval=3, eval_interval=3)
     metrics_file = tmp_path / "metrics.jsonl"
+    # Info lines on: the timers' report is compared with their scalars.
     proc = subprocess.run(MPIRUN + ["-np", "2", PRETRAIN] + command_line(flags) + ["--metrics-file", str(metrics_file)],
-                          capture_output=True, text=True, env=ENV, timeout=300)
+                          capture_output=True, text=True, env=dict(ENV, MEGATRON_LOG_LEVEL="info"), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     scalars = read_events(board)
     rows = [json.loads(line) for line in open(metrics_file)]
@@ -60,6 +61,19 @@ def test_scalars_of_a_two_rank_run_as_megatron_lm_names_them(tmp_path):
     # --log-timers-to-tensorboard: seconds per iteration and TFLOP/s at each log interval.
     assert [s for s, _ in scalars["iteration-time"]] == [3, 6] and all(v > 0 for _, v in scalars["iteration-time"])
     assert [s for s, _ in scalars["throughput"]] == [3, 6]
+    # Each timer as `<name>-time`: the slowest rank's seconds per iteration, as the log's (min, max).
+    reports = [block for block in proc.stdout.split("(min, max) time across ranks (ms):")[1:]]
+    assert len(reports) == 2, proc.stdout[-3000:]
+    for name in ("forward-backward", "optimizer"):
+        printed = [float(r.split(name + " ")[1].split("(")[1].split(")")[0].split(", ")[1]) for r in reports]
+        assert [s for s, _ in scalars[name + "-time"]] == [3, 6], name
+        assert [v for _, v in scalars[name + "-time"]] == pytest.approx([p / 1000 for p in printed], abs=6e-6), name
+    # --log-num-zeros-in-grad, --log-params-norm: each iteration's values, the log interval's last
+    # in the metrics file.
+    for tag, key in (("num-zeros", "num_zeros"), ("params-norm", "params_norm")):
+        assert [s for s, _ in scalars[tag]] == iterations, tag
+        for row in (r for r in rows if r["type"] == "train"):
+            assert dict(scalars[tag])[row["iteration"]] == f32(row[key]), tag
 
 
 def test_interval_and_refusals(tmp_path):

@@ -84,9 +84,13 @@ def test_bad_rampup_is_one_line(tmp_path, flags, message):
                            "1", "--global-batch-size", "8", "--train-samples", "40", *flags], capture_output=True,
                           text=True)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
-    proc = subprocess.run([program("pretrain_gpt"), *TINY, "--mock-data", "--vocab-size", "256", "--train-iters", "4",
-                           "--rampup-batch-size", "2", "2", "12"], capture_output=True, text=True)
-    assert "--rampup-batch-size needs sample-based training: give --train-samples" in proc.stderr, proc.stderr
+
+
+def test_rampup_with_train_iters_ramps_inside_those_iterations(tmp_path):
+    # As Megatron-LM's GPT-3 script: iteration-based training, the batch growing by samples.
+    _, log = train(tmp_path, "iters", *RAMPUP[:-2], "--train-iters", "5")
+    assert batch_sizes(log) == [2, 2, 4, 6, 8]
+    assert "iteration        5/       5 | consumed samples:           22 |" in log
 
 
 def short_documents(tmp_path):
@@ -128,3 +132,65 @@ def test_domino_checkpoints_resume_without_it_and_back(tmp_path):
                         ranks=2)
         tail, _ = train(tmp_path, "tail", *tp, *then, "--load", ck, ranks=2)
         assert close(head + tail, plain), (first, head + tail, plain)
+
+
+def test_no_mmap_bin_files_reads_the_same_tokens(tmp_path):
+    # The .bin read with pread instead of mapped: the same batches, so the same losses bit for bit,
+    # with the prefetch thread on and off and at DP 2.
+    data = short_documents(tmp_path)
+    base, _ = train(tmp_path, "base", *data)
+    for ranks, workers in ((1, "0"), (1, "2"), (2, "1")):
+        got, _ = train(tmp_path, f"read{ranks}{workers}", *data, "--no-mmap-bin-files", "--num-workers", workers,
+                       ranks=ranks)
+        want = base if ranks == 1 else train(tmp_path, "mapped2", *data, ranks=2)[0]
+        assert got == want, (ranks, workers, got, want)
+
+
+def learning_rates(tmp_path, name, *flags, expect_exit=0):
+    """The learning rate of each iteration, and the run's stderr."""
+    metrics = tmp_path / f"{name}.jsonl"
+    cmd = [program("pretrain_gpt"), *TINY, "--mock-data", "--vocab-size", "256", "--lr-warmup-iters", "1",
+           "--lr-decay-style", "cosine", "--min-lr", "1e-4", "--metrics-file", str(metrics), *map(str, flags)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == expect_exit, proc.stdout[-3000:] + proc.stderr[-3000:]
+    if expect_exit:
+        return None, proc.stderr
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    return [r["learning_rate"] for r in rows if r["type"] == "train"], proc.stdout
+
+
+def test_resume_with_another_schedule_needs_one_of_megatron_lms_two_flags(tmp_path):
+    ck = tmp_path / "ck"
+    whole, _ = learning_rates(tmp_path, "whole", "--train-iters", "4", "--save", ck, "--save-interval", "2")
+    longer, _ = learning_rates(tmp_path, "longer", "--train-iters", "8")
+    (ck / "latest_checkpointed_iteration.txt").write_text("2")
+    resume = ["--train-iters", "8", "--load", ck]
+    # Another --train-iters is another decay length (in samples, as Megatron-LM counts it): refused.
+    _, err = learning_rates(tmp_path, "refused", *resume, expect_exit=1)
+    assert ("OptimizerParamScheduler: class input value 32 and checkpoint value 16 for total number of iterations "
+            "do not match") in err, err
+    assert "--override-opt_param-scheduler" in err and "--use-checkpoint-opt_param-scheduler" in err, err
+    # The checkpoint's schedule: iterations 3 and 4 at the rates of the run that saved it.
+    kept, log = learning_rates(tmp_path, "kept", *resume, "--use-checkpoint-opt_param-scheduler")
+    assert kept[:2] == whole[2:] and " > using checkpoint value 16 for total number of iterations" in log
+    # This run's: the rates of the 8-iteration run from iteration 3 on (Megatron-LM's spelling too).
+    overridden, log = learning_rates(tmp_path, "overridden", *resume, "--override-opt_param-scheduler")
+    assert overridden == longer[2:] and " > overriding total number of iterations value to 32" in log
+    assert longer[2:4] != whole[2:]
+    _, err = learning_rates(tmp_path, "both", *resume, "--override-opt-param-scheduler",
+                            "--use-checkpoint-opt_param-scheduler", expect_exit=2)
+    assert "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler exclude each other" in err, err
+
+
+def test_kill_switch_stops_before_the_next_iteration_without_saving(tmp_path):
+    # Megatron-DeepSpeed's --kill-switch-path: the file already there, no iteration runs and
+    # nothing is saved; absent, the run is the plain one.
+    switch = tmp_path / "kill-switch"
+    switch.write_text("")
+    flags = ["--kill-switch-path", switch, "--save", tmp_path / "ck", "--save-interval", "1"]
+    losses, log = train(tmp_path, "killed", *flags)
+    assert losses == [] and f"Detected kill switch at {switch}. Exiting" in log
+    assert not (tmp_path / "ck").exists() or not any((tmp_path / "ck").glob("iter_*"))
+    switch.unlink()
+    losses, log = train(tmp_path, "kept", *flags)
+    assert len(losses) == 6 and "Detected kill switch" not in log

@@ -273,6 +273,12 @@ TEST(Arguments, LaunchScriptDefaults) {
                 .find("--persistent-save-interval (7) and --save-interval (5) are the same setting"),
             std::string::npos);
 
+  EXPECT_EQ(parse_arguments(with(base(), {"--ckpt-format", "torch"}), 1)->ckpt_format, "torch");
+  EXPECT_NE(error_of(with(base(), {"--ckpt-format", "torch_dist"})).find("--ckpt-format torch_dist"),
+            std::string::npos);
+  EXPECT_NE(error_of(with(base(), {"--empty-unused-memory-level", "3"})).find("--empty-unused-memory-level"),
+            std::string::npos);
+
   EXPECT_FALSE(parse_arguments(with(base(), {"--sequence-parallel"}), 1)->sequence_parallel);
   EXPECT_TRUE(parse_arguments(with(base(), {"--sequence-parallel", "--tensor-model-parallel-size", "2"}), 2)
                   ->sequence_parallel);

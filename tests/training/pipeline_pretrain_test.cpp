@@ -6,9 +6,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <optional>
 
 #include "distributed_test.h"
+#include "megatron/models/common/language_module.h"
 #include "megatron/models/gpt/gpt_model.h"
 #include "megatron/parallel_state.h"
 #include "subgroup_pretrain.h"
@@ -135,6 +137,60 @@ TEST(PipelinePretrain, EveryPipelineLayoutGivesTheSingleRankLosses) {
     expect_same_as_reference(run, reference, 8);
     expect_tied_weights_identical(run);
   }
+}
+
+// --log-params-norm and --log-num-zeros-in-grad against the tensors. The single-rank run's values
+// equal the norm of its parameters after training and the zeros of their last gradients; at
+// TP 2 x PP 2 x DP 2 every rank logs the single-rank norms, and the zeros of that run's own
+// gradients (each full tensor counted once: TP-sharded ones on every TP rank, replicated ones on
+// TP rank 0, DP rank 0 only). Zeros are not compared across layouts: another summation order
+// can leave a cancelling gradient entry a few ulps from zero. Untied embeddings, so that no
+// parameter lives on two stages.
+double zeros_in_grads(const megatron::testing::SubgroupRun& run, const ParallelState& ps) {
+  double zeros = 0;
+  if (ps.get_data_parallel_rank() != 0) return zeros;
+  for (const auto& chunk : run.built) {
+    const auto& model = dynamic_cast<const models::common::LanguageModule&>(*chunk);
+    for (const auto& p : model.sharded_parameters())
+      if (p.init.layout.is_sharded() || ps.get_tensor_model_parallel_rank() == 0)
+        zeros += p.param.grad().eq(0).sum().item<double>();
+  }
+  return zeros;
+}
+
+TEST(PipelinePretrain, ParamsNormAndZeroCountOnEveryRank) {
+  MEGATRON_REQUIRE_WORLD_SIZE(8);
+  auto args = tiny_args(8);
+  args.untie_embeddings_and_output_weights = true;
+  args.log_params_norm = args.log_num_zeros_in_grad = true;
+  LayoutRun ref = run_layout(args, {1, 1, 1, std::nullopt});
+  auto norms = at::zeros({kIterations}, at::kDouble);
+  if (ref.member) {
+    ASSERT_EQ(ref.result.iterations.size(), static_cast<size_t>(kIterations));
+    for (int i = 0; i < kIterations; ++i) {
+      ASSERT_TRUE(ref.result.iterations[i].params_norm && ref.result.iterations[i].num_zeros);
+      norms[i] = *ref.result.iterations[i].params_norm;
+    }
+    double sum_sq = 0;
+    for (const auto& p : ref.built[0]->parameters()) sum_sq += p.detach().to(at::kDouble).square().sum().item<double>();
+    EXPECT_NEAR(norms[kIterations - 1].item<double>(), std::sqrt(sum_sq), 1e-6 * std::sqrt(sum_sq));
+    const double zeros = zeros_in_grads(ref, *ref.ps);
+    EXPECT_EQ(*ref.result.iterations.back().num_zeros, zeros);
+    EXPECT_GT(zeros, 0) << "the tiny vocabulary's unused rows should have zero gradients";
+  }
+  megatron::testing::world()->broadcast(norms, 0);
+  LayoutRun run = run_layout(args, {2, 2, 2, std::nullopt});
+  if (!run.member) return;
+  ASSERT_EQ(run.result.iterations.size(), static_cast<size_t>(kIterations));
+  auto zeros = at::full({1}, zeros_in_grads(run, *run.ps), at::kDouble);
+  run.group->all_reduce(zeros);
+  for (int i = 0; i < kIterations; ++i) {
+    const auto& it = run.result.iterations[i];
+    ASSERT_TRUE(it.params_norm && it.num_zeros) << "iteration " << i + 1;
+    const double norm = norms[i].item<double>();
+    EXPECT_NEAR(*it.params_norm, norm, 1e-5 * norm) << "iteration " << i + 1;
+  }
+  EXPECT_EQ(*run.result.iterations.back().num_zeros, zeros.item<double>());
 }
 
 TEST(PipelinePretrain, FewerMicroBatchesThanStages) {

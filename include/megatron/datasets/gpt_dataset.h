@@ -96,6 +96,8 @@ struct MEGATRON_API GPTDatasetConfig {
   std::string path_to_cache;
   // Build (and save) missing caches. Ranks other than the builder pass false and only load.
   bool build_cache = true;
+  // false: the .bin files are read with pread instead of mapped (--no-mmap-bin-files).
+  bool mmap_bin_files = true;
 };
 
 class MEGATRON_API GPTDataset : public MegatronDataset {

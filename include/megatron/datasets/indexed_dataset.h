@@ -55,16 +55,21 @@ struct MEGATRON_API TokenSpan {
   std::vector<int64_t> to_vector() const;
 };
 
-// Read-only memory map of a whole file; unmapped on destruction.
+// Read-only memory map of a whole file, unmapped on destruction; or, with map = false (Megatron-LM's
+// --no-mmap-bin-files, for file systems where mapping is slow or unsupported), an open descriptor
+// read with pread.
 class MEGATRON_API MappedFile {
  public:
-  explicit MappedFile(const std::string& path);
+  explicit MappedFile(const std::string& path, bool map = true);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
 
-  const uint8_t* data() const { return data_; }
+  const uint8_t* data() const { return data_; }  // nullptr unless mapped
+  bool mapped() const { return fd_ < 0; }
   size_t size() const { return size_; }
+  // Copies bytes [offset, offset + n): from the mapping, or with pread.
+  void read_at(int64_t offset, size_t n, void* out) const;
   const std::string& path() const { return path_; }
   // Size and modification time when opened, to notice files replaced under the mapping.
   bool changed_on_disk() const;
@@ -76,13 +81,16 @@ class MEGATRON_API MappedFile {
   int64_t mtime_ns_ = 0;
   ino_t inode_ = 0;
   int fault_slot_ = -1;  // its range in the SIGBUS handler's table (src/datasets/mapping_faults.h)
+  int fd_ = -1;          // open only when not mapped
 };
 
 // Reader: validates the pair on open (see the class comment in indexed_dataset.cpp for the list)
 // and serves sequences as zero-copy spans into the mapped .bin.
 class MEGATRON_API IndexedDataset {
  public:
-  explicit IndexedDataset(std::string path_prefix);
+  // mmap_bin_files = false reads the .bin with pread (the .idx is always mapped), as Megatron-LM's
+  // IndexedDataset(mmap=False); get() and get_document() then refuse, read() serves.
+  explicit IndexedDataset(std::string path_prefix, bool mmap_bin_files = true);
 
   const std::string& path_prefix() const { return path_prefix_; }
   DType dtype() const { return dtype_; }
@@ -107,7 +115,12 @@ class MEGATRON_API IndexedDataset {
   TokenSpan get(int64_t idx, int64_t offset = 0, int64_t length = -1) const;
   // All tokens of document d (its sequences are contiguous in the .bin).
   TokenSpan get_document(int64_t d) const;
+  // Tokens [offset, offset + length) of sequence idx (length < 0: to the end), mapped or not: as
+  // int64 into out, or as the file's bytes into out (nullptr: only checks) returning the length.
+  void read(int64_t idx, int64_t offset, int64_t length, int64_t* out) const;
+  int64_t read_raw(int64_t idx, int64_t offset, int64_t length, void* out) const;
 
+  bool mmap_bin_files() const { return bin_->mapped(); }
   // Throws when either file was replaced, truncated or touched since it was opened.
   void check_unchanged() const;
 
@@ -119,6 +132,7 @@ class MEGATRON_API IndexedDataset {
   int64_t num_sequences_ = 0;
   int64_t num_document_indices_ = 0;
   int64_t num_tokens_ = 0;
+  void check_mapped() const;
   template <typename T>
   static T load(const uint8_t* base, int64_t i) {
     T v;

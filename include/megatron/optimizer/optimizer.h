@@ -44,6 +44,10 @@ struct MEGATRON_API OptimizerConfig {
   // --decoupled-lr: the embedding and output-layer parameters form groups of their own, updated
   // with set_lr's `decoupled` rate.
   bool decoupled_lr = false;
+  // step() also counts the zero elements of the clipped gradients (--log-num-zeros-in-grad) and
+  // takes the norm of the updated fp32 main parameters (--log-params-norm), each parameter once.
+  bool log_num_zeros_in_grad = false;
+  bool log_params_norm = false;
 };
 
 // Megatron-LM's parameter-group rules, by our parameter names (a chunk prefix allowed): biases and
@@ -69,6 +73,8 @@ struct MEGATRON_API StepResult {
   at::Tensor found_inf;       // 1: the update was skipped (fp16 overflow, a non-finite norm, skip_requested), else 0
   at::Tensor grad_norm;       // before clipping
   at::Tensor skip_requested;  // 1: some rank sharing the model passed a non-zero `skip` to step()
+  at::Tensor num_zeros;       // fp64, with OptimizerConfig::log_num_zeros_in_grad (else undefined)
+  at::Tensor params_norm;     // with OptimizerConfig::log_params_norm (else undefined)
 };
 
 class MEGATRON_API MegatronOptimizer {
@@ -156,6 +162,10 @@ class MEGATRON_API MegatronOptimizer {
 
  private:
   const std::string& param_name(const UpdateGroup& g, size_t member) const;
+  // Per group's flat tensor (its gradient or main parameters), the parts this rank counts in the
+  // norms: TP-replicated parameters and the tied copy once, with shards only this rank's part.
+  std::vector<at::Tensor> counted_pieces(const std::vector<at::Tensor>& flat) const;
+  void sum_over_model(at::Tensor& t) const;
   at::Tensor reduce_norm(const std::vector<at::Tensor>& grads, const at::Tensor& skip) const;
   void update(const std::vector<at::Tensor>& grads, const at::Tensor& found_inf);
   void reset_state(UpdateGroup& g);

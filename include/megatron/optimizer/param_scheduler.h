@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace megatron::optimizer {
 
@@ -25,6 +26,19 @@ struct MEGATRON_API ParamSchedulerConfig {
   std::optional<double> decoupled_max_lr, decoupled_min_lr;
 };
 
+// What a checkpoint keeps of the schedule (Megatron-LM's opt_param_scheduler state dict).
+struct MEGATRON_API ParamSchedulerState {
+  double max_lr = 0, min_lr = 0;
+  int64_t lr_warmup_steps = 0, lr_decay_steps = 0;
+  std::string lr_decay_style;
+  int64_t num_steps = 0;
+};
+
+// On resume, a saved schedule that differs from this run's is an error (kMustMatch), unless this
+// run's is kept (kOverride: --override-opt_param-scheduler) or the saved one taken
+// (kUseCheckpoint: --use-checkpoint-opt_param-scheduler), as Megatron-LM's load_state_dict.
+enum class SavedSchedule { kMustMatch, kOverride, kUseCheckpoint };
+
 class MEGATRON_API OptimizerParamScheduler {
  public:
   // Checks the configuration (clear errors for unknown styles or inconsistent step counts).
@@ -41,6 +55,11 @@ class MEGATRON_API OptimizerParamScheduler {
   int64_t num_steps() const { return num_steps_; }
   void set_num_steps(int64_t steps) { num_steps_ = steps; }
   const ParamSchedulerConfig& config() const { return config_; }
+
+  ParamSchedulerState state_dict() const;
+  // Takes the saved step count, and checks or takes the saved schedule as `how` says; returns
+  // Megatron-LM's lines for the log (" > using checkpoint value 0.0001 for learning rate").
+  std::vector<std::string> load_state_dict(const ParamSchedulerState& saved, SavedSchedule how);
 
  private:
   ParamSchedulerConfig config_;

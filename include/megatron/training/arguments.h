@@ -7,6 +7,7 @@
 #include "megatron/export.h"
 
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,6 +97,7 @@ struct MEGATRON_API Arguments {
   // NullTokenizer: ids 0..vocab_size-1, EOD = vocab_size - 1; TikTokenizer: with its special tokens
   std::optional<int64_t> vocab_size;
   std::string data_cache_path;
+  bool no_mmap_bin_files = false;
   bool reset_position_ids = false;
   bool reset_attention_mask = false;
   bool eod_mask_loss = false;
@@ -124,6 +126,8 @@ struct MEGATRON_API Arguments {
   double lr_warmup_init = 0.0;
   std::string lr_wsd_decay_style = "exponential";  // exponential | linear | cosine
   std::optional<int64_t> lr_wsd_decay_iters;
+  bool override_opt_param_scheduler = false;        // on resume: this run's schedule, not the checkpoint's
+  bool use_checkpoint_opt_param_scheduler = false;  // on resume: the checkpoint's schedule
   double weight_decay = 0.01;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
@@ -153,10 +157,12 @@ struct MEGATRON_API Arguments {
   bool log_validation_ppl_to_tensorboard = false;
   bool log_memory_to_tensorboard = false;
   bool log_world_size_to_tensorboard = false;
-  bool log_throughput = false;        // a TensorBoard scalar; the iteration line always has it
-  std::string wandb_project;          // refused with a clear error (no network here)
-  bool profile = false;               // profile iterations profile_step_start + 1 .. profile_step_end
-  bool use_pytorch_profiler = false;  // a Kineto trace (else CUDA profiler ranges for nsys)
+  bool log_throughput = false;         // a TensorBoard scalar; the iteration line always has it
+  bool log_params_norm = false;        // the updated parameters' norm: iteration line and TensorBoard
+  bool log_num_zeros_in_grad = false;  // zeros in the clipped gradients: iteration line and TensorBoard
+  std::string wandb_project;           // refused with a clear error (no network here)
+  bool profile = false;                // profile iterations profile_step_start + 1 .. profile_step_end
+  bool use_pytorch_profiler = false;   // a Kineto trace (else CUDA profiler ranges for nsys)
   int64_t profile_step_start = 10;
   int64_t profile_step_end = 12;
   std::vector<int64_t> profile_ranks = {0};
@@ -168,6 +174,7 @@ struct MEGATRON_API Arguments {
   std::optional<int64_t> save_interval;  // iterations between checkpoints (also saved at the end)
   bool no_save_optim = false;
   bool no_save_rng = false;
+  bool async_save = false;     // write checkpoints on a background thread from a host copy
   std::string load;            // directory to resume from (its tracker file names the iteration)
   bool no_load_optim = false;  // also skips the learning-rate schedule, as Megatron-LM
   bool no_load_rng = false;
@@ -180,19 +187,24 @@ struct MEGATRON_API Arguments {
   bool override_data_check = false;             // resume on data other than the checkpoint's
   bool ignore_memory_check = false;             // train even when the estimate exceeds free memory
   bool exit_signal_handler = false;             // SIGTERM: save a checkpoint after the current iteration, stop
+  std::string kill_switch_path;                 // stop without saving once this file exists
+  std::string ckpt_format = "torch";            // torch: Megatron-LM's legacy per-rank files (the one written here)
   std::optional<int64_t> exit_interval;         // stop (saving to --save first) when iteration % N == 0
   std::optional<double> exit_duration_in_mins;  // stop (saving first) once training has run this long
 
   // --- device
-  std::string device;                   // cpu | cuda; default cuda when a GPU is visible
-  bool tf32 = false;                    // TF32 for fp32 matmuls on CUDA
-  bool no_cpu_allocator_cache = false;  // freed host blocks go back to the OS at once (memory.h)
+  std::string device;                     // cpu | cuda; default cuda when a GPU is visible
+  bool tf32 = false;                      // TF32 for fp32 matmuls on CUDA
+  bool no_cpu_allocator_cache = false;    // freed host blocks go back to the OS at once (memory.h)
+  bool deterministic_mode = false;        // deterministic algorithms only (bit-identical reruns on a GPU too)
+  int64_t empty_unused_memory_level = 0;  // 1: allocator caches emptied after forward-backward; 2: also after the step
 
   // --- Megatron-LM flags accepted so that its launch scripts run unchanged
   bool recompute_activations = false;               // = --recompute-granularity selective
   bool use_rotary_position_embeddings = false;      // = --position-embedding-type rope
   std::optional<double> layernorm_epsilon;          // = --norm-epsilon (Megatron-DeepSpeed's name)
   std::optional<int64_t> persistent_save_interval;  // = --save-interval (Megatron-LM's other name)
+  std::string tokenizer_name_or_path;               // = --tokenizer-model (Megatron-DeepSpeed's)
   bool checkpoint_activations = false;              // = --recompute-granularity full (Megatron-DeepSpeed)
   // No effect here (ignored_megatron_flags() names the ones given): attention is always
   // at::scaled_dot_product_attention with an fp32 softmax, kernels are LibTorch's, host and CUDA
@@ -211,9 +223,26 @@ struct MEGATRON_API Arguments {
   std::string distributed_backend = "nccl";  // nccl | gloo (gloo: a CPU job)
   bool deepspeed_activation_checkpointing = false;
   bool no_create_attention_mask_in_dataloader = false;
+  bool llama_model = false;  // DeepSpeed-Domino's scripts
+  bool causal_lm = false;
   bool manual_gc = false;
   int64_t manual_gc_interval = 0;
   int64_t timing_log_level = 0;
+  // Options of Megatron-LM's torch_dist checkpoints (not written or read here: --ckpt-format torch).
+  std::string dist_ckpt_strictness = "assume_ok_unexpected";
+  bool dist_ckpt_optim_fully_reshardable = false;
+  bool ckpt_fully_parallel_save = false;
+  bool no_ckpt_fully_parallel_save = false;
+  bool ckpt_fully_parallel_load = false;
+  bool ckpt_assume_constant_structure = false;
+  bool auto_detect_ckpt_format = false;
+  bool use_persistent_ckpt_worker = false;
+  std::string pp_partition_method;  // Megatron-DeepSpeed's (BLOOM's scripts)
+  bool sync_tp_duplicated_parameters = false;
+  bool abort_on_unmet_fused_kernel_constraints = false;
+  bool log_batch_size_to_tensorboard = false;
+  int64_t valid_num_workers = 0;
+  std::string data_impl = "mmap";
 
   // --- set by validate()
   int64_t world_size = 1;
@@ -251,6 +280,14 @@ MEGATRON_API std::string flag_of(const std::string& field);
 // bad flags throw c10::Error. The result is validated against world_size.
 MEGATRON_API std::optional<Arguments> parse_arguments(const std::vector<std::string>& args, int64_t world_size,
                                                       const std::string& program = "pretrain_gpt");
+
+// Will this launch line start? (pretrain_gpt --check-args): parses and validates `args` for a job
+// of `world_size` ranks without building or reading anything but a --config or --deepspeed_config
+// file, and writes to `out` every flag refused (with the reason, or the closest known flag) and
+// every flag accepted without effect (with what it would have picked), then the layout the run
+// would have. True when the run would start.
+MEGATRON_API bool check_arguments(const std::vector<std::string>& args, int64_t world_size, std::ostream& out,
+                                  const std::string& program = "pretrain_gpt");
 
 // The flag list --help prints.
 MEGATRON_API std::string arguments_help(const std::string& program = "pretrain_gpt");

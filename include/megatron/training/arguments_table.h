@@ -80,6 +80,7 @@ enum class ArgSaved { kSaved, kNotSaved };
 
 // The reason the attention switches of Megatron-LM's scripts change nothing here.
 #define MEGATRON_ARG_SDPA "attention is at::scaled_dot_product_attention (flash / memory-efficient kernels on CUDA)"
+#define MEGATRON_ARG_DIST_CKPT "an option of torch_dist checkpoints; checkpoints here are in the torch format"
 
 // X(group, field, saved, check, help), in the struct's order: the checkpoint's args dict keeps it.
 // clang-format off
@@ -173,9 +174,9 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(data, mock_data, kSaved, any(), "synthetic data instead of --data-path")                                        \
   X(tokenizer, tokenizer_type, kSaved,                                                                              \
     one_of("GPT2BPETokenizer|HuggingFaceTokenizer|TikTokenizer|SentencePieceTokenizer|GPTSentencePieceTokenizer|"   \
-           "Llama2Tokenizer|NullTokenizer"),                                                                          \
+           "Llama2Tokenizer|NullTokenizer|PretrainedFromHF"),                                                         \
     "GPT2BPETokenizer | HuggingFaceTokenizer | TikTokenizer | SentencePieceTokenizer | GPTSentencePieceTokenizer | " \
-    "Llama2Tokenizer | NullTokenizer")                                                                              \
+    "Llama2Tokenizer | NullTokenizer (PretrainedFromHF, Megatron-DeepSpeed's name: = HuggingFaceTokenizer)")        \
   X(tokenizer, vocab_file, kSaved, any(), "GPT-2 vocab.json")                                                       \
   X(tokenizer, merge_file, kSaved, any(), "GPT-2 merges.txt")                                                       \
   X(tokenizer, tokenizer_model, kSaved, any(),                                                                      \
@@ -191,6 +192,7 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(tokenizer, vocab_size, kSaved, at_least(2),                                                                     \
     "vocabulary size of NullTokenizer / mock data; TikTokenizer's with its special tokens (default 131072)")        \
   X(data, data_cache_path, kNotSaved, any(), "where index caches go (default next to the data)")                    \
+  X(data, no_mmap_bin_files, kNotSaved, any(), "read the .bin files instead of memory-mapping them")                 \
   X(data, reset_position_ids, kSaved, any(), "restart positions after each EOD")                                    \
   X(data, reset_attention_mask, kSaved, any(), "no attention across EOD")                                           \
   X(data, eod_mask_loss, kSaved, any(), "no loss on EOD tokens")                                                    \
@@ -218,6 +220,10 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(learning_rate, lr_warmup_init, kSaved, non_negative(), "learning rate at the start of warm-up")                 \
   X(learning_rate, lr_wsd_decay_style, kSaved, one_of("exponential|linear|cosine"), "exponential | linear | cosine") \
   X(learning_rate, lr_wsd_decay_iters, kSaved, non_negative(), "final decay iterations of WSD")                     \
+  X(learning_rate, override_opt_param_scheduler, kNotSaved, any(),                                                  \
+    "on resume, keep this run's learning-rate schedule where the checkpoint's differs")                            \
+  X(learning_rate, use_checkpoint_opt_param_scheduler, kNotSaved, any(),                                            \
+    "on resume, take the checkpoint's learning-rate schedule (--lr, --min-lr, warm-up, decay length and style)")    \
   X(regularization, weight_decay, kSaved, non_negative(), "decoupled weight decay (not on biases and norms)")       \
   X(regularization, adam_beta1, kSaved, below(0, 1), "Adam beta1")                                                  \
   X(regularization, adam_beta2, kSaved, below(0, 1), "Adam beta2")                                                  \
@@ -247,6 +253,10 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(logging, log_world_size_to_tensorboard, kNotSaved, any(), "world-size scalars")                                 \
   X(logging, log_throughput, kNotSaved, any(),                                                                      \
     "with --log-timers-to-tensorboard, a throughput scalar (the iteration line always reports it)")                 \
+  X(logging, log_params_norm, kNotSaved, any(),                                                                     \
+    "the norm of the updated parameters in the iteration line and TensorBoard (params-norm)")                       \
+  X(logging, log_num_zeros_in_grad, kNotSaved, any(),                                                               \
+    "the zeros in the clipped gradients in the iteration line and TensorBoard (num-zeros)")                        \
   X(logging, wandb_project, kNotSaved, any(), "refused: Weights & Biases needs network access; use --tensorboard-dir") \
   X(logging, profile, kNotSaved, any(),                                                                             \
     "profile the iterations after --profile-step-start up to --profile-step-end on --profile-ranks")                \
@@ -264,6 +274,9 @@ enum class ArgSaved { kSaved, kNotSaved };
     "iterations between checkpoints to --save (one is also saved when training ends); without --save, none")        \
   X(checkpointing, no_save_optim, kNotSaved, any(), "leave the optimizer state out of saved checkpoints")           \
   X(checkpointing, no_save_rng, kNotSaved, any(), "leave the RNG states out of saved checkpoints")                  \
+  X(checkpointing, async_save, kNotSaved, any(),                                                                    \
+    "copy each checkpoint to host memory and write it on a background thread while training goes on; it becomes "  \
+    "the latest once every rank has written it")                                                                    \
   X(checkpointing, load, kNotSaved, any(), "directory to resume from (latest_checkpointed_iteration.txt names the iteration)") \
   X(checkpointing, no_load_optim, kNotSaved, any(), "do not load the optimizer state and learning-rate schedule")   \
   X(checkpointing, no_load_rng, kNotSaved, any(), "do not load the RNG states")                                     \
@@ -283,6 +296,10 @@ enum class ArgSaved { kSaved, kNotSaved };
     "train even when the theoretical memory at start-up exceeds the memory free on the device")                    \
   X(training, exit_signal_handler, kNotSaved, any(),                                                                \
     "on SIGTERM, finish the current iteration, save a checkpoint to --save and stop")                               \
+  X(training, kill_switch_path, kNotSaved, any(),                                                                   \
+    "stop, without saving, before the next iteration once this file exists (Megatron-DeepSpeed's)")                 \
+  X(checkpointing, ckpt_format, kNotSaved, one_of("torch|torch_dist"),                                              \
+    "torch: Megatron-LM's per-rank model_optim_rng.pt files, the format written and read here (torch_dist is not)") \
   X(training, exit_interval, kNotSaved, positive(),                                                                 \
     "stop when the iteration is a multiple of this, saving a checkpoint to --save first")                           \
   X(training, exit_duration_in_mins, kNotSaved, positive(),                                                         \
@@ -291,10 +308,15 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(mixed_precision, tf32, kNotSaved, any(), "TF32 tensor cores for fp32 matmuls and convolutions on CUDA")         \
   X(training, no_cpu_allocator_cache, kNotSaved, any(),                                                             \
     "return freed host memory to the OS at once instead of keeping it for the next allocation of the same size")    \
+  X(training, deterministic_mode, kNotSaved, any(),                                                                 \
+    "only deterministic algorithms (ATen's, cuDNN's, cuBLAS with a fixed workspace): reruns are bit-identical")     \
+  X(training, empty_unused_memory_level, kNotSaved, between(0, 2),                                                  \
+    "1: return the allocator's unused memory after forward-backward; 2: also after the optimizer step")             \
   X(aliases, recompute_activations, kNotSaved, any(), "= --recompute-granularity selective")                        \
   X(aliases, use_rotary_position_embeddings, kNotSaved, any(), "= --position-embedding-type rope")                  \
   X(aliases, layernorm_epsilon, kNotSaved, positive(), "= --norm-epsilon")                                          \
   X(aliases, persistent_save_interval, kNotSaved, positive(), "= --save-interval")                                  \
+  X(aliases, tokenizer_name_or_path, kNotSaved, any(), "= --tokenizer-model (Megatron-DeepSpeed's PretrainedFromHF)") \
   X(aliases, checkpoint_activations, kNotSaved, any(),                                                              \
     "= --recompute-granularity full (each layer's activations recomputed in backward)")                              \
   X(ignored, use_mcore_models, kNotSaved, any(), "accepted, no effect: there is one model implementation")          \
@@ -317,10 +339,36 @@ enum class ArgSaved { kSaved, kNotSaved };
     "accepted, no effect: activations are recomputed as --recompute-granularity says")                              \
   X(ignored, no_create_attention_mask_in_dataloader, kNotSaved, any(),                                              \
     "accepted, no effect: batches carry a mask only with --reset-attention-mask")                                   \
+  X(ignored, llama_model, kNotSaved, any(),                                                                         \
+    "accepted, no effect: the layers follow --normalization, --swiglu, --position-embedding-type, --disable-bias-linear") \
+  X(ignored, causal_lm, kNotSaved, any(), "accepted, no effect: the GPT model is always a causal language model")   \
   X(ignored, manual_gc, kNotSaved, any(), "accepted, no effect: there is no Python garbage collector")              \
   X(ignored, manual_gc_interval, kNotSaved, non_negative(), "accepted, no effect: there is no Python garbage collector") \
   X(ignored, timing_log_level, kNotSaved, between(0, 2),                                                            \
     "accepted, no effect: forward-backward and optimizer times are always logged")                                  \
+  X(ignored, dist_ckpt_strictness, kNotSaved,                                                                       \
+    one_of("assume_ok_unexpected|log_unexpected|log_all|raise_unexpected|raise_all|return_unexpected|return_all|"   \
+           "ignore_all"),                                                                                           \
+    "accepted, no effect: " MEGATRON_ARG_DIST_CKPT)                                                                 \
+  X(ignored, dist_ckpt_optim_fully_reshardable, kNotSaved, any(), "accepted, no effect: " MEGATRON_ARG_DIST_CKPT)   \
+  X(ignored, ckpt_fully_parallel_save, kNotSaved, any(), "accepted, no effect: " MEGATRON_ARG_DIST_CKPT)            \
+  X(ignored, no_ckpt_fully_parallel_save, kNotSaved, any(), "accepted, no effect: " MEGATRON_ARG_DIST_CKPT)         \
+  X(ignored, ckpt_fully_parallel_load, kNotSaved, any(), "accepted, no effect: " MEGATRON_ARG_DIST_CKPT)            \
+  X(ignored, ckpt_assume_constant_structure, kNotSaved, any(), "accepted, no effect: " MEGATRON_ARG_DIST_CKPT)      \
+  X(ignored, auto_detect_ckpt_format, kNotSaved, any(),                                                             \
+    "accepted, no effect: --load is read in the torch format, the one format read here")                            \
+  X(ignored, use_persistent_ckpt_worker, kNotSaved, any(),                                                          \
+    "accepted, no effect: --async-save always writes on a background thread of the training process")               \
+  X(ignored, pp_partition_method, kNotSaved, any(),                                                                \
+    "type:transformer accepted, no effect: each pipeline stage holds an equal share of the transformer layers")     \
+  X(ignored, sync_tp_duplicated_parameters, kNotSaved, any(),                                                       \
+    "accepted, no effect: parameters replicated over tensor-parallel ranks get the same gradients and stay equal")  \
+  X(ignored, abort_on_unmet_fused_kernel_constraints, kNotSaved, any(),                                             \
+    "accepted, no effect: where a fused kernel does not apply (CPU, an unsupported size) ATen's path runs")          \
+  X(ignored, log_batch_size_to_tensorboard, kNotSaved, any(), "accepted, no effect: batch-size is always written")  \
+  X(ignored, valid_num_workers, kNotSaved, non_negative(), "accepted, no effect: validation reads as --num-workers says") \
+  X(ignored, data_impl, kNotSaved, one_of("mmap|infer"),                                                            \
+    "accepted, no effect: .bin/.idx files are read memory-mapped (--no-mmap-bin-files: with reads)")                \
   X(derived, world_size, kSaved, positive(), "ranks in the job")                                                    \
   X(derived, data_parallel_size, kSaved, positive(), "world size / (TP x PP)")                                      \
   X(derived, num_microbatches, kNotSaved, positive(), "global batch / (micro batch x DP)")                           \

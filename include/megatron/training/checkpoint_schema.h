@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "megatron/optimizer/param_scheduler.h"
 #include "megatron/training/arguments.h"
 
 namespace megatron::training {
@@ -42,12 +43,7 @@ struct MEGATRON_API RankCheckpoint {
     int64_t growth_tracker = 0, hysteresis_tracker = 0;
   };
   // Saved as opt_param_scheduler; steps are samples, as in Megatron-LM.
-  struct SchedulerState {
-    double max_lr = 0, min_lr = 0;
-    int64_t lr_warmup_steps = 0, lr_decay_steps = 0;
-    std::string lr_decay_style;
-    int64_t num_steps = 0;
-  };
+  using SchedulerState = optimizer::ParamSchedulerState;
   struct OptimizerState {
     bool distributed = false;  // param_state lives in distrib_optim.pt
     // Parameter name ("model<v>.<name>" with virtual stages) -> its state tensors (exp_avg, ...).

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,19 @@ struct MEGATRON_API SaveResult {
 // Saves state.iteration to args.save. Collective over the world; a failure on any rank throws
 // on every rank (the failing one with its message) and leaves the previous checkpoint current.
 MEGATRON_API SaveResult save_checkpoint(const Arguments& args, const ParallelState& ps, const TrainingState& state);
+
+// --async-save (Megatron-LM's): save_checkpoint_async copies this rank's state to host memory
+// and returns; a background thread writes it into the staging folder while training goes on.
+// finalize_async_save (collective: every rank calls it each iteration, and before exiting)
+// publishes it once every rank's write has finished, waiting for that when `blocking`; a failed
+// write throws on every rank there, and until then the previous checkpoint stays current.
+class AsyncSave;
+MEGATRON_API std::shared_ptr<AsyncSave> save_checkpoint_async(const Arguments& args, const ParallelState& ps,
+                                                              const TrainingState& state);
+// nullopt while a rank is still writing (never when blocking).
+MEGATRON_API std::optional<SaveResult> finalize_async_save(AsyncSave& save, const Arguments& args,
+                                                           const ParallelState& ps, bool blocking);
+MEGATRON_API int64_t async_save_iteration(const AsyncSave& save);
 
 // Before training: a run starting at `iteration` whose --save holds a later run's checkpoints
 // (its tracker names a later iteration, or it has iterations and no tracker) would replace them

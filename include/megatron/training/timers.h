@@ -30,6 +30,8 @@ class MEGATRON_API Timers {
   // The per-iteration times (accumulated / normalizer) with their minimum and maximum over
   // `group`'s ranks, as Megatron-LM prints them; resets the timers. Collective over group.
   std::string report(comm::ProcessGroup& group, double normalizer);
+  // Each timer's maximum over the ranks in the last report (ms), for the `<name>-time` scalars.
+  const std::map<std::string, double>& last_max_ms() const { return last_max_ms_; }
 
  private:
   struct Events;  // a started (and stopped) pair of CUDA events
@@ -42,6 +44,7 @@ class MEGATRON_API Timers {
   double take_pending_ms(Timer& t);
   c10::Device device_;
   std::map<std::string, Timer> timers_;
+  std::map<std::string, double> last_max_ms_;
 };
 
 }  // namespace megatron::training

@@ -69,6 +69,8 @@ struct MEGATRON_API IterationRecord {
   double loss_scale = 1.0;
   bool skipped = false;  // fp16 overflow or a skipped NaN loss
   double elapsed_ms = 0.0;
+  std::optional<double> params_norm;  // --log-params-norm: of the updated parameters
+  std::optional<double> num_zeros;    // --log-num-zeros-in-grad: zeros in the clipped gradients
 };
 
 struct MEGATRON_API EvaluationRecord {

@@ -67,9 +67,12 @@ CLI::Option* bind_field(CLI::App& app, const std::string& flag, T& v, const char
 }
 
 // A flag's names: DeepSpeed spells its own with underscores (its launcher appends --local_rank=N;
-// Megatron-DeepSpeed's scripts say --deepspeed_config).
+// Megatron-DeepSpeed's scripts say --deepspeed_config), Megatron-LM two of its scheduler's.
 std::string cli_names(const std::string& field) {
-  return field == "local_rank" || field == "deepspeed_config" ? flag_of(field) + ",--" + field : flag_of(field);
+  if (field == "local_rank" || field == "deepspeed_config") return flag_of(field) + ",--" + field;
+  if (field == "override_opt_param_scheduler") return flag_of(field) + ",--override-opt_param-scheduler";
+  if (field == "use_checkpoint_opt_param_scheduler") return flag_of(field) + ",--use-checkpoint-opt_param-scheduler";
+  return flag_of(field);
 }
 
 // Megatron-LM's _add_<group>_args: the table's lines of one group.
@@ -85,6 +88,10 @@ void bind(CLI::App& app, Arguments& a) {
   app.add_option("--config", a.config_file, "TOML file of settings (keys: long flag names); flags override it")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   for (const auto& g : kGroups) bind_group(app, a, g);
+  if (app.get_name() == "pretrain_gpt")  // examples/pretrain_gpt.cpp reads it before parsing
+    app.footer(
+        "--check-args FLAGS...: say whether a run with FLAGS would start (for the launcher's world size, or "
+        "WORLD_SIZE=N), naming each refused or no-effect flag, without starting it; exit 0 only if it would");
 }
 
 template <typename T>

@@ -37,6 +37,12 @@ void resolve_aliases(Arguments& a) {
     a.recompute_granularity = "selective";
   }
   if (a.use_rotary_position_embeddings) a.position_embedding_type = "rope";
+  if (a.tokenizer_type == "PretrainedFromHF") a.tokenizer_type = "HuggingFaceTokenizer";
+  if (!a.tokenizer_name_or_path.empty()) {
+    ARG_CHECK(a.tokenizer_model.empty() || a.tokenizer_model == a.tokenizer_name_or_path,
+              "--tokenizer-name-or-path and --tokenizer-model are the same setting; give one");
+    a.tokenizer_model = a.tokenizer_name_or_path;
+  }
   if (a.layernorm_epsilon) {
     ARG_CHECK(a.norm_epsilon == Arguments().norm_epsilon || a.norm_epsilon == *a.layernorm_epsilon,
               "--layernorm-epsilon (", *a.layernorm_epsilon, ") and --norm-epsilon (", a.norm_epsilon,
@@ -98,6 +104,10 @@ void validate_distributed(Arguments& a, int64_t world) {
   const int64_t tp = a.tensor_model_parallel_size, pp = a.pipeline_model_parallel_size;
   ARG_CHECK(world % (tp * pp) == 0, "world size (", world, ") is not divisible by --tensor-model-parallel-size (", tp,
             ") x --pipeline-model-parallel-size (", pp, ")");
+  ARG_CHECK(a.pp_partition_method.empty() || a.pp_partition_method == "type:transformer", "--pp-partition-method ",
+            a.pp_partition_method,
+            ": pipeline stages here hold an equal share of the transformer layers (type:transformer); an uneven "
+            "split, such as one counting the embedding as a layer, is not implemented");
   ARG_CHECK(a.num_layers % pp == 0, "--num-layers (", a.num_layers,
             ") is not divisible by --pipeline-model-parallel-size (", pp, ")");
   ARG_CHECK(!(a.num_layers_per_virtual_pipeline_stage && a.num_virtual_stages_per_pipeline_rank),
@@ -155,14 +165,12 @@ void validate_distributed(Arguments& a, int64_t world) {
   ARG_CHECK(!a.overlap_param_gather || a.overlap_grad_reduce, "--overlap-param-gather needs --overlap-grad-reduce");
 }
 
-// --rampup-batch-size START INCREMENT SAMPLES, as Megatron-LM checks it: sample-based training,
-// START below --global-batch-size, the difference a whole number of INCREMENTs, and every batch a
-// whole number of micro-batches on every data-parallel rank (Megatron-LM asserts that as it goes).
+// --rampup-batch-size START INCREMENT SAMPLES, as Megatron-LM checks it: START below --global-batch-size, the
+// difference a whole number of INCREMENTs, and every batch a whole number of micro-batches on every data-parallel rank
+// (Megatron-LM asserts that as it goes).
 void validate_rampup(Arguments& a, int64_t per_step) {
   const auto& r = a.rampup_batch_size;
   ARG_CHECK(r.size() == 3, "--rampup-batch-size takes 3 numbers, START INCREMENT SAMPLES (got ", r.size(), ")");
-  ARG_CHECK(a.train_samples.has_value(),
-            "--rampup-batch-size needs sample-based training: give --train-samples instead of --train-iters");
   const int64_t gbs = *a.global_batch_size, start = r[0], increment = r[1];
   ARG_CHECK(start > 0 && start < gbs, "--rampup-batch-size START (", start,
             ") must be between 1 and --global-batch-size (", gbs, ") - 1");
@@ -176,7 +184,9 @@ void validate_rampup(Arguments& a, int64_t per_step) {
       !a.virtual_pipeline_model_parallel_size || ((start / per_step) % pp == 0 && (increment / per_step) % pp == 0),
       "the interleaved schedule needs every ramp-up batch to hold a multiple of --pipeline-model-parallel-size (", pp,
       ") micro-batches");
-  // Iterations until --train-samples, the last partial batch dropped as Megatron-LM drops it.
+  // With --train-samples: the iterations until then, the last partial batch dropped as Megatron-LM
+  // drops it. With --train-iters the ramp runs inside that many iterations (GPT-3's script).
+  if (!a.train_samples) return;
   int64_t iterations = 0;
   for (int64_t consumed = 0; consumed + get_current_global_batch_size(a, consumed) <= *a.train_samples; ++iterations)
     consumed += get_current_global_batch_size(a, consumed);
@@ -217,6 +227,8 @@ void validate_training(Arguments& a) {
 
 void validate_learning_rate(const Arguments& a) {
   ARG_CHECK(a.lr.has_value(), "--lr is required");
+  ARG_CHECK(!(a.override_opt_param_scheduler && a.use_checkpoint_opt_param_scheduler),
+            "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler exclude each other");
   ARG_CHECK(a.min_lr <= *a.lr, "--min-lr (", a.min_lr, ") must be between 0 and --lr (", *a.lr, ")");
   ARG_CHECK(!a.decoupled_lr || a.decoupled_min_lr.value_or(a.min_lr) <= *a.decoupled_lr,
             a.decoupled_min_lr ? "--decoupled-min-lr (" : "--min-lr (", a.decoupled_min_lr.value_or(a.min_lr),
@@ -264,6 +276,10 @@ void validate_data(const Arguments& a) {
 }
 
 void validate_checkpointing(const Arguments& a) {
+  ARG_CHECK(a.ckpt_format == "torch",
+            "--ckpt-format torch_dist (PyTorch Distributed Checkpoint files) is not "
+            "written or read here: use --ckpt-format torch, Megatron-LM's per-rank layout, or convert the checkpoint "
+            "with Megatron-LM's tools/checkpoint");
   ARG_CHECK(!a.exit_signal_handler || !a.save.empty(), "--exit-signal-handler needs --save (where to save on SIGTERM)");
   ARG_CHECK(!a.load.empty() || !(a.finetune || a.ckpt_step || a.load_fallback),
             a.finetune ? "--finetune" : (a.ckpt_step ? "--ckpt-step" : "--load-fallback"), " needs --load");

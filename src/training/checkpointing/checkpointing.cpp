@@ -1,5 +1,5 @@
-// save_checkpoint and load_checkpoint: what every rank contributes, in which order, and how the
-// ranks agree; the protocol is in docs/checkpoints.md.
+// load_checkpoint, and the save folder's lock and history checks (save_checkpoint.cpp saves):
+// what every rank reads, in which order, and how the ranks agree; docs/checkpoints.md.
 #include "megatron/training/checkpointing.h"
 
 #include <ATen/ATen.h>
@@ -16,38 +16,18 @@
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/optimizer/param_scheduler.h"
 #include "training/checkpointing/rank_state.h"
+#include "training/checkpointing/save_steps.h"
 
 namespace megatron::training {
 namespace fs = std::filesystem;
 namespace {
 
 using TensorMap = RankCheckpoint::TensorMap;
+using detail::agree;
+using detail::capture;
 using detail::load_module_state;
 using detail::rank_checkpoint;
 using detail::set_rng_state;
-
-// Runs fn; returns its error message ("" when it succeeded).
-template <typename F>
-std::string capture(F&& fn) {
-  try {
-    fn();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  } catch (const std::exception& e) {
-    return std::string("[checkpointing] ") + e.what();
-  }
-  return "";
-}
-
-// Every rank learns whether any failed; all throw then, the failing one with its own message.
-void agree(comm::ProcessGroup& world, const std::string& error, const std::string& what) {
-  auto flag = at::full({1}, error.empty() ? 0.0 : static_cast<double>(world.rank() + 1), at::kDouble);
-  world.all_reduce(flag, comm::ReduceOp::kMax);
-  const int failed = static_cast<int>(flag.item<double>());
-  if (failed == 0) return;
-  TORCH_CHECK(error.empty(), error);
-  TORCH_CHECK(false, "[checkpointing] ", what, " failed on rank ", failed - 1, " (see its message)");
-}
 
 std::string join(const std::string& a, const std::string& b) {
   return (fs::path(a) / b).string();
@@ -121,61 +101,6 @@ std::string rank_dir_of(const Arguments& args, const ParallelState& ps, const st
 }
 
 }  // namespace
-
-SaveResult save_checkpoint(const Arguments& args, const ParallelState& ps, const TrainingState& state) {
-  const auto start = std::chrono::steady_clock::now();
-  auto& world = ps.get_world_group();
-  const std::string final_dir = join(args.save, iteration_dir_name(state.iteration));
-  const std::string staging = final_dir + ".tmp";
-  log_rank_0(LogLevel::kInfo, "saving checkpoint at iteration " + std::to_string(state.iteration) + " to " + args.save);
-  std::string error;
-  if (world.rank() == 0) {
-    error = capture([&] {
-      fs::create_directories(args.save);
-      remove_stale_staging(args.save);
-      fs::create_directory(staging);
-    });
-  }
-  agree(world, error, "preparing " + staging);
-
-  // Collective first: the distributed optimizer gathers its shards over data-parallel ranks.
-  std::map<std::string, TensorMap> param_state;
-  if (!args.no_save_optim) param_state = state.optimizer->param_state();
-  if (state.optimizer) state.optimizer->ddp().gather_params();  // ZeRO-3: the parameters whole while written
-  uint64_t bytes = 0;
-  if (ps.get_data_parallel_rank() == 0) {
-    error = capture([&] {
-      const auto files = rank_checkpoint(args, ps, state, std::move(param_state)).to_files();
-      const auto name = rank_dir_name(ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank(),
-                                      ps.get_pipeline_model_parallel_world_size());
-      for (const auto& w : write_rank_dir(staging, name, files)) bytes += w.bytes;
-    });
-  }
-  param_state.clear();
-  if (state.optimizer) state.optimizer->ddp().release_params();
-  try {
-    agree(world, error, "saving iteration " + std::to_string(state.iteration) + " to " + staging);
-  } catch (const c10::Error&) {
-    // A failed save (a full disk) leaves nothing behind; the previous checkpoint stays current.
-    if (world.rank() == 0) capture([&] { remove_tree(staging); });
-    throw;
-  }
-  if (world.rank() == 0)
-    error = capture([&] { publish_checkpoint(args.save, state.iteration, args.keep_last_checkpoints); });
-  agree(world, error, "publishing " + final_dir);
-
-  auto total = at::full({1}, static_cast<double>(bytes), at::kDouble);
-  world.all_reduce(total);
-  SaveResult result;
-  result.path = final_dir;
-  result.bytes = static_cast<uint64_t>(total.item<double>());
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  char line[256];
-  std::snprintf(line, sizeof(line), "  successfully saved checkpoint from iteration %7lld to %s [ %.3f s, %.1f MB ]",
-                static_cast<long long>(state.iteration), args.save.c_str(), result.seconds, result.bytes / 1e6);
-  log_rank_0(LogLevel::kInfo, line);
-  return result;
-}
 
 std::unique_ptr<SaveDirLock> lock_save_dir(const Arguments& args, const ParallelState& ps) {
   if (args.save.empty()) return nullptr;
@@ -312,7 +237,17 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
       const auto& s = *ck.optimizer->grad_scaler;
       scaler->load_state({s.scale, s.growth_tracker, s.hysteresis_tracker});
     }
-    state.scheduler->set_num_steps(ck.optimizer->scheduler.num_steps);
+    const auto how = args.override_opt_param_scheduler         ? optimizer::SavedSchedule::kOverride
+                     : args.use_checkpoint_opt_param_scheduler ? optimizer::SavedSchedule::kUseCheckpoint
+                                                               : optimizer::SavedSchedule::kMustMatch;
+    try {
+      for (const auto& line : state.scheduler->load_state_dict(ck.optimizer->scheduler, how))
+        log_rank_0(LogLevel::kInfo, line);
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, "[checkpointing] ", file, ": ", e.what_without_backtrace(),
+                  " (this run's flags against the checkpoint's schedule); pass --override-opt_param-scheduler to "
+                  "keep this run's or --use-checkpoint-opt_param-scheduler to take the checkpoint's");
+    }
   } else if (state.optimizer) {
     state.optimizer->reload_model_params();  // the main parameters start from the loaded model
   }

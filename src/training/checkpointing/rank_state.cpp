@@ -7,6 +7,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <sstream>
 
@@ -109,9 +110,7 @@ RankCheckpoint rank_checkpoint(const Arguments& args, const ParallelState& ps, c
       const auto s = scaler->state();
       o.grad_scaler = RankCheckpoint::GradScalerState{s.scale, s.growth_tracker, s.hysteresis_tracker};
     }
-    const auto& sc = state.scheduler->config();
-    o.scheduler = {sc.max_lr,         sc.min_lr,         sc.lr_warmup_steps,
-                   sc.lr_decay_steps, sc.lr_decay_style, state.scheduler->num_steps()};
+    o.scheduler = state.scheduler->state_dict();
   }
   if (!args.no_save_rng) c.rng_state = std::vector<RankCheckpoint::RngState>{rng_state(state, stage_seed(args, ps))};
   c.consumed_train_samples = state.consumed_train_samples;
@@ -136,6 +135,42 @@ std::string data_fingerprint(const Arguments& a) {
   }
   s << ", split " << a.split << ", sequence length " << a.seq_length << ", seed " << a.seed;
   return s.str();
+}
+
+void copy_to_host(RankCheckpoint& c) {
+  // Storage by storage, the views rebuilt on the copies: tensors that shared one (parameters in
+  // their flat buffer) still do, so the files are the plain save's, byte for byte.
+  std::map<const void*, c10::Storage> copies;
+  auto copy = [&](at::Tensor& t) {
+    if (!t.defined()) return;
+    if (t.storage().data() == nullptr) {  // empty: nothing to share
+      t = at::empty(t.sizes(), t.options().device(at::kCPU));
+      return;
+    }
+    const c10::Storage& storage = t.storage();
+    auto [it, fresh] = copies.try_emplace(storage.data());
+    if (fresh) {
+      const auto bytes = static_cast<int64_t>(storage.nbytes());
+      const auto byte_options = t.options().dtype(at::kByte);
+      at::Tensor host = at::empty({bytes}, byte_options.device(at::kCPU).pinned_memory(t.is_cuda()));
+      host.copy_(at::empty({0}, byte_options).set_(storage, 0, {bytes}, {1}));
+      it->second = host.storage();
+    }
+    t = at::empty({0}, t.options().device(at::kCPU)).set_(it->second, t.storage_offset(), t.sizes(), t.strides());
+  };
+  auto copy_all = [&](RankCheckpoint::TensorMap& m) {
+    for (auto& [name, t] : m) copy(t);
+  };
+  for (auto& m : c.model) copy_all(m);
+  if (c.optimizer)
+    for (auto& [name, m] : c.optimizer->param_state) copy_all(m);
+  if (c.rng_state) {
+    for (auto& r : *c.rng_state) {
+      copy(r.torch_rng_state);
+      copy(r.cuda_rng_state);
+      copy_all(r.rng_tracker_states);
+    }
+  }
 }
 
 }  // namespace megatron::training::detail

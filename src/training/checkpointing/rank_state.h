@@ -26,6 +26,10 @@ void set_rng_state(const RankCheckpoint::RngState& r, TrainingState& state, cons
 RankCheckpoint rank_checkpoint(const Arguments& args, const ParallelState& ps, const TrainingState& state,
                                std::map<std::string, RankCheckpoint::TensorMap> param_state);
 
+// Replaces every tensor of `c` by a host copy (pinned when it was on a GPU) that no training step
+// touches: what --async-save writes while training goes on.
+void copy_to_host(RankCheckpoint& c);
+
 // What the run trains on, as far as a resume must agree: each --data-path prefix's file name,
 // weight and .idx/.bin sizes, the split, the sequence length and the seed (mock data: its
 // vocabulary). Not the folder (data may move) nor sample counts (--train-iters may grow).

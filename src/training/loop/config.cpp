@@ -54,6 +54,8 @@ optimizer::OptimizerConfig optimizer_config_from_args(const Arguments& args) {
   oc.adam_eps = args.adam_eps;
   oc.sgd_momentum = args.sgd_momentum;
   oc.clip_grad = args.clip_grad;
+  oc.log_num_zeros_in_grad = args.log_num_zeros_in_grad;
+  oc.log_params_norm = args.log_params_norm;
   oc.decoupled_lr = args.decoupled_lr.has_value();
   if (args.fp16) {
     optimizer::GradScalerConfig sc;

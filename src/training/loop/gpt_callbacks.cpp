@@ -59,6 +59,7 @@ Datasets gpt_datasets_provider(const TrainingContext& ctx, const std::array<int6
   config.sequence_length = args.seq_length;
   config.split = args.split;
   config.path_to_cache = args.data_cache_path;
+  config.mmap_bin_files = !args.no_mmap_bin_files;
   config.vocab_size = tokenizer.vocab_size();
   const std::array<std::optional<int64_t>, 3> sizes = {num_samples[0], num_samples[1], num_samples[2]};
   // Rank 0 builds the index caches, the others load them after it (a failure on rank 0 reaches

@@ -14,6 +14,7 @@
 #include "megatron/logging.h"
 #include "megatron/memory.h"
 #include "megatron/tensor_parallel/random.h"
+#include "training/loop/same_arguments.h"
 
 #if MEGATRON_WITH_CUDA
 #include <c10/cuda/CUDAFunctions.h>
@@ -94,6 +95,8 @@ Initialized initialize_megatron(const Arguments& args, std::shared_ptr<comm::Pro
   TORCH_CHECK(world->size() == args.world_size, "[training] the arguments were validated for world size ",
               args.world_size, " but the job has ", world->size(), " ranks");
   const auto vpp = args.virtual_pipeline_model_parallel_size;
+  // Before any group is made from them: ranks with other parallel sizes would build other groups.
+  check_ranks_have_the_same_arguments(args, *world);
   auto ps = ParallelState::initialize_model_parallel(world, static_cast<int>(args.tensor_model_parallel_size),
                                                      static_cast<int>(args.pipeline_model_parallel_size),
                                                      vpp ? std::optional<int>(static_cast<int>(*vpp)) : std::nullopt);

@@ -49,8 +49,10 @@ void MetricsWriter::write_iteration(const IterationRecord& r, int64_t consumed_s
   j << "{\"type\": \"train\", \"iteration\": " << r.iteration << ", \"consumed_samples\": " << consumed_samples;
   for (const auto& [k, v] : r.metrics) j << ", " << quoted(k) << ": " << number(v);
   j << ", \"learning_rate\": " << number(r.learning_rate) << ", \"grad_norm\": " << number(r.grad_norm)
-    << ", \"loss_scale\": " << number(r.loss_scale) << ", \"skipped\": " << (r.skipped ? "true" : "false")
-    << ", \"elapsed_ms\": " << number(elapsed_ms) << ", \"tokens_per_second\": " << number(tokens_per_second)
+    << ", \"loss_scale\": " << number(r.loss_scale) << ", \"skipped\": " << (r.skipped ? "true" : "false");
+  if (r.num_zeros) j << ", \"num_zeros\": " << number(*r.num_zeros);
+  if (r.params_norm) j << ", \"params_norm\": " << number(*r.params_norm);
+  j << ", \"elapsed_ms\": " << number(elapsed_ms) << ", \"tokens_per_second\": " << number(tokens_per_second)
     << ", \"tflops_per_gpu\": " << number(tflops) << "}";
   write_line(j.str());
 }

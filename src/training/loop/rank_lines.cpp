@@ -8,25 +8,28 @@
 
 namespace megatron::training::detail {
 
-void log_in_rank_order(comm::ProcessGroup& group, int writer, LogLevel level, const std::string& line) {
+std::vector<std::string> all_gather_strings(comm::ProcessGroup& group, const std::string& s) {
   const int n = group.size();
-  if (n == 1) {
-    if (!line.empty()) log(level, line);
-    return;
-  }
-  // The lengths first, then every line padded to the longest.
+  if (n == 1) return {s};
+  // The lengths first, then every string padded to the longest.
   at::Tensor lengths = at::empty({n}, at::kLong);
-  group.all_gather(lengths, at::full({1}, static_cast<int64_t>(line.size()), at::kLong));
+  group.all_gather(lengths, at::full({1}, static_cast<int64_t>(s.size()), at::kLong));
   const int64_t longest = std::max<int64_t>(1, lengths.max().item<int64_t>());
   at::Tensor mine = at::zeros({longest}, at::kByte);
-  std::memcpy(mine.data_ptr<uint8_t>(), line.data(), line.size());
+  std::memcpy(mine.data_ptr<uint8_t>(), s.data(), s.size());
   at::Tensor all = at::empty({n * longest}, at::kByte);
   group.all_gather(all, mine);
+  std::vector<std::string> out;
+  const char* bytes = reinterpret_cast<const char*>(all.data_ptr<uint8_t>());
+  for (int r = 0; r < n; ++r) out.emplace_back(bytes + r * longest, static_cast<size_t>(lengths[r].item<int64_t>()));
+  return out;
+}
+
+void log_in_rank_order(comm::ProcessGroup& group, int writer, LogLevel level, const std::string& line) {
+  const auto lines = all_gather_strings(group, line);
   if (group.rank() != writer) return;
-  for (int r = 0; r < n; ++r) {
-    const int64_t size = lengths[r].item<int64_t>();
-    if (size > 0) log(level, std::string(reinterpret_cast<const char*>(all.data_ptr<uint8_t>()) + r * longest, size));
-  }
+  for (const auto& l : lines)
+    if (!l.empty()) log(level, l);
 }
 
 }  // namespace megatron::training::detail

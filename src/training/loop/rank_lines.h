@@ -1,15 +1,19 @@
-// Lines that every rank has at the same point (a memory report, its parameter count), logged by
-// one rank in rank order. A launcher forwards each rank's output in chunks that can end inside a
-// line (Open MPI's reads of a rank's output stop at 4096 bytes), so two ranks writing at once can
-// split each other's lines; with one rank writing, chunks stay in order and lines stay whole.
+// Strings every rank has at the same point: gathered to all, or logged by one rank in rank order.
+// A launcher forwards each rank's output in chunks that can end inside a line (Open MPI's reads of
+// a rank's output stop at 4096 bytes), so two ranks writing at once can split each other's lines;
+// with one rank writing, chunks stay in order and lines stay whole.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "megatron/comm/process_group.h"
 #include "megatron/logging.h"
 
 namespace megatron::training::detail {
+
+// Collective over `group`: every rank's `s`, in group rank order, on every rank.
+std::vector<std::string> all_gather_strings(comm::ProcessGroup& group, const std::string& s);
 
 // Collective over `group`: `writer` (a group rank) logs every rank's `line` in rank order; empty
 // lines are left out.

@@ -84,6 +84,7 @@ std::string Timers::report(comm::ProcessGroup& group, double normalizer) {
     std::snprintf(line, sizeof(line), "\n    %s %s: (%.2f, %.2f)", name.c_str(), dots.c_str(), mins[i].item<double>(),
                   maxs[i].item<double>());
     out += line;
+    last_max_ms_[name] = maxs[i].item<double>();
     t.elapsed_ms = 0;
     ++i;
   }

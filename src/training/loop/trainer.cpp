@@ -10,6 +10,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include "megatron/distributed/finalize_model_grads.h"
@@ -62,21 +63,6 @@ double world_max(const ParallelState& ps, double x) {
 }
 
 }  // namespace
-
-TrainingState checkpoint_state(const TrainingContext& ctx, TrainerParts& parts, const TrainingProgress& progress) {
-  TrainingState s;
-  s.model = &parts.model;
-  s.optimizer = parts.optimizer.get();
-  s.scheduler = parts.scheduler.get();
-  s.rng_tracker = ctx.rng_tracker;
-  s.device = ctx.device;
-  s.iteration = progress.iteration;
-  s.consumed_train_samples = progress.consumed_train_samples;
-  s.consumed_valid_samples = progress.consumed_valid_samples;
-  s.vocab_size = parts.vocab_size;
-  s.padded_vocab_size = parts.padded_vocab_size;
-  return s;
-}
 
 Trainer::Trainer(const TrainingContext& ctx, TrainerParts parts, TrainingProgress progress,
                  Clock::time_point start_time)
@@ -197,6 +183,7 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   } wait_on_exit{losses};
   auto fb = forward_backward_func_(parts_.forward_step, raw(parts_.train), chunks(), options);
   timers_.stop("forward-backward");
+  if (args_.empty_unused_memory_level >= 1) empty_unused_memory(ctx_.device);  // as Megatron-LM's train_step
   timers_.start("optimizer");
   RECORD_USER_SCOPE("optimizer");  // a named range in --profile traces
   if (!losses) launch_losses(fb);  // a stage without losses launches nothing
@@ -204,12 +191,20 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   warn_unwaited_param_gather(ddp.param_syncs_pending());
   distributed::finalize_model_grads(parts_.model, ddp, ps_);
   auto step = optim.step(reduced.defined() ? reduced[-1] : at::Tensor(), per_token_grad_scale(fb));
-  // The iteration's one readback: metrics, then found_inf, skip_requested and the norm.
-  at::Tensor outcome = at::stack({step.found_inf, step.skip_requested, step.grad_norm}).to(at::kDouble);
+  // The iteration's one readback: metrics, then the optional parameter norm and zero count, then
+  // found_inf, skip_requested and the norm.
+  std::vector<at::Tensor> values;
+  for (const auto& t : {step.params_norm, step.num_zeros})
+    if (t.defined()) values.push_back(t.to(at::kDouble).reshape({}));
+  for (const auto& t : {step.found_inf, step.skip_requested, step.grad_norm}) values.push_back(t.to(at::kDouble));
+  at::Tensor outcome = at::stack(values);
   if (reduced.defined() && reduced.device() != outcome.device()) outcome = outcome.to(reduced.device());
   const at::Tensor host = read_to_host(reduced.defined() ? at::cat({reduced, outcome}) : outcome).contiguous();
   const double* v = host.data_ptr<double>();
   const int64_t n = host.numel();
+  int64_t optional_at = n - static_cast<int64_t>(values.size());
+  if (step.params_norm.defined()) record.params_norm = v[optional_at++];
+  if (step.num_zeros.defined()) record.num_zeros = v[optional_at++];
   if (reduced.defined()) record.metrics = metrics.unpack(host);
   const bool found_inf = v[n - 3] > 0, loss_nonfinite_anywhere = v[n - 2] > 0;
   TORCH_CHECK(!loss_nonfinite_anywhere || args_.skip_nan_iterations, "[training] the loss is NaN or Inf at iteration ",
@@ -219,6 +214,7 @@ IterationRecord Trainer::train_step(int64_t iteration) {
               "[training] the gradient norm is NaN or Inf at iteration ", iteration,
               "; lower --lr, check the data, or pass --skip-nan-iterations to skip such updates");
   optim.update_loss_scale(found_inf);
+  if (args_.empty_unused_memory_level >= 2) empty_unused_memory(ctx_.device);
   record.skipped = found_inf;
   record.grad_norm = found_inf ? std::nan("") : v[n - 1];
   timers_.stop("optimizer");
@@ -231,14 +227,10 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   return record;
 }
 
-void Trainer::save(int64_t iteration) {
-  if (last_saved_iteration_ == iteration) return;
-  TrainingProgress at = progress_;
-  at.iteration = iteration;
-  save_checkpoint(args_, ps_, checkpoint_state(ctx_, parts_, at));
-  empty_cpu_allocator_cache();  // the save's one-off buffers would otherwise stay cached
-  result_.saved_iterations.push_back(iteration);
-  last_saved_iteration_ = iteration;
+bool Trainer::kill_switch_set() const {
+  if (args_.kill_switch_path.empty()) return false;
+  std::error_code ec;  // any rank that sees the file stops them all
+  return world_max(ps_, std::filesystem::exists(args_.kill_switch_path, ec) ? 1.0 : 0.0) > 0;
 }
 
 std::string Trainer::exit_reason(int64_t iteration) {
@@ -265,9 +257,16 @@ void Trainer::train() {
   ExitSignalHandler signal_handler(args_.exit_signal_handler);
   const int64_t start_iteration = progress_.iteration;
   for (int64_t iteration = start_iteration + 1; iteration <= *args_.train_iters; ++iteration) {
+    if (kill_switch_set()) {  // Megatron-DeepSpeed's: no save, no final evaluation
+      finalize_async_save(/*blocking=*/true);
+      log_rank_0(LogLevel::kInfo, "Detected kill switch at " + args_.kill_switch_path + ". Exiting");
+      result_.exited_early = true;
+      return;
+    }
     const auto start = Clock::now();
     profiler_.before_iteration(iteration);
     IterationRecord record = train_step(iteration);
+    finalize_async_save(/*blocking=*/false);
     profiler_.after_iteration(iteration);
     record.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     window.push_back(record);
@@ -286,12 +285,14 @@ void Trainer::train() {
     if (const std::string reason = exit_reason(iteration); !reason.empty()) {
       if (!window.empty()) training_log(iteration, window);
       if (!args_.save.empty()) save(iteration);
+      finalize_async_save(/*blocking=*/true);
       log_rank_0(LogLevel::kInfo, reason);
       result_.exited_early = true;
       return;
     }
   }
   if (!args_.save.empty() && progress_.iteration > start_iteration) save(progress_.iteration);
+  finalize_async_save(/*blocking=*/true);
 }
 
 std::map<std::string, double> Trainer::evaluate(const Iterators& its) {

@@ -70,9 +70,14 @@ class Trainer {
   // Megatron-LM's TensorBoard scalars of one iteration (every --tensorboard-log-interval).
   void tensorboard_log(int64_t iteration, const IterationRecord& record);
   void save(int64_t iteration);
+  // --async-save: publishes the save in flight once every rank has written it (collective);
+  // blocking waits for that, as before the next save and before train() returns.
+  void finalize_async_save(bool blocking);
   // The reason to stop after `iteration` ("" to go on): SIGTERM, --exit-duration-in-mins,
   // --exit-interval. Collective, so every rank stops after the same iteration.
   std::string exit_reason(int64_t iteration);
+  // --kill-switch-path exists on some rank (collective).
+  bool kill_switch_set() const;
   pipeline_parallel::ScheduleOptions schedule_options(bool forward_only) const;
   void add_metrics(MetricsAccumulator& metrics, const pipeline_parallel::ForwardBackwardResult& fb) const;
   at::Tensor per_token_grad_scale(const pipeline_parallel::ForwardBackwardResult& fb) const;
@@ -91,6 +96,7 @@ class Trainer {
   TrainingProgress progress_;
   Clock::time_point start_time_;                 // pretrain()'s, for --exit-duration-in-mins
   std::optional<int64_t> last_saved_iteration_;  // or loaded: nothing new to save then
+  std::shared_ptr<AsyncSave> async_save_;        // being written in the background
   bool memory_reported_ = false;
   bool unwaited_gather_reported_ = false;
   TrainingResult result_;

@@ -7,6 +7,10 @@
 #include <c10/util/Exception.h>
 #include <torch/nn/module.h>
 
+#include <cstdlib>
+#include <ctime>
+#include <string>
+
 #include "megatron/comm/launcher_env.h"
 #include "megatron/datasets/blended_dataset.h"
 #include "megatron/logging.h"
@@ -89,12 +93,55 @@ std::array<int64_t, 3> train_valid_test_num_samples(const Arguments& args) {
   return {n[0].value_or(0), n[1].value_or(0), n[2].value_or(0)};
 }
 
+// --deterministic-mode for the length of the run: ATen's deterministic algorithms (one error where
+// an operator has none), cuDNN's without autotuning, and cuBLAS with a fixed workspace (its
+// documented condition for reproducible GEMMs). What was set before comes back afterwards.
+class DeterministicMode {
+ public:
+  explicit DeterministicMode(bool on) : on_(on) {
+    if (!on_) return;
+    auto& context = at::globalContext();
+    algorithms_ = context.deterministicAlgorithms();
+    cudnn_ = context.deterministicCuDNN();
+    benchmark_ = context.benchmarkCuDNN();
+    ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+    context.setDeterministicAlgorithms(true, /*warn_only=*/false);
+    context.setDeterministicCuDNN(true);
+    context.setBenchmarkCuDNN(false);
+  }
+  ~DeterministicMode() {
+    if (!on_) return;
+    auto& context = at::globalContext();
+    context.setDeterministicAlgorithms(algorithms_, false);
+    context.setDeterministicCuDNN(cudnn_);
+    context.setBenchmarkCuDNN(benchmark_);
+  }
+  DeterministicMode(const DeterministicMode&) = delete;
+  DeterministicMode& operator=(const DeterministicMode&) = delete;
+
+ private:
+  bool on_, algorithms_ = false, cudnn_ = false, benchmark_ = false;
+};
+
+// Megatron-LM's phase markers ("[after training is done] datetime: 2026-11-28 09:00:00"), which log
+// scrapers and job monitors key on.
+void print_datetime(const std::string& phase) {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  ::localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", &local);
+  log_rank_0(LogLevel::kInfo, "[" + phase + "] datetime: " + stamp + " ");
+}
+
 }  // namespace
 
 TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder, const DatasetBuilder& dataset_builder,
                         const ForwardStepFunc& forward_step, std::shared_ptr<comm::ProcessGroup> world) {
   const auto start_time = detail::Clock::now();
+  const DeterministicMode deterministic(args.deterministic_mode);
   auto init = detail::initialize_megatron(args, std::move(world));
+  print_datetime("after megatron is initialized");
   const TrainingContext ctx{args, init.parallel_state, init.rng_tracker, init.device, std::nullopt};
 
   const auto save_lock = lock_save_dir(args, init.parallel_state);  // held until pretrain returns
@@ -114,6 +161,7 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   parts.scheduler = std::make_unique<optimizer::OptimizerParamScheduler>(scheduler_config_from_args(args));
   parts.optimizer->set_lr(parts.scheduler->lr(), parts.scheduler->decoupled_lr());
   parts.forward_step = forward_step;
+  print_datetime("after model, optimizer, and learning rate scheduler are built");
 
   log_rank_0(LogLevel::kInfo, "> building train, validation, and test datasets ...");
   const Datasets ds = dataset_builder(ctx, train_valid_test_num_samples(args));
@@ -122,6 +170,7 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
   const auto progress = load(ctx, parts);
   check_save_history(ctx.args, progress.iteration);
   build_data_iterators(ctx, ds, progress, parts);
+  print_datetime("after dataloaders are built");
 
   const auto model = parts.model;
   auto* ddp = parts.ddp.get();
@@ -143,8 +192,10 @@ TrainingResult pretrain(const Arguments& args, const ModelBuilder& model_builder
       detail::detach_ddp_hooks(model);
     }
   } unwind{model, ddp};
+  log_rank_0(LogLevel::kInfo, "done with setup ...");
   log_rank_0(LogLevel::kInfo, "training ...");
   trainer.train();
+  print_datetime("after training is done");
   if (!trainer.exited_early()) trainer.evaluate_final();
   // Whole again, without sharding hooks.
   ddp->unshard();

@@ -64,6 +64,8 @@ void Trainer::tensorboard_log(int64_t iteration, const IterationRecord& record) 
   if (!args_.no_log_loss_scale_to_tensorboard) both("loss-scale", record.loss_scale);
   if (args_.log_world_size_to_tensorboard) both("world-size", static_cast<double>(args_.world_size));
   if (!record.skipped) both("grad-norm", record.grad_norm);
+  if (record.num_zeros) both("num-zeros", *record.num_zeros);
+  if (record.params_norm) both("params-norm", *record.params_norm);
   if (args_.log_memory_to_tensorboard) {
     if (const auto m = device_memory_stats(ctx_.device)) {
       tensorboard_.add_scalar("mem-reserved-bytes", static_cast<double>(m->reserved), iteration);
@@ -112,6 +114,8 @@ void Trainer::training_log(int64_t iteration, const std::vector<IterationRecord>
     line << " " << k << ": " << format("%.6E", v / std::max<int64_t>(1, advanced)) << " |";
   line << " loss scale: " << format("%.1f", optim.loss_scale()) << " |";
   if (!last.skipped) line << " grad norm: " << format("%.3f", last.grad_norm) << " |";
+  if (last.num_zeros) line << " num zeros: " << format("%.1f", *last.num_zeros) << " |";
+  if (last.params_norm) line << " params norm: " << format("%.3f", *last.params_norm) << " |";
   line << " number of skipped iterations: " << format("%3.0f", static_cast<double>(skipped))
        << " | number of nan iterations: " << format("%3.0f", static_cast<double>(nan)) << " |";
   log_rank_last(LogLevel::kInfo, line.str());
@@ -142,6 +146,9 @@ void Trainer::training_log(int64_t iteration, const std::vector<IterationRecord>
   if (args_.log_timers_to_tensorboard) {
     tensorboard_.add_scalar("iteration-time", ms / 1000.0, iteration);
     if (args_.log_throughput) tensorboard_.add_scalar("throughput", tflops, iteration);
+    // Megatron-LM's Timers.write: each timer's slowest rank, seconds per iteration.
+    for (const auto& [name, max_ms] : timers_.last_max_ms())
+      tensorboard_.add_scalar(name + "-time", max_ms / 1000.0, iteration);
   }
   tensorboard_.flush();
   if (ps_.get_rank() == ps_.get_world_size() - 1) {

@@ -5,12 +5,12 @@ from ..._C import GPTDataset  # noqa: F401
 
 # megatron-core's keywords that the library's GPTDatasetConfig holds under the same names.
 _LIBRARY_FIELDS = ("random_seed", "sequence_length", "split", "path_to_cache", "add_extra_token_to_sequence",
-                   "drop_last_partial_validation_sequence")
+                   "drop_last_partial_validation_sequence", "mmap_bin_files")
 # Keywords the library's batches take from the flags instead: given, they must agree with them.
 _FROM_FLAGS = ("reset_position_ids", "reset_attention_mask", "eod_mask_loss")
-# Keywords that change nothing here (how files are opened, builder threads, the tokenizer, which
-# the builder takes from the flags like everything else).
-_NO_EFFECT = ("tokenizer", "mmap_bin_files", "num_dataset_builder_threads", "create_attention_mask",
+# Keywords that change nothing here (builder threads, the tokenizer, which the builder takes from
+# the flags like everything else).
+_NO_EFFECT = ("tokenizer", "num_dataset_builder_threads", "create_attention_mask",
               "object_storage_cache_path", "fast_cache_load", "s3_cache_path", "multiple_validation_sets",
               "full_validation", "context_parallel_size", "sequence_parallel_size", "hybrid_context_parallel",
               "mid_level_dataset_surplus", "allow_ambiguous_pad_tokens", "goldfish_loss", "goldfish_k",

@@ -28,5 +28,5 @@ class MockGPTDataset(megatron_cpp._C.GPTDataset):
         samples over synthetic documents (what --mock-data trains on). The builder makes them.
     """
 _FROM_FLAGS: tuple = ('reset_position_ids', 'reset_attention_mask', 'eod_mask_loss')
-_LIBRARY_FIELDS: tuple = ('random_seed', 'sequence_length', 'split', 'path_to_cache', 'add_extra_token_to_sequence', 'drop_last_partial_validation_sequence')
-_NO_EFFECT: tuple = ('tokenizer', 'mmap_bin_files', 'num_dataset_builder_threads', 'create_attention_mask', 'object_storage_cache_path', 'fast_cache_load', 's3_cache_path', 'multiple_validation_sets', 'full_validation', 'context_parallel_size', 'sequence_parallel_size', 'hybrid_context_parallel', 'mid_level_dataset_surplus', 'allow_ambiguous_pad_tokens', 'goldfish_loss', 'goldfish_k', 'goldfish_h')
+_LIBRARY_FIELDS: tuple = ('random_seed', 'sequence_length', 'split', 'path_to_cache', 'add_extra_token_to_sequence', 'drop_last_partial_validation_sequence', 'mmap_bin_files')
+_NO_EFFECT: tuple = ('tokenizer', 'num_dataset_builder_threads', 'create_attention_mask', 'object_storage_cache_path', 'fast_cache_load', 's3_cache_path', 'multiple_validation_sets', 'full_validation', 'context_parallel_size', 'sequence_parallel_size', 'hybrid_context_parallel', 'mid_level_dataset_surplus', 'allow_ambiguous_pad_tokens', 'goldfish_loss', 'goldfish_k', 'goldfish_h')
