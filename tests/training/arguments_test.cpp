@@ -237,26 +237,11 @@ TEST(Arguments, MegatronScriptFlags) {
 // vocabulary and merges are given, --split with the quotes a script leaves in it, --save-interval
 // without --save, --persistent-save-interval, and sequence parallelism dropped at TP 1.
 TEST(Arguments, LaunchScriptDefaults) {
-  const std::vector<std::string> data = {"--num-layers",
-                                         "2",
-                                         "--hidden-size",
-                                         "64",
-                                         "--num-attention-heads",
-                                         "4",
-                                         "--seq-length",
-                                         "32",
-                                         "--micro-batch-size",
-                                         "2",
-                                         "--train-iters",
-                                         "10",
-                                         "--lr",
-                                         "1e-3",
-                                         "--data-path",
-                                         "corpus_text_document",
-                                         "--vocab-file",
-                                         "vocab.json",
-                                         "--merge-file",
-                                         "merges.txt"};
+  // base() with a corpus in place of its mock data (its last three words).
+  std::vector<std::string> data = base();
+  data.resize(data.size() - 3);
+  data =
+      with(data, {"--data-path", "corpus_text_document", "--vocab-file", "vocab.json", "--merge-file", "merges.txt"});
   EXPECT_EQ(parse_arguments(data, 1)->tokenizer_type, "GPT2BPETokenizer");
   EXPECT_EQ(parse_arguments(with(data, {"--tokenizer-type", "NullTokenizer", "--vocab-size", "10"}), 1)->tokenizer_type,
             "NullTokenizer");
