@@ -1,5 +1,6 @@
 #include "megatron/datasets/gpt_dataset.h"
 
+#include "input_files.h"
 #include "megatron/datasets/helpers.h"
 #include "megatron/datasets/npy.h"
 #include "megatron/datasets/numpy_random.h"
@@ -57,6 +58,7 @@ void make_dirs(const std::string& path) {
 }
 
 std::string read_text_file(const std::string& path) {
+  megatron::detail::check_regular_file(path, "[gpt_dataset] " + path);
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();

@@ -133,6 +133,10 @@ MappedFile::MappedFile(const std::string& path, bool map) : path_(path) {
     ::close(fd);
     TORCH_CHECK(false, "[indexed_dataset] ", path, ": cannot stat: ", errno_text());
   }
+  if (!S_ISREG(st.st_mode)) {  // a folder maps as nothing; a device or pipe cannot be mapped
+    ::close(fd);
+    TORCH_CHECK(false, "[indexed_dataset] ", path, ": is not a regular file (a folder, device or pipe?)");
+  }
   size_ = static_cast<size_t>(st.st_size);
   mtime_ns_ = mtime_ns(st);
   inode_ = st.st_ino;

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "input_files.h"
+
 namespace megatron::datasets {
 namespace {
 
@@ -162,6 +164,7 @@ size_t data_bytes(const std::string& descr, const std::vector<int64_t>& shape, c
 }  // namespace
 
 NpyArray read_npy(const std::string& path) {
+  megatron::detail::check_regular_file(path, "[npy] " + path);
   std::ifstream in(path, std::ios::binary);
   TORCH_CHECK(in, "[npy] ", path, ": cannot open");
   char magic[8];

@@ -79,6 +79,15 @@ class Steps {
         result_.loss_finite = loss_sum_.isfinite().all();
         o_.after_last_loss(result_);
       }
+    } else if (ps_.get_pipeline_model_parallel_world_size() > 1) {
+      // Checked here, where the callback can be named; the send would name only a shape.
+      const auto want = p2p_config().tensor_shape;
+      TORCH_CHECK(output.defined() && output.sizes() == at::IntArrayRef(want),
+                  "[schedules] forward_step returned an output of shape ",
+                  output.defined() ? c10::str(output.sizes()) : std::string("(none)"), " on pipeline stage ",
+                  ps_.get_pipeline_model_parallel_rank(), " (model chunk ", chunk,
+                  "); the next stage takes [sequence, micro-batch, hidden] = ", at::IntArrayRef(want),
+                  " (the sequence divided by TP under sequence parallelism)");
     }
     result_.compute_ms += ms_since(start);
     return output;

@@ -1,6 +1,7 @@
 #include "bpe.h"
 
 #include "megatron/tokenizer/gpt2_bpe.h"
+#include "input_files.h"
 #include "utf8.h"
 
 #include <c10/util/Exception.h>
@@ -8,9 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <unordered_map>
 
 namespace megatron::tokenizer::detail {
@@ -88,11 +87,10 @@ void bpe_merge(std::vector<int32_t>& ids, const MergeTable& merges) {
 }
 
 std::string read_whole_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  TORCH_CHECK(in, "[tokenizer] ", path, ": cannot open the ", what);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return megatron::detail::read_whole_file(path, tokenizer_file(path, what));
+}
+std::string tokenizer_file(const std::string& path, const char* what) {
+  return "[tokenizer] " + path + " (" + what + ")";
 }
 
 bool byte_level_bytes(std::string_view token, std::string& bytes) {

@@ -166,8 +166,10 @@ class WordCache {
   std::vector<int32_t> ids_;
 };
 
-// The whole file, or one error naming it and what it was meant to hold.
+// The whole file (input_files.h's bounds), or one error naming it and what it was meant to hold.
 std::string read_whole_file(const std::string& path, const char* what);
+// "[tokenizer] PATH (what)": how errors about a tokenizer file begin.
+std::string tokenizer_file(const std::string& path, const char* what);
 
 // A byte-level token's raw bytes (GPT-2's bytes_to_unicode undone), or false when one of its
 // characters maps to no byte (a special token spelled literally).

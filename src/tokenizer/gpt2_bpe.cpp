@@ -3,6 +3,7 @@
 #include "added_tokens.h"
 #include "bpe.h"
 #include "gpt2_pretokenizer.h"
+#include "input_files.h"
 
 #include <c10/util/Exception.h>
 
@@ -41,12 +42,9 @@ std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
 GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::string& merges_file,
                                    const std::vector<std::string>& special_tokens)
     : merges_(std::make_unique<detail::MergeTable>()), instance_id_(detail::new_tokenizer_instance_id()) {
-  nlohmann::json vocab;
-  try {
-    vocab = nlohmann::json::parse(detail::read_whole_file(vocab_file, "vocabulary (--vocab-file)"));
-  } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers out of range
-    TORCH_CHECK(false, "[tokenizer] ", vocab_file, ": not valid JSON: ", e.what());
-  }
+  const char* what = "vocabulary (--vocab-file)";
+  const nlohmann::json vocab = megatron::detail::parse_json(detail::read_whole_file(vocab_file, what),
+                                                            detail::tokenizer_file(vocab_file, what));
   TORCH_CHECK(vocab.is_object() && !vocab.empty(), "[tokenizer] ", vocab_file,
               ": expected a JSON object of token -> id");
   int64_t max_id = -1;

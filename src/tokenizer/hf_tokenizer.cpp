@@ -5,6 +5,7 @@
 #include "added_tokens.h"
 #include "bpe.h"
 #include "hf_pipeline.h"
+#include "input_files.h"
 #include "megatron/tokenizer/gpt2_bpe.h"
 #include "unicode_tables.h"
 #include "utf8.h"
@@ -351,9 +352,10 @@ HuggingFaceTokenizer::HuggingFaceTokenizer(const std::string& model, bool includ
   impl_->include_special_tokens = include_special_tokens;
   json j, cfg;
   try {
-    j = json::parse(detail::read_whole_file(impl_->json_path, "tokenizer.json"));
-    if (!impl_->config_path.empty())
-      cfg = json::parse(detail::read_whole_file(impl_->config_path, "tokenizer_config.json"));
+    for (auto [file, into] : {std::pair{&impl_->json_path, &j}, {&impl_->config_path, &cfg}})
+      if (!file->empty())
+        *into = megatron::detail::parse_json(detail::read_whole_file(*file, "Hugging Face tokenizer"),
+                                             detail::tokenizer_file(*file, "Hugging Face tokenizer"));
     impl_->load(j);
     impl_->add_special_tokens(special_tokens);
     for (auto [key, id] : {std::pair{"eos_token", &impl_->eos}, {"bos_token", &impl_->bos}}) {

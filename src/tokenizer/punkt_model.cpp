@@ -6,11 +6,12 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "input_files.h"
 
 namespace megatron::tokenizer {
 
@@ -20,12 +21,9 @@ PunktSentenceSplitter::PunktSentenceSplitter(const std::string& model_dir, bool 
   // Lines as Python's text mode reads them (\n, \r\n or \r ends one).
   auto lines = [&](const char* name) {
     const std::string path = model_dir + "/" + name;
-    std::ifstream in(path, std::ios::binary);
-    TORCH_CHECK(in, "[punkt] ", path, ": cannot open (a punkt_tab model folder holds abbrev_types.txt, ",
-                "collocations.tab, sent_starters.txt and ortho_context.tab)");
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    const std::string text = buffer.str();
+    const std::string text = megatron::detail::read_whole_file(
+        path, "[punkt] " + path + " (a punkt_tab model folder holds abbrev_types.txt, collocations.tab, "
+                                  "sent_starters.txt and ortho_context.tab)");
     std::vector<std::string> out;
     for (size_t begin = 0; begin < text.size();) {
       size_t end = text.find_first_of("\r\n", begin);

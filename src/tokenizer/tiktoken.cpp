@@ -6,6 +6,7 @@
 #include "added_tokens.h"
 #include "bpe.h"
 #include "hf_pipeline.h"
+#include "input_files.h"
 #include "utf8.h"
 
 #include <c10/util/Exception.h>
@@ -143,13 +144,9 @@ TikTokenizer::TikTokenizer(const std::string& path, const std::string& pattern, 
   };
   m.eod = index_of("</s>");
   m.bos = index_of("<s>");
-  const std::string text = detail::read_whole_file(path, "tiktoken JSON (--tokenizer-model)");
-  nlohmann::json list;
-  try {
-    list = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    TORCH_CHECK(false, "[tokenizer] ", path, ": not valid JSON: ", e.what());
-  }
+  const char* what = "tiktoken JSON (--tokenizer-model)";
+  const nlohmann::json list =
+      megatron::detail::parse_json(detail::read_whole_file(path, what), detail::tokenizer_file(path, what));
   const auto inner = static_cast<size_t>(vocab_size - num_special_tokens);
   TORCH_CHECK(inner >= 256, "[tokenizer] TikTokenizer: --vocab-size ", vocab_size,
               " leaves fewer than the 256 single-byte tokens after ", num_special_tokens, " special tokens");
@@ -169,7 +166,7 @@ TikTokenizer::TikTokenizer(const std::string& path, const std::string& pattern, 
                     entry["rank"].get<uint64_t>() == i && entry.contains("token_bytes") &&
                     entry["token_bytes"].is_string() && base64_decode(entry["token_bytes"].get<std::string>(), bytes);
     TORCH_CHECK(ok, "[tokenizer] ", path, ": entry ", i, ": expected {\"rank\": ", i,
-                ", \"token_bytes\": <base64>, ...}, found ", entry.dump().substr(0, 200));
+                ", \"token_bytes\": <base64>, ...}, found ", megatron::detail::excerpt(entry.dump(), 200));
     TORCH_CHECK(i >= 256 || bytes == std::string(1, static_cast<char>(i)), "[tokenizer] ", path, ": entry ", i,
                 ": the first 256 tokens must be the single bytes 0..255 in order");
     // Real tokens are short; a huge one in a hostile file would make the pair listing below quadratic.

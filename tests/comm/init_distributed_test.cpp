@@ -41,11 +41,11 @@ TEST(InitDistributed, TorchrunStyleCpuJobWhosePeersNeverComeEndsWithOneLine) {
   const auto start = std::chrono::steady_clock::now();
   auto msg = error_of([&] { init_distributed(env, options); });
   const auto waited = std::chrono::steady_clock::now() - start;
-  // Gloo builds wait at the store for the other three ranks, then say where; builds without
-  // Gloo refuse at once and send the job to mpirun.
+  // Gloo builds wait at the store for the other three ranks, then say where and who is missing;
+  // builds without Gloo refuse at once and send the job to mpirun.
   const bool waited_at_store = msg.find(
-                                   "[comm] rank 0 could not reach the rendezvous store at 127.0.0.1:29561 "
-                                   "(MASTER_ADDR:MASTER_PORT)") != std::string::npos;
+                                   "[comm] rank 0 waited 2 s at 127.0.0.1:29561 (MASTER_ADDR:MASTER_PORT) for ranks "
+                                   "1, 2, 3 of WORLD_SIZE=4, which never came") != std::string::npos;
   const bool sent_to_mpirun = msg.find("launch it as `mpirun -np 4 ...`") != std::string::npos;
   EXPECT_TRUE(waited_at_store || sent_to_mpirun) << msg;
   EXPECT_LT(waited, std::chrono::seconds(30)) << msg;

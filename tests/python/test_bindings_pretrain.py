@@ -260,6 +260,28 @@ def test_a_failing_rank_ends_the_mpirun_job_with_its_message(tmp_path):
     assert "pretrain_gpt.py: [rank 1] ValueError: rank 1 gives up" in proc.stderr, proc.stderr[-2000:]
 
 
+def test_forward_step_output_of_the_wrong_shape_is_named(tmp_path):
+    """At PP 2, a forward_step that drops a position of the hidden states it hands the next stage
+    is named on stage 0, not left to the send (or the receiving stage) to fail on a shape."""
+    script = tmp_path / "short_output.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {os.path.dirname(EXAMPLE)!r})\n"
+        "import pretrain_gpt\n"
+        "step = pretrain_gpt.forward_step\n"
+        "def forward_step(it, model):\n"
+        "    output, loss_func = step(it, model)\n"
+        "    return (output[:-1] if output.dim() == 3 else output), loss_func  # [s, b, h] between stages\n"
+        "pretrain_gpt.forward_step = forward_step\n"
+        "sys.exit(pretrain_gpt.main())\n")
+    proc = subprocess.run(MPIRUN + ["-np", "2", "-x", "PYTHONPATH", sys.executable, str(script)] +
+                          command_line(tiny(tmp_path, pipeline_model_parallel_size=2)), capture_output=True,
+                          text=True, env=ENV, timeout=120)
+    assert proc.returncode != 0
+    assert "[schedules] forward_step returned an output of shape [15, 2, 32] on pipeline stage 0 (model chunk 0); " \
+           "the next stage takes [sequence, micro-batch, hidden] = [16, 2, 32]" in proc.stderr, proc.stderr[-2000:]
+
+
 def test_a_frozen_parameter_is_in_the_model_but_not_the_optimizer_state(tmp_path):
     """A parameter the optimizer leaves out (frozen here: the position embeddings) is saved with the
     model and in neither layout of the optimizer state, under --bf16 (Megatron-LM's layout keeps

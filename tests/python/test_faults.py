@@ -5,6 +5,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import time
@@ -202,3 +203,51 @@ def test_a_peer_that_dies_or_stops_ends_its_peers_with_exit_3(tmp_path, fault):
     assert len(lines) == 1, lines
     why = "failed at group rank 0 (world rank 0)" if fault == "dies" else "timed out after 5 s at group rank 0"
     assert "[comm] " in lines[0] and why in lines[0], lines[0]
+
+
+def rendezvous(ranks, world, port):
+    """pretrain_gpt processes with torchrun's variables for `ranks` of a `world`-rank job at
+    127.0.0.1:port (5 s distributed timeout); returns each one's exit code and output."""
+    procs = []
+    for rank in ranks:
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                   LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   MEGATRON_DISTRIBUTED_TIMEOUT_SECONDS="5")
+        procs.append(subprocess.Popen([program("pretrain_gpt"), *TINY, *MOCK, "--train-iters", "2", "--global-batch-size", "12"], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    return [(p.wait(timeout=90), p.stdout.read()) for p in procs]
+
+
+def rendezvous_error(code, out):
+    """The one line a process that ended on a rendezvous fault printed (exit 3, no backtrace)."""
+    lines = [l for l in out.splitlines() if l.startswith("pretrain_gpt: error: ")]
+    assert code == 3 and len(lines) == 1, (code, out[-3000:])
+    assert "frame #" not in out and "Exception raised from" not in out, out[-3000:]
+    return lines[0]
+
+
+def test_rendezvous_faults_end_each_rank_within_the_timeout_with_one_line_and_exit_3():
+    # A rank that never comes: every rank that did names it.
+    port = free_port()
+    for code, out in rendezvous([0, 1], 3, port):
+        line = rendezvous_error(code, out)
+        assert f"s at 127.0.0.1:{port} (MASTER_ADDR:MASTER_PORT) for rank 2 of WORLD_SIZE=3, which never came" \
+            in line, line
+    # Two processes given RANK=1: the second to check in says so; the job of the other two runs.
+    port = free_port()
+    results = rendezvous([0, 1, 1], 2, port)
+    assert sorted(code for code, _ in results) == [0, 0, 3], [(c, o[-1500:]) for c, o in results]
+    line = rendezvous_error(*next(r for r in results if r[0] == 3))
+    assert f"RANK=1 was given to two processes of the job at 127.0.0.1:{port}" in line, line
+    # A foreign service on MASTER_PORT that accepts and never answers.
+    with socket.socket() as foreign:
+        foreign.bind(("127.0.0.1", 0))
+        foreign.listen(8)
+        port = foreign.getsockname()[1]
+        start = time.monotonic()
+        (client, client_out), (server, server_out) = rendezvous([1, 0], 2, port)
+        assert time.monotonic() - start < 60
+    assert "no rendezvous store answered on that port (a foreign service is listening there?)" in \
+        rendezvous_error(client, client_out)
+    line = rendezvous_error(server, server_out)
+    assert f"rank 0 could not serve the rendezvous store at 127.0.0.1:{port}" in line and "EADDRINUSE" in line, line

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 
+#include "input_files.h"
 #include "unpickler.h"
 
 namespace megatron::models::common {
@@ -32,7 +33,7 @@ void write_archive(const c10::IValue& value, const std::function<void(const void
 }
 
 c10::IValue read_archive(const std::string& path) {
-  TORCH_CHECK(std::filesystem::is_regular_file(path), "[serialization] ", path, " does not exist");
+  megatron::detail::check_regular_file(path, "[serialization] " + path);
   try {
     caffe2::serialize::PyTorchStreamReader reader(path);
     // Each record must lie inside the file, so that no declared size is allocated unread; each
@@ -40,7 +41,8 @@ c10::IValue read_archive(const std::string& path) {
     const uint64_t file_size = std::filesystem::file_size(path);
     std::map<std::string, c10::Storage> storages;
     for (const auto& name : reader.getAllRecords()) {
-      TORCH_CHECK(reader.getRecordOffset(name) + reader.getRecordSize(name) <= file_size, "record '", name, "' claims ",
+      const uint64_t offset = reader.getRecordOffset(name);
+      TORCH_CHECK(offset <= file_size && reader.getRecordSize(name) <= file_size - offset, "record '", name, "' claims ",
                   reader.getRecordSize(name), " bytes past the end of the file");
       if (name.rfind("data/", 0) != 0) continue;
       auto [bytes, size] = reader.getRecord(name);

@@ -20,12 +20,15 @@
 #include <set>
 #include <vector>
 
+#include "input_files.h"
+
 namespace megatron::models::common::detail {
 namespace {
 
-// Deeper values than this are refused: LibTorch destroys, hashes and compares nested values
-// recursively, so a kilobyte of TUPLE1 opcodes would overflow the C++ stack. Checkpoints nest < 20.
-constexpr uint32_t kMaxNesting = 1000;
+// Deeper values than the bound every reader shares are refused: LibTorch destroys, hashes and
+// compares nested values recursively, so a kilobyte of TUPLE1 opcodes would overflow the C++
+// stack. Checkpoints nest < 20.
+constexpr uint32_t kMaxNesting = megatron::detail::kMaxNesting;
 
 // The modules whose globals torch.save checkpoints hold (Megatron-LM's own list of safe globals
 // among them). None is ever called; the list makes a pickle that is not a checkpoint one error.

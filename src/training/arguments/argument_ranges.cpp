@@ -84,4 +84,12 @@ void check_ranges(const Arguments& a) {
 #undef MEGATRON_CHECK_FIELD
 }
 
+void check_range(const std::string& field, double value, const std::string& named_as) {
+  using namespace arg;
+#define MEGATRON_CHECK_ONE(group_, field_, saved, check, help) \
+  if (field == #field_) check_value(named_as, value, check);
+  MEGATRON_ARGUMENTS(MEGATRON_CHECK_ONE)
+#undef MEGATRON_CHECK_ONE
+}
+
 }  // namespace megatron::training::detail

@@ -7,5 +7,7 @@
 namespace megatron::training::detail {
 
 void check_ranges(const Arguments& a);
+// One value of `field` against its range, the error naming it `named_as` (a config file's key).
+void check_range(const std::string& field, double value, const std::string& named_as);
 
 }  // namespace megatron::training::detail

@@ -8,15 +8,16 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
+#include <type_traits>
 #include <vector>
 
+#include "input_files.h"
 #include "megatron/logging.h"
+#include "training/arguments/argument_ranges.h"
 
 namespace megatron::training::detail {
 namespace {
@@ -56,7 +57,7 @@ const std::vector<std::pair<std::string, json>>& harmless_keys() {
 }
 
 std::string shown(const json& v) {
-  return v.dump();
+  return megatron::detail::excerpt(v.dump());
 }
 
 class Reader {
@@ -95,18 +96,8 @@ class Reader {
   }
 
   json parse_file() const {
-    std::ifstream in(file_, std::ios::binary);
-    if (!in) fail("cannot be read (does it exist?)");
-    std::stringstream text;
-    text << in.rdbuf();
-    try {
-      return json::parse(text.str());
-    } catch (const json::exception& e) {  // parse errors, and numbers out of range
-      // nlohmann's message already names the line and column ("parse error at line 3, column 5").
-      std::string what = e.what();
-      const auto at = what.find("parse error");
-      fail("malformed JSON: ", at == std::string::npos ? what : what.substr(at));
-    }
+    const std::string where = "[arguments] --deepspeed_config " + file_;
+    return megatron::detail::parse_json(megatron::detail::read_whole_file(file_, where), where);
   }
 
   // The handlers of the keys that mean something here, by dotted path.
@@ -150,8 +141,10 @@ class Reader {
       if (fp16_on() && scale > 0) set(key, scale, a_.loss_scale, "loss_scale");
     };
     h["fp16.initial_scale_power"] = [this](const std::string& key, const json& v) {
-      if (fp16_on())
-        set(key, std::ldexp(1.0, static_cast<int>(integer(key, v))), a_.initial_loss_scale, "initial_loss_scale");
+      const int64_t power = integer(key, v);
+      // 2^power must be a finite double before it becomes the loss scale.
+      if (power < -1022 || power > 1023) fail("\"", key, "\" is ", power, "; 2 to that power is not a number here");
+      if (fp16_on()) set(key, std::ldexp(1.0, static_cast<int>(power)), a_.initial_loss_scale, "initial_loss_scale");
     };
     h["fp16.loss_scale_window"] = [this](const std::string& key, const json& v) {
       if (fp16_on()) set(key, integer(key, v), a_.loss_scale_window, "loss_scale_window");
@@ -232,9 +225,14 @@ class Reader {
     if (!v.is_number()) fail("\"", key, "\" must be a number, found ", shown(v));
     return v.get<double>();
   }
+  // Checked in the type nlohmann holds it in (uint64, int64 or double) before it becomes an int64.
   int64_t integer(const std::string& key, const json& v) const {
     if (!v.is_number_integer() && !(v.is_number_float() && v.get<double>() == std::floor(v.get<double>())))
       fail("\"", key, "\" must be an integer, found ", shown(v));
+    const bool fits = v.is_number_unsigned()  ? v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)
+                      : v.is_number_integer() ? true
+                                              : std::fabs(v.get<double>()) < 0x1p63;
+    if (!fits) fail("\"", key, "\" is ", shown(v), ", beyond a 64-bit integer");
     return v.is_number_integer() ? v.get<int64_t>() : static_cast<int64_t>(v.get<double>());
   }
   bool boolean(const std::string& key, const json& v) const {
@@ -242,9 +240,16 @@ class Reader {
     return v.get<bool>();
   }
 
+  // The value must lie in its flag's range (arguments_table.h); the error names this file's key.
+  template <typename T>
+  void in_range(const std::string& key, const T& value, const char* name) const {
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+      check_range(name, static_cast<double>(value), "[arguments] --deepspeed_config " + file_ + ": \"" + key + "\"");
+  }
   // A key fills its field unless the command line set it; then the two must agree.
   template <typename T>
   void set(const std::string& key, const T& value, T& field, const char* name) {
+    in_range(key, value, name);
     if (given_.count(name) && field != value)
       fail("\"", key, "\" is ", json(value).dump(), " but ", flag_of(name), " is ", json(field).dump(),
            "; give one, or make them agree");
@@ -252,6 +257,7 @@ class Reader {
   }
   template <typename T>
   void set(const std::string& key, const T& value, std::optional<T>& field, const char* name) {
+    in_range(key, value, name);
     if (given_.count(name) && field && *field != value)
       fail("\"", key, "\" is ", json(value).dump(), " but ", flag_of(name), " is ", json(*field).dump(),
            "; give one, or make them agree");

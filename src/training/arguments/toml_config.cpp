@@ -9,11 +9,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
-#include <sstream>
+#include <vector>
 
+#include "input_files.h"
 #include "megatron/training/arguments.h"
 
 namespace megatron::training::detail {
@@ -98,6 +97,63 @@ void refuse_what_tomlpp_misreads(const std::string& text, const std::string& pat
   }
 }
 
+// toml++ builds a table per dotted key part and per header part, and parses and frees them
+// recursively: a key of 200,000 parts overflows the stack. This counts, outside strings and
+// comments, how deep a point of the text can nest (header parts, key parts, open lists and inline
+// tables; a dot in a number counts too, which only overestimates) and refuses past kMaxNesting.
+void refuse_deep_nesting(const std::string& text, const std::string& path) {
+  std::vector<int> open;    // what each open [ or { adds
+  int open_depth = 0;       // their sum
+  int header = 0;           // depth of the table the last [header] opened
+  int parts = 1;            // parts of the key being read
+  int key = 0;              // parts of the key before the last '=', not yet opened
+  bool in_header = false, line_start = true;
+  auto check = [&](size_t at) {
+    if (header + open_depth + key + parts <= megatron::detail::kMaxNesting) return;
+    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+    TORCH_CHECK(false, "[arguments] --config ", path, ":", line, ": tables, dotted keys and lists nest deeper than ",
+                megatron::detail::kMaxNesting, " levels");
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '#') {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {  // a string: skipped, escapes included
+      const bool multi_line = text.compare(i, 3, std::string(3, c)) == 0;
+      for (i += multi_line ? 3 : 1; i < text.size(); ++i) {
+        if (c == '"' && text[i] == '\\') { ++i; continue; }
+        if (text[i] == c && (!multi_line || text.compare(i, 3, std::string(3, c)) == 0)) {
+          i += multi_line ? 2 : 0;
+          break;
+        }
+      }
+    } else if (c == '\n') {
+      line_start = true;
+      if (open.empty()) parts = 1, key = 0;
+      continue;
+    } else if (c == '[' && line_start && open.empty()) {
+      in_header = true, header = 0, parts = 1;
+      if (i + 1 < text.size() && text[i + 1] == '[') ++i, header = 1;  // an array of tables
+    } else if (c == ']' && in_header) {
+      in_header = false, header += parts, parts = 1;
+      if (i + 1 < text.size() && text[i + 1] == ']') ++i;
+    } else if (c == '.') {
+      ++parts;
+      check(i);
+    } else if (c == '=') {
+      key = parts, parts = 1;
+    } else if (c == '[' || c == '{') {
+      open.push_back(key + 1), open_depth += key + 1, key = 0, parts = 1;
+      check(i);
+    } else if ((c == ']' || c == '}') && !open.empty()) {
+      open_depth -= open.back(), open.pop_back(), parts = 1;
+    } else if (c == ',') {
+      key = 0, parts = 1;
+    }
+    line_start = line_start && (c == ' ' || c == '\t' || c == '\r');
+  }
+}
+
 std::string expected(const std::string& type) {
   if (type == "bool") return "true or false";
   if (type == "int") return "an integer";
@@ -110,10 +166,9 @@ std::string expected(const std::string& type) {
 }  // namespace
 
 std::vector<std::string> config_file_words(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  TORCH_CHECK(file.good(), "[arguments] --config ", path, ": cannot open the file");
-  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const std::string text = megatron::detail::read_whole_file(path, "[arguments] --config " + path);
   refuse_what_tomlpp_misreads(text, path);
+  refuse_deep_nesting(text, path);
   toml::table table;
   try {
     table = toml::parse(text, path);

@@ -17,6 +17,7 @@
 #include <memory>
 #include <sstream>
 
+#include "input_files.h"
 #include "megatron/comm/launcher_env.h"
 #include "megatron/models/common/serialization.h"
 #include "megatron/training/fault_injection.h"
@@ -86,6 +87,7 @@ std::map<std::string, std::pair<uint64_t, uint32_t>> read_checksums(const std::s
   const std::string path = dir + "/" + kChecksumFileName;
   std::ifstream in(path);
   if (!in) return out;
+  megatron::detail::check_regular_file(path, "[checkpointing] " + path);
   std::string name, crc;
   uint64_t bytes = 0;
   while (in >> name >> bytes >> crc) out[name] = {bytes, static_cast<uint32_t>(std::stoul(crc, nullptr, 16))};
@@ -94,6 +96,7 @@ std::map<std::string, std::pair<uint64_t, uint32_t>> read_checksums(const std::s
 }
 
 uint32_t file_crc32(const std::string& path) {
+  megatron::detail::check_regular_file(path, "[checkpointing] " + path);
   std::ifstream in(path, std::ios::binary);
   TORCH_CHECK(in, "[checkpointing] cannot read ", path);
   std::vector<char> buffer(8 << 20);
@@ -124,6 +127,7 @@ uint32_t little_endian_u32(const unsigned char* p) {
 // finds the records; each one's stored CRC sits in its local header, or, when flag bit 3 is set
 // (as LibTorch writes), in the data descriptor right after its bytes.
 void verify_zip_records(const std::string& path) {
+  megatron::detail::check_regular_file(path, "[checkpointing] " + path);
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> archive;
   try {
     archive = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);

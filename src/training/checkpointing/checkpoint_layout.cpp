@@ -13,10 +13,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <set>
 
+#include "input_files.h"
 #include "megatron/comm/launcher_env.h"
 #include "megatron/training/checkpoint_files.h"
 #include "megatron/training/fault_injection.h"
@@ -52,9 +52,10 @@ std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size) {
 
 std::optional<TrackerEntry> read_tracker(const std::string& dir) {
   const std::string path = join(dir, kTrackerFileName);
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  // A tracker holds one number; more than a page of it is not a tracker.
+  std::string text = megatron::detail::read_whole_file(path, "[checkpointing] " + path, 4096);
   text.erase(text.find_last_not_of(" \n\r\t") + 1);
   if (text == "release") return TrackerEntry{std::nullopt};
   const bool number = !text.empty() && text.size() <= 18 && std::all_of(text.begin(), text.end(), ::isdigit);

@@ -46,10 +46,12 @@ Architecture bloom_architecture() {
   a.config = {
       // BloomConfig also takes the hidden size as "n_embed" (BLOOM's published configs use it).
       {"hidden_size", [](const Arguments& s) { return std::to_string(s.hidden_size); },
-       [](const json* v, Arguments& s, const std::string&) { s.hidden_size = static_cast<int64_t>(number_or(v, 0)); }},
+       [](const json* v, Arguments& s, const std::string& where) {
+         s.hidden_size = positive_int_or(v, 0, "hidden_size", where);
+       }},
       {"n_embed", [](const Arguments&) { return std::string(); },
        [](const json* v, Arguments& s, const std::string& where) {
-         if (v) s.hidden_size = static_cast<int64_t>(number_or(v, 0));
+         if (v) s.hidden_size = positive_int_or(v, 0, "n_embed", where);
          TORCH_CHECK(s.hidden_size >= 1, "[convert_checkpoint] ", where,
                      " has no positive \"hidden_size\" (or \"n_embed\")");
        }},

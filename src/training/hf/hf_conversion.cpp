@@ -4,11 +4,11 @@
 #include <c10/util/Exception.h>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <set>
 #include <string>
+#include <vector>
 
+#include "input_files.h"
 #include "megatron/models/common/safetensors.h"
 #include "megatron/training/checkpoint_files.h"
 #include "megatron/training/checkpointing.h"
@@ -18,13 +18,10 @@ namespace megatron::training::detail {
 namespace fs = std::filesystem;
 namespace {
 
-// The file's JSON, or one error naming it and the line and column at fault.
-nlohmann::json read_json(const std::string& text, const std::string& file) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    TORCH_CHECK(false, "[convert_checkpoint] ", file, ": malformed JSON: ", e.what());
-  }
+// The file's JSON, or one error naming it (and the line and column at fault).
+nlohmann::json read_json(const std::string& path, bool refuse_repeated_keys = false) {
+  const std::string where = "[convert_checkpoint] " + path;
+  return megatron::detail::parse_json(megatron::detail::read_whole_file(path, where), where, refuse_repeated_keys);
 }
 
 const nlohmann::json& member(const nlohmann::json& v, const char* key, const std::string& file) {
@@ -33,25 +30,34 @@ const nlohmann::json& member(const nlohmann::json& v, const char* key, const std
   return *m;
 }
 
+// One model.safetensors, or the shards model.safetensors.index.json names: each tensor is taken
+// from the shard its "weight_map" names (as transformers loads them), and only from there.
 std::map<std::string, at::Tensor> load_hf_weights(const std::string& dir) {
   const fs::path single = fs::path(dir) / "model.safetensors";
   if (fs::exists(single)) return models::common::load_safetensors(single.string());
-  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  const std::string index = (fs::path(dir) / "model.safetensors.index.json").string();
   TORCH_CHECK(fs::exists(index), "[convert_checkpoint] ", dir, " has neither model.safetensors nor ",
               "model.safetensors.index.json");
-  std::ifstream in(index);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto json = read_json(text, index.string());
-  const auto& weight_map = member(json, "weight_map", index.string());
-  TORCH_CHECK(weight_map.is_object(), "[convert_checkpoint] ", index.string(), ": \"weight_map\" is not an object");
-  std::set<std::string> files;
-  for (const auto& file : weight_map) {
-    TORCH_CHECK(file.is_string(), "[convert_checkpoint] ", index.string(),
-                ": a \"weight_map\" value is not a file name");
-    files.insert(file.get<std::string>());
+  const auto json = read_json(index, /*refuse_repeated_keys=*/true);  // a tensor listed twice is ambiguous
+  const auto& weight_map = member(json, "weight_map", index);
+  TORCH_CHECK(weight_map.is_object(), "[convert_checkpoint] ", index, ": \"weight_map\" is not an object");
+  std::map<std::string, std::vector<std::string>> by_file;
+  for (const auto& [name, file] : weight_map.items()) {
+    TORCH_CHECK(file.is_string(), "[convert_checkpoint] ", index, ": \"weight_map\" gives tensor ",
+                megatron::detail::excerpt(name), " no file name");
+    by_file[file.get<std::string>()].push_back(name);
   }
   std::map<std::string, at::Tensor> out;
-  for (const auto& file : files) out.merge(models::common::load_safetensors((fs::path(dir) / file).string()));
+  for (const auto& [file, names] : by_file) {
+    const std::string path = (fs::path(dir) / file).string();
+    auto shard = models::common::load_safetensors(path);
+    for (const auto& name : names) {
+      auto it = shard.find(name);
+      TORCH_CHECK(it != shard.end(), "[convert_checkpoint] ", index, " places tensor ", name, " in ", file,
+                  ", which does not hold it");
+      out[name] = std::move(it->second);
+    }
+  }
   return out;
 }
 
@@ -76,10 +82,7 @@ void export_hf(const FullCheckpoint& f, const ConvertOptions& o) {
 
 FullCheckpoint import_hf(const std::string& dir, int64_t divisible_by) {
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
-  std::ifstream in(cfg_path);
-  TORCH_CHECK(in, "[convert_checkpoint] cannot read ", cfg_path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto cfg = read_json(text, cfg_path);
+  const auto cfg = read_json(cfg_path);
   const auto& arch = hf::architecture_of_model_type(hf::string_or(&member(cfg, "model_type", cfg_path), ""), cfg_path);
   FullCheckpoint f;
   f.a = hf::import_config(arch, cfg, cfg_path);

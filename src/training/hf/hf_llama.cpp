@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "input_files.h"
 #include "training/hf/hf_schema.h"
 
 namespace megatron::training::hf {
@@ -68,7 +69,7 @@ void read_rope(const json* v, Arguments& s, const std::string& where) {
   s.rope_scaling_low_freq_factor = number_or(member(v, "low_freq_factor"), 1.0);
   s.rope_scaling_high_freq_factor = number_or(member(v, "high_freq_factor"), 4.0);
   s.rope_scaling_original_max_position_embeddings =
-      static_cast<int64_t>(number_or(member(v, "original_max_position_embeddings"), 8192));
+      positive_int_or(member(v, "original_max_position_embeddings"), 8192, "original_max_position_embeddings", where);
 }
 
 // A window no shorter than the context changes nothing; a shorter one is attention this
@@ -77,7 +78,7 @@ void refuse_sliding_window(const json* v, Arguments& s, const std::string& where
   if (v != nullptr && v->is_null()) return;
   const json window = v ? *v : json(4096);
   TORCH_CHECK(window.is_number() && window.get<double>() >= static_cast<double>(s.max_position_embeddings),
-              "[convert_checkpoint] ", where, ": sliding-window attention (sliding_window ", window.dump(),
+              "[convert_checkpoint] ", where, ": sliding-window attention (sliding_window ", megatron::detail::excerpt(window.dump()),
               " < max_position_embeddings ", s.max_position_embeddings, ") is not supported");
 }
 
@@ -89,14 +90,14 @@ std::vector<ConfigRule> llama_config() {
       integer("num_hidden_layers", &Arguments::num_layers),
       integer("num_attention_heads", &Arguments::num_attention_heads),
       {"num_key_value_heads", [](const Arguments& s) { return std::to_string(s.num_query_groups); },
-       [](const json* v, Arguments& s, const std::string&) {
-         s.num_query_groups = static_cast<int64_t>(number_or(v, static_cast<double>(s.num_attention_heads)));
+       [](const json* v, Arguments& s, const std::string& where) {
+         s.num_query_groups = positive_int_or(v, s.num_attention_heads, "num_key_value_heads", where);
          s.group_query_attention = s.num_query_groups != s.num_attention_heads;
        }},
       {"head_dim",
        [](const Arguments& s) { return std::to_string(s.kv_channels.value_or(s.hidden_size / s.num_attention_heads)); },
-       [](const json* v, Arguments& s, const std::string&) {
-         const auto d = static_cast<int64_t>(number_or(v, static_cast<double>(s.hidden_size / s.num_attention_heads)));
+       [](const json* v, Arguments& s, const std::string& where) {
+         const auto d = positive_int_or(v, s.hidden_size / s.num_attention_heads, "head_dim", where);
          if (d * s.num_attention_heads != s.hidden_size) s.kv_channels = d;
        }},
       integer("max_position_embeddings", &Arguments::max_position_embeddings),

@@ -8,6 +8,8 @@
 #include <iomanip>
 #include <sstream>
 
+#include "input_files.h"
+
 namespace megatron::training::hf {
 
 using nlohmann::json;
@@ -47,8 +49,10 @@ namespace {
 // Every integer the schema requires is a size or a count: a positive integer.
 int64_t required_int(const json* v, const std::string& key, const std::string& where) {
   if (!v) missing(key, where);
-  TORCH_CHECK(v->is_number_integer() && v->get<int64_t>() >= 1, "[convert_checkpoint] ", where, ": \"", key,
-              "\" must be a positive integer (got ", v->dump(), ")");
+  // nlohmann holds every non-negative integer as uint64: checked there, then narrowed.
+  const bool ok = v->is_number_unsigned() && v->get<uint64_t>() - 1 < (uint64_t{1} << 63) - 1;
+  TORCH_CHECK(ok, "[convert_checkpoint] ", where, ": \"", key, "\" must be a positive integer (got ",
+              megatron::detail::excerpt(v->dump()), ")");
   return v->get<int64_t>();
 }
 
@@ -84,6 +88,10 @@ std::string shape_text(c10::IntArrayRef shape) {
 
 }  // namespace
 
+int64_t positive_int_or(const json* v, int64_t fallback, const std::string& key, const std::string& where) {
+  return v == nullptr || v->is_null() ? fallback : required_int(v, key, where);
+}
+
 ConfigRule integer(std::string key, int64_t Arguments::*field) {
   return {
       key, [field](const Arguments& a) { return std::to_string(a.*field); },
@@ -102,7 +110,7 @@ ConfigRule ffn_size(std::string key, bool required) {
             if (required)
               a.ffn_hidden_size = required_int(v, key, where);
             else
-              a.ffn_hidden_size = static_cast<int64_t>(number_or(v, static_cast<double>(4 * a.hidden_size)));
+              a.ffn_hidden_size = positive_int_or(v, 4 * a.hidden_size, key, where);
           }};
 }
 void common_tail(std::vector<ConfigRule>& rules, bool tied_by_default) {
@@ -277,6 +285,9 @@ std::map<std::string, at::Tensor> import_tensors(const Architecture& arch, const
     if (it == hf.end() && !arch.name_prefix.empty() && name.rfind(arch.name_prefix, 0) == 0)
       it = hf.find(name.substr(arch.name_prefix.size()));
     TORCH_CHECK(it != hf.end(), "[convert_checkpoint] ", where, " has no tensor ", name);
+    // Every tensor the schema imports is a weight; integers would become weights silently.
+    TORCH_CHECK(at::isFloatingType(it->second.scalar_type()), "[convert_checkpoint] ", where, ": tensor ", name,
+                " is ", it->second.scalar_type(), "; model weights are floating point (F32, F16, BF16 or F64)");
     return it->second;
   };
   std::map<std::string, at::Tensor> out;

@@ -103,6 +103,8 @@ std::string json_string(const std::string& s);  // quoted and escaped
 // The member `key` of an object, or nullptr (also when `v` is null or not an object).
 const nlohmann::json* member(const nlohmann::json* v, const char* key);
 double number_or(const nlohmann::json* v, double fallback);
+// A size or count: a positive integer, checked before it is narrowed; fallback when absent or null.
+int64_t positive_int_or(const nlohmann::json* v, int64_t fallback, const std::string& key, const std::string& where);
 bool bool_or(const nlohmann::json* v, bool fallback);
 std::string string_or(const nlohmann::json* v, const std::string& fallback);
 // A key one setting carries: an integer (required on import), a float with its default.

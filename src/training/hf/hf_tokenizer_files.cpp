@@ -4,13 +4,12 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "input_files.h"
 #include "megatron/tokenizer/hf_tokenizer.h"
 #include "megatron/tokenizer/sentencepiece.h"
 #include "megatron/tokenizer/tiktoken.h"
@@ -26,9 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string read_file(const std::string& from) {
-  std::ifstream in(from, std::ios::binary);
-  TORCH_CHECK(in, "[convert_checkpoint] ", from, ": cannot open for reading");
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return megatron::detail::read_whole_file(from, "[convert_checkpoint] " + from);
 }
 
 void copy_file(const std::string& from, const std::string& out_dir, const char* name) {
@@ -43,7 +40,8 @@ int64_t model_max_length(const Arguments& args) {
 // gave them, so that transformers reads the same ids.
 nlohmann::json with_added_special_tokens(const tokenizer::HuggingFaceTokenizer& tok,
                                          const std::vector<std::string>& special_tokens) {
-  nlohmann::json j = nlohmann::json::parse(read_file(tok.tokenizer_json()));
+  nlohmann::json j = megatron::detail::parse_json(read_file(tok.tokenizer_json()),
+                                                  "[convert_checkpoint] " + tok.tokenizer_json());
   nlohmann::json& added = j["added_tokens"];
   if (!added.is_array()) added = nlohmann::json::array();
   std::set<std::string> listed;
