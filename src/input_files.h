@@ -24,8 +24,7 @@ inline constexpr uint64_t kMaxWholeFileBytes = uint64_t{1} << 30;
 void check_regular_file(const std::string& path, const std::string& where, bool pipe_ok = false);
 
 // The bytes of a regular file or named pipe, at most max_bytes of them.
-std::string read_whole_file(const std::string& path, const std::string& where,
-                            uint64_t max_bytes = kMaxWholeFileBytes);
+std::string read_whole_file(const std::string& path, const std::string& where, uint64_t max_bytes = kMaxWholeFileBytes);
 
 // text as JSON, nested at most kMaxNesting deep; an object holding one key twice is refused when
 // asked (nlohmann keeps the last silently). Errors: "<where>: malformed JSON: parse error at ...".

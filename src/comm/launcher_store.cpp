@@ -57,8 +57,8 @@ void check_in(c10d::Store& store, const LauncherEnv& env, std::chrono::milliseco
     if (missing.empty()) return;  // the last one came as the wait ended
     throw CollectiveError("[comm] rank " + std::to_string(env.rank) + " waited " +
                           std::to_string(timeout.count() / 1000) + " s at " + at + " (MASTER_ADDR:MASTER_PORT) for " +
-                          "rank" + (missing.size() > 1 ? "s " : " ") + rank_list(missing) + " of WORLD_SIZE=" +
-                          std::to_string(env.world_size) + ", which never came" +
+                          "rank" + (missing.size() > 1 ? "s " : " ") + rank_list(missing) +
+                          " of WORLD_SIZE=" + std::to_string(env.world_size) + ", which never came" +
                           (twice.empty() ? "" : "; RANK " + rank_list(twice) + " came twice (a RANK set wrong?)"));
   }
 }
@@ -87,7 +87,7 @@ c10::intrusive_ptr<c10d::Store> make_launcher_store(const LauncherEnv& env, std:
   opts.isServer = env.rank == 0 && !(agent_store && std::string(agent_store) == "True");
   opts.numWorkers = env.world_size;
   opts.waitWorkers = false;  // check_in waits instead, and names who is missing
-  opts.timeout = timeout;  // bounds the connection and every reply; ranks wait here while rank 0 builds caches
+  opts.timeout = timeout;    // bounds the connection and every reply; ranks wait here while rank 0 builds caches
   c10::intrusive_ptr<c10d::Store> store;
   try {
     // c10d's constructor pings the server and waits for its answer without a timeout, so a
@@ -103,12 +103,12 @@ c10::intrusive_ptr<c10d::Store> make_launcher_store(const LauncherEnv& env, std:
     store = connected.get();
   } catch (const std::exception& e) {
     throw CollectiveError("[comm] rank " + std::to_string(env.rank) +
-                          (opts.isServer ? " could not serve the rendezvous store at " + at +
-                                               " (MASTER_ADDR:MASTER_PORT; is another service on that port?): "
-                                         : " could not reach the rendezvous store at " + at +
-                                               " (MASTER_ADDR:MASTER_PORT) within " +
-                                               std::to_string(timeout.count() / 1000) +
-                                               " s (is rank 0 started, and nothing else on that port?): ") +
+                          (opts.isServer
+                               ? " could not serve the rendezvous store at " + at +
+                                     " (MASTER_ADDR:MASTER_PORT; is another service on that port?): "
+                               : " could not reach the rendezvous store at " + at +
+                                     " (MASTER_ADDR:MASTER_PORT) within " + std::to_string(timeout.count() / 1000) +
+                                     " s (is rank 0 started, and nothing else on that port?): ") +
                           reason(e));
   }
   // A restarted torchrun worker group must not read the previous attempt's keys.

@@ -1,7 +1,7 @@
 #include "bpe.h"
 
-#include "megatron/tokenizer/gpt2_bpe.h"
 #include "input_files.h"
+#include "megatron/tokenizer/gpt2_bpe.h"
 #include "utf8.h"
 
 #include <c10/util/Exception.h>

@@ -43,8 +43,8 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::str
                                    const std::vector<std::string>& special_tokens)
     : merges_(std::make_unique<detail::MergeTable>()), instance_id_(detail::new_tokenizer_instance_id()) {
   const char* what = "vocabulary (--vocab-file)";
-  const nlohmann::json vocab = megatron::detail::parse_json(detail::read_whole_file(vocab_file, what),
-                                                            detail::tokenizer_file(vocab_file, what));
+  const nlohmann::json vocab =
+      megatron::detail::parse_json(detail::read_whole_file(vocab_file, what), detail::tokenizer_file(vocab_file, what));
   TORCH_CHECK(vocab.is_object() && !vocab.empty(), "[tokenizer] ", vocab_file,
               ": expected a JSON object of token -> id");
   int64_t max_id = -1;

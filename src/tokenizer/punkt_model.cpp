@@ -22,8 +22,9 @@ PunktSentenceSplitter::PunktSentenceSplitter(const std::string& model_dir, bool 
   auto lines = [&](const char* name) {
     const std::string path = model_dir + "/" + name;
     const std::string text = megatron::detail::read_whole_file(
-        path, "[punkt] " + path + " (a punkt_tab model folder holds abbrev_types.txt, collocations.tab, "
-                                  "sent_starters.txt and ortho_context.tab)");
+        path, "[punkt] " + path +
+                  " (a punkt_tab model folder holds abbrev_types.txt, collocations.tab, "
+                  "sent_starters.txt and ortho_context.tab)");
     std::vector<std::string> out;
     for (size_t begin = 0; begin < text.size();) {
       size_t end = text.find_first_of("\r\n", begin);

@@ -99,7 +99,8 @@ TEST(ArgumentValidation, ConfigFileIsReadStrictly) {
   // A missing file is named too.
   auto args = base();
   args.insert(args.end(), {"--config", "/nonexistent/run.toml"});
-  EXPECT_NE(error_of(args).find("--config /nonexistent/run.toml: cannot be read: No such file or directory"), std::string::npos);
+  EXPECT_NE(error_of(args).find("--config /nonexistent/run.toml: cannot be read: No such file or directory"),
+            std::string::npos);
 }
 
 TEST(ArgumentValidation, ConfigFileValuesKeepTheirTypesAndFlagsWin) {

@@ -114,9 +114,8 @@ std::map<std::string, at::Tensor> load_safetensors(const std::string& path) {
   auto is_offset = [](const nlohmann::json& v) { return v.is_number_unsigned(); };
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
-      const bool strings = info.is_object() && std::all_of(info.begin(), info.end(), [](const auto& v) {
-                             return v.is_string();
-                           });
+      const bool strings =
+          info.is_object() && std::all_of(info.begin(), info.end(), [](const auto& v) { return v.is_string(); });
       TORCH_CHECK(strings, where, ": \"__metadata__\" must map strings to strings");
       continue;
     }
@@ -146,7 +145,8 @@ std::map<std::string, at::Tensor> load_safetensors(const std::string& path) {
     uint64_t bytes = c10::elementSize(e.type);
     bool overflow = false;
     for (int64_t d : e.sizes) overflow = overflow || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
-    TORCH_CHECK(!overflow, where, ": tensor ", megatron::detail::excerpt(e.name), "'s shape holds more bytes than 2^64");
+    TORCH_CHECK(!overflow, where, ": tensor ", megatron::detail::excerpt(e.name),
+                "'s shape holds more bytes than 2^64");
     TORCH_CHECK(e.begin == next && e.end >= e.begin && e.end - e.begin == bytes && e.end <= data_size, where,
                 ": tensor ", megatron::detail::excerpt(e.name), " has offsets [", e.begin, ", ", e.end, ") for ", bytes,
                 " bytes; expected it to start at ", next, " (where the tensor before it ends) and lie inside the ",

@@ -42,8 +42,8 @@ c10::IValue read_archive(const std::string& path) {
     std::map<std::string, c10::Storage> storages;
     for (const auto& name : reader.getAllRecords()) {
       const uint64_t offset = reader.getRecordOffset(name);
-      TORCH_CHECK(offset <= file_size && reader.getRecordSize(name) <= file_size - offset, "record '", name, "' claims ",
-                  reader.getRecordSize(name), " bytes past the end of the file");
+      TORCH_CHECK(offset <= file_size && reader.getRecordSize(name) <= file_size - offset, "record '", name,
+                  "' claims ", reader.getRecordSize(name), " bytes past the end of the file");
       if (name.rfind("data/", 0) != 0) continue;
       auto [bytes, size] = reader.getRecord(name);
       storages.emplace(name.substr(5), c10::Storage(c10::Storage::use_byte_size_t(), size, std::move(bytes),

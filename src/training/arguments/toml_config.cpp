@@ -102,11 +102,11 @@ void refuse_what_tomlpp_misreads(const std::string& text, const std::string& pat
 // comments, how deep a point of the text can nest (header parts, key parts, open lists and inline
 // tables; a dot in a number counts too, which only overestimates) and refuses past kMaxNesting.
 void refuse_deep_nesting(const std::string& text, const std::string& path) {
-  std::vector<int> open;    // what each open [ or { adds
-  int open_depth = 0;       // their sum
-  int header = 0;           // depth of the table the last [header] opened
-  int parts = 1;            // parts of the key being read
-  int key = 0;              // parts of the key before the last '=', not yet opened
+  std::vector<int> open;  // what each open [ or { adds
+  int open_depth = 0;     // their sum
+  int header = 0;         // depth of the table the last [header] opened
+  int parts = 1;          // parts of the key being read
+  int key = 0;            // parts of the key before the last '=', not yet opened
   bool in_header = false, line_start = true;
   auto check = [&](size_t at) {
     if (header + open_depth + key + parts <= megatron::detail::kMaxNesting) return;
@@ -121,7 +121,10 @@ void refuse_deep_nesting(const std::string& text, const std::string& path) {
     } else if (c == '"' || c == '\'') {  // a string: skipped, escapes included
       const bool multi_line = text.compare(i, 3, std::string(3, c)) == 0;
       for (i += multi_line ? 3 : 1; i < text.size(); ++i) {
-        if (c == '"' && text[i] == '\\') { ++i; continue; }
+        if (c == '"' && text[i] == '\\') {
+          ++i;
+          continue;
+        }
         if (text[i] == c && (!multi_line || text.compare(i, 3, std::string(3, c)) == 0)) {
           i += multi_line ? 2 : 0;
           break;

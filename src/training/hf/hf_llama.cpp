@@ -78,8 +78,9 @@ void refuse_sliding_window(const json* v, Arguments& s, const std::string& where
   if (v != nullptr && v->is_null()) return;
   const json window = v ? *v : json(4096);
   TORCH_CHECK(window.is_number() && window.get<double>() >= static_cast<double>(s.max_position_embeddings),
-              "[convert_checkpoint] ", where, ": sliding-window attention (sliding_window ", megatron::detail::excerpt(window.dump()),
-              " < max_position_embeddings ", s.max_position_embeddings, ") is not supported");
+              "[convert_checkpoint] ", where, ": sliding-window attention (sliding_window ",
+              megatron::detail::excerpt(window.dump()), " < max_position_embeddings ", s.max_position_embeddings,
+              ") is not supported");
 }
 
 // The keys every table of the family has (the table's own come after).

@@ -286,8 +286,8 @@ std::map<std::string, at::Tensor> import_tensors(const Architecture& arch, const
       it = hf.find(name.substr(arch.name_prefix.size()));
     TORCH_CHECK(it != hf.end(), "[convert_checkpoint] ", where, " has no tensor ", name);
     // Every tensor the schema imports is a weight; integers would become weights silently.
-    TORCH_CHECK(at::isFloatingType(it->second.scalar_type()), "[convert_checkpoint] ", where, ": tensor ", name,
-                " is ", it->second.scalar_type(), "; model weights are floating point (F32, F16, BF16 or F64)");
+    TORCH_CHECK(at::isFloatingType(it->second.scalar_type()), "[convert_checkpoint] ", where, ": tensor ", name, " is ",
+                it->second.scalar_type(), "; model weights are floating point (F32, F16, BF16 or F64)");
     return it->second;
   };
   std::map<std::string, at::Tensor> out;

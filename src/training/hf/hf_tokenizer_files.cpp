@@ -40,8 +40,8 @@ int64_t model_max_length(const Arguments& args) {
 // gave them, so that transformers reads the same ids.
 nlohmann::json with_added_special_tokens(const tokenizer::HuggingFaceTokenizer& tok,
                                          const std::vector<std::string>& special_tokens) {
-  nlohmann::json j = megatron::detail::parse_json(read_file(tok.tokenizer_json()),
-                                                  "[convert_checkpoint] " + tok.tokenizer_json());
+  nlohmann::json j =
+      megatron::detail::parse_json(read_file(tok.tokenizer_json()), "[convert_checkpoint] " + tok.tokenizer_json());
   nlohmann::json& added = j["added_tokens"];
   if (!added.is_array()) added = nlohmann::json::array();
   std::set<std::string> listed;
