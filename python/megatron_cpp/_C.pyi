@@ -486,6 +486,22 @@ class Arguments:
     def exit_signal_handler(self, arg0: bool) -> None:
         ...
     @property
+    def expert_model_parallel_size(self) -> int:
+        """
+        ranks the experts are split over
+        """
+    @expert_model_parallel_size.setter
+    def expert_model_parallel_size(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def expert_tensor_parallel_size(self) -> int | None:
+        """
+        tensor-parallel ranks of each expert (default TP)
+        """
+    @expert_tensor_parallel_size.setter
+    def expert_tensor_parallel_size(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
     def ffn_hidden_size(self) -> int | None:
         """
         MLP hidden size (default 4 x hidden)
@@ -886,6 +902,190 @@ class Arguments:
     def mock_data(self, arg0: bool) -> None:
         ...
     @property
+    def moe_aux_loss_coeff(self) -> float:
+        """
+        weight of the load-balancing loss
+        """
+    @moe_aux_loss_coeff.setter
+    def moe_aux_loss_coeff(self, arg0: typing.SupportsFloat) -> None:
+        ...
+    @property
+    def moe_expert_capacity_factor(self) -> float | None:
+        """
+        tokens an expert takes: ceil(tokens x topk / experts x this)
+        """
+    @moe_expert_capacity_factor.setter
+    def moe_expert_capacity_factor(self, arg0: typing.SupportsFloat | None) -> None:
+        ...
+    @property
+    def moe_ffn_hidden_size(self) -> int | None:
+        """
+        an expert's MLP hidden size (default --ffn-hidden-size)
+        """
+    @moe_ffn_hidden_size.setter
+    def moe_ffn_hidden_size(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
+    def moe_grouped_gemm(self) -> bool:
+        """
+        the local experts' GEMMs as one grouped GEMM
+        """
+    @moe_grouped_gemm.setter
+    def moe_grouped_gemm(self, arg0: bool) -> None:
+        ...
+    @property
+    def moe_layer_freq(self) -> str:
+        """
+        MoE layers: every N-th from layer 0, or a Python list of 0/1 per layer such as "([1]*3+[0])*2"
+        """
+    @moe_layer_freq.setter
+    def moe_layer_freq(self, arg0: str) -> None:
+        ...
+    @property
+    def moe_pad_expert_input_to_capacity(self) -> bool:
+        """
+        every expert takes exactly its capacity
+        """
+    @moe_pad_expert_input_to_capacity.setter
+    def moe_pad_expert_input_to_capacity(self, arg0: bool) -> None:
+        ...
+    @property
+    def moe_permute_fusion(self) -> bool:
+        """
+        accepted, no effect: kernels are LibTorch's
+        """
+    @moe_permute_fusion.setter
+    def moe_permute_fusion(self, arg0: bool) -> None:
+        ...
+    @property
+    def moe_router_bias_update_rate(self) -> float:
+        """
+        step of the expert-bias update
+        """
+    @moe_router_bias_update_rate.setter
+    def moe_router_bias_update_rate(self, arg0: typing.SupportsFloat) -> None:
+        ...
+    @property
+    def moe_router_dtype(self) -> str:
+        """
+        the router's GEMM and scores in this type
+        """
+    @moe_router_dtype.setter
+    def moe_router_dtype(self, arg0: str) -> None:
+        ...
+    @property
+    def moe_router_enable_expert_bias(self) -> bool:
+        """
+        aux-loss-free balancing with a per-expert selection bias
+        """
+    @moe_router_enable_expert_bias.setter
+    def moe_router_enable_expert_bias(self, arg0: bool) -> None:
+        ...
+    @property
+    def moe_router_fusion(self) -> bool:
+        """
+        accepted, no effect: kernels are LibTorch's
+        """
+    @moe_router_fusion.setter
+    def moe_router_fusion(self, arg0: bool) -> None:
+        ...
+    @property
+    def moe_router_group_topk(self) -> int | None:
+        """
+        groups each token may be routed into
+        """
+    @moe_router_group_topk.setter
+    def moe_router_group_topk(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
+    def moe_router_load_balancing_type(self) -> str:
+        """
+        aux_loss (Switch Transformer's, over the micro-batch) | seq_aux_loss (per sequence) | none
+        """
+    @moe_router_load_balancing_type.setter
+    def moe_router_load_balancing_type(self, arg0: str) -> None:
+        ...
+    @property
+    def moe_router_num_groups(self) -> int | None:
+        """
+        expert groups for group-limited routing
+        """
+    @moe_router_num_groups.setter
+    def moe_router_num_groups(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
+    def moe_router_pre_softmax(self) -> bool:
+        """
+        softmax over all experts before the top-k (else over the top-k)
+        """
+    @moe_router_pre_softmax.setter
+    def moe_router_pre_softmax(self, arg0: bool) -> None:
+        ...
+    @property
+    def moe_router_score_function(self) -> str:
+        """
+        softmax | sigmoid (DeepSeek-V3)
+        """
+    @moe_router_score_function.setter
+    def moe_router_score_function(self, arg0: str) -> None:
+        ...
+    @property
+    def moe_router_topk(self) -> int:
+        """
+        experts each token is routed to
+        """
+    @moe_router_topk.setter
+    def moe_router_topk(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def moe_router_topk_scaling_factor(self) -> float | None:
+        """
+        multiplies the routing probabilities
+        """
+    @moe_router_topk_scaling_factor.setter
+    def moe_router_topk_scaling_factor(self, arg0: typing.SupportsFloat | None) -> None:
+        ...
+    @property
+    def moe_shared_expert_gate(self) -> bool:
+        """
+        a sigmoid gate on the shared expert's output
+        """
+    @moe_shared_expert_gate.setter
+    def moe_shared_expert_gate(self, arg0: bool) -> None:
+        ...
+    @property
+    def moe_shared_expert_intermediate_size(self) -> int | None:
+        """
+        hidden size of the shared expert every token takes
+        """
+    @moe_shared_expert_intermediate_size.setter
+    def moe_shared_expert_intermediate_size(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
+    def moe_token_dispatcher_type(self) -> str:
+        """
+        how tokens reach their experts
+        """
+    @moe_token_dispatcher_type.setter
+    def moe_token_dispatcher_type(self, arg0: str) -> None:
+        ...
+    @property
+    def moe_token_drop_policy(self) -> str:
+        """
+        past capacity, keep the tokens of highest probability | the earliest
+        """
+    @moe_token_drop_policy.setter
+    def moe_token_drop_policy(self, arg0: str) -> None:
+        ...
+    @property
+    def moe_z_loss_coeff(self) -> float | None:
+        """
+        weight of the router z-loss (ST-MoE)
+        """
+    @moe_z_loss_coeff.setter
+    def moe_z_loss_coeff(self, arg0: typing.SupportsFloat | None) -> None:
+        ...
+    @property
     def no_bias_dropout_fusion(self) -> bool:
         """
         accepted, no effect: kernels are LibTorch's
@@ -1044,6 +1244,14 @@ class Arguments:
         """
     @num_attention_heads.setter
     def num_attention_heads(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def num_experts(self) -> int | None:
+        """
+        experts per MoE layer (unset: dense MLPs)
+        """
+    @num_experts.setter
+    def num_experts(self, arg0: typing.SupportsInt | None) -> None:
         ...
     @property
     def num_layers(self) -> int:
@@ -2895,9 +3103,27 @@ class TransformerConfig:
     kv_channels: typing.Any
     layernorm_epsilon: typing.Any
     layernorm_zero_centered_gamma: typing.Any
+    moe_aux_loss_coeff: typing.Any
+    moe_expert_capacity_factor: typing.Any
+    moe_ffn_hidden_size: typing.Any
+    moe_layer_pattern: typing.Any
+    moe_pad_expert_input_to_capacity: typing.Any
+    moe_router_dtype: typing.Any
+    moe_router_group_topk: typing.Any
+    moe_router_load_balancing_type: typing.Any
+    moe_router_num_groups: typing.Any
+    moe_router_pre_softmax: typing.Any
+    moe_router_score_function: typing.Any
+    moe_router_topk: typing.Any
+    moe_router_topk_scaling_factor: typing.Any
+    moe_shared_expert_gate: typing.Any
+    moe_shared_expert_intermediate_size: typing.Any
+    moe_token_drop_policy: typing.Any
+    moe_z_loss_coeff: typing.Any
     normalization: typing.Any
     num_attention_heads: typing.Any
     num_layers: typing.Any
+    num_moe_experts: typing.Any
     num_query_groups: typing.Any
     perform_initialization: typing.Any
     pipeline_model_parallel_size: typing.Any

@@ -47,6 +47,7 @@ class Steps {
     torch::nn::Module& m = *model_[chunk];
     if (auto* stage = dynamic_cast<transformer::MegatronModule*>(&m)) {
       stage->set_input_tensor(input);
+      if (stage->has_moe_layers()) stage->set_moe_aux_loss_scale(moe_aux_loss_scale());
     } else {
       TORCH_CHECK(!input.defined(), "[schedules] model chunk ", chunk,
                   " is not a transformer::MegatronModule, "
@@ -126,6 +127,17 @@ class Steps {
     return received;
   }
 
+  // Megatron's: the main loss's scale (the fp16 loss scale) over the micro-batches, or without
+  // the division under calculate_per_token_loss; on the device, made once per schedule run.
+  const at::Tensor& moe_aux_loss_scale() {
+    if (moe_aux_loss_scale_.defined()) return moe_aux_loss_scale_;
+    const at::Tensor one = at::ones({}, at::TensorOptions().dtype(at::kFloat).device(o_.device));
+    moe_aux_loss_scale_ = o_.grad_scale_func ? o_.grad_scale_func(one) : one;
+    if (!o_.calculate_per_token_loss)
+      moe_aux_loss_scale_ = moe_aux_loss_scale_ / static_cast<double>(o_.num_microbatches);
+    return moe_aux_loss_scale_;
+  }
+
   P2PConfig p2p_config() const {
     const int64_t tp = o_.tensor_model_parallel_size;
     TORCH_CHECK(o_.seq_length > 0 && o_.micro_batch_size > 0 && o_.hidden_size > 0,
@@ -152,6 +164,7 @@ class Steps {
  private:
   ForwardBackwardResult result_;
   at::Tensor loss_sum_;  // of the micro-batches' losses so far
+  at::Tensor moe_aux_loss_scale_;
   int64_t inflight_ = 0;
   Clock::time_point start_;
 };

@@ -1,6 +1,7 @@
 // The MLP: fc1, activation (GELU or SwiGLU), fc2.
 #include "megatron/transformer/mlp.h"
 
+#include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
 #include "megatron/fusions/fused_bias_gelu.h"
@@ -10,12 +11,16 @@ namespace megatron::transformer {
 
 namespace tp = megatron::tensor_parallel;
 
-MLPImpl::MLPImpl(const TransformerConfig& config_) : config(config_.finalize()) {
+MLPImpl::MLPImpl(const TransformerConfig& config_, std::optional<int64_t> ffn, bool gate_)
+    : config(config_.finalize()), ffn_hidden_size(ffn.value_or(config.ffn_size())), gate(gate_) {
+  TORCH_CHECK(ffn_hidden_size > 0 && ffn_hidden_size % config.tensor_model_parallel_size() == 0,
+              "[mlp] ffn_hidden_size (", ffn_hidden_size,
+              ") must be positive and divisible by the tensor-parallel size");
   reset();
 }
 
 void MLPImpl::reset() {
-  const int64_t ffn = config.ffn_size();
+  const int64_t ffn = ffn_hidden_size;
   const int64_t chunks = config.gated_linear_unit() ? 2 : 1;
   // --bias-gelu-fusion (Megatron-LM's default): fc1's bias is added with the GELU, not in the GEMM.
   const bool bias_gelu = config.bias_gelu_fusion() && config.add_bias_linear() && !config.gated_linear_unit() &&
@@ -30,6 +35,16 @@ void MLPImpl::reset() {
                                                  .perform_initialization(config.perform_initialization())
                                                  .tp_group(config.tp_group())));
   linear_fc2 = register_module("linear_fc2", tp::RowParallelLinear(detail::output_projection_options(config, ffn)));
+  if (gate) {
+    gate_weight = register_parameter("gate_weight", at::empty({1, config.hidden_size()}, at::kFloat));
+    if (config.perform_initialization())
+      tp::init_sharded_param_from_default_generator(gate_weight, param_inits()[0].second);
+  }
+}
+
+std::vector<std::pair<std::string, tp::ParamInit>> MLPImpl::param_inits() const {
+  if (!gate) return {};
+  return {{"gate_weight", {tp::ParamInit::kNormal, config.init_method_std(), {}}}};
 }
 
 namespace {
@@ -44,7 +59,14 @@ at::Tensor activate(const at::Tensor& x, Activation a) {
 }  // namespace
 
 at::Tensor MLPImpl::forward(const at::Tensor& hidden) {
-  return linear_fc2(activation(linear_fc1(hidden)));
+  at::Tensor out = linear_fc2(activation(linear_fc1(hidden)));
+  if (gate) out = out * at::sigmoid(at::linear(hidden, gate_weight.to(hidden.scalar_type())));
+  return out;
+}
+
+at::Tensor MLPImpl::forward_weighted(const at::Tensor& tokens, const at::Tensor& probs) {
+  const at::Tensor h = activation(linear_fc1(tokens));
+  return linear_fc2((h * probs).to(h.scalar_type()));
 }
 
 at::Tensor MLPImpl::activation(const at::Tensor& h) {

@@ -12,11 +12,12 @@
 namespace megatron::transformer {
 
 TransformerBlockImpl::TransformerBlockImpl(const TransformerConfig& config_, bool pre_process_, bool post_process_,
-                                           std::optional<int64_t> num_local)
+                                           std::optional<int64_t> num_local, int64_t layer_offset_)
     : config(config_.finalize()),
       pre_process(pre_process_),
       post_process(post_process_),
-      num_local_layers(num_local.value_or(config.num_layers())) {
+      num_local_layers(num_local.value_or(config.num_layers())),
+      layer_offset(layer_offset_) {
   TORCH_CHECK(num_local_layers >= 0 && num_local_layers <= config.num_layers(),
               "[transformer_block] num_local_layers (", num_local_layers, ") must be in [0, ", config.num_layers(),
               "]");
@@ -25,7 +26,7 @@ TransformerBlockImpl::TransformerBlockImpl(const TransformerConfig& config_, boo
 
 void TransformerBlockImpl::reset() {
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < num_local_layers; ++i) layers->push_back(TransformerLayer(config));
+  for (int64_t i = 0; i < num_local_layers; ++i) layers->push_back(TransformerLayer(config, layer_offset + i));
   if (post_process) final_layernorm = register_module("final_layernorm", Norm(config));
 }
 

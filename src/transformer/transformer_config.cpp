@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "megatron/transformer/moe/moe_utils.h"
+
 namespace megatron::transformer {
 
 const char* to_string(Normalization n) {
@@ -19,6 +21,61 @@ const char* to_string(Activation a) {
 double TransformerConfig::output_layer_init_std() const {
   return use_scaled_init_method_ ? init_method_std_ / std::sqrt(2.0 * num_layers_) : init_method_std_;
 }
+
+bool TransformerConfig::is_moe_layer(int64_t layer) const {
+  if (!num_moe_experts_) return false;
+  return moe_layer_pattern_.empty() || moe_layer_pattern_.at(static_cast<size_t>(layer)) != 0;
+}
+
+namespace {
+// Megatron-Core's rules for the MoE settings (TransformerConfig.__post_init__), and what this
+// build does not compute yet, refused by name.
+void finalize_moe(TransformerConfig& c) {
+  if (!c.num_moe_experts()) return;
+  const int64_t experts = *c.num_moe_experts(), topk = c.moe_router_topk();
+  TORCH_CHECK(experts > 0, "[transformer_config] num_moe_experts must be positive, got ", experts);
+  TORCH_CHECK(topk >= 1 && topk <= experts, "[transformer_config] moe_router_topk (", topk, ") must be in [1, ",
+              experts, "]");
+  TORCH_CHECK(c.moe_router_score_function() == "softmax" || c.moe_router_score_function() == "sigmoid",
+              "[transformer_config] moe_router_score_function must be softmax or sigmoid, got '",
+              c.moe_router_score_function(), "'");
+  const auto& balancing = c.moe_router_load_balancing_type();
+  TORCH_CHECK(balancing == "aux_loss" || balancing == "seq_aux_loss" || balancing == "none",
+              "[transformer_config] moe_router_load_balancing_type must be aux_loss, seq_aux_loss or none, got '",
+              balancing, "'");
+  const auto& dtype = c.moe_router_dtype();
+  TORCH_CHECK(dtype.empty() || dtype == "fp32" || dtype == "fp64",
+              "[transformer_config] moe_router_dtype must be fp32, fp64 or empty, got '", dtype, "'");
+  TORCH_CHECK(c.moe_token_drop_policy() == "probs" || c.moe_token_drop_policy() == "position",
+              "[transformer_config] moe_token_drop_policy must be probs or position, got '", c.moe_token_drop_policy(),
+              "'");
+  TORCH_CHECK(c.moe_layer_pattern().empty() || static_cast<int64_t>(c.moe_layer_pattern().size()) == c.num_layers(),
+              "[transformer_config] moe_layer_pattern has ", c.moe_layer_pattern().size(), " entries for ",
+              c.num_layers(), " layers");
+  if (!c.moe_ffn_hidden_size()) c.moe_ffn_hidden_size(c.ffn_hidden_size());
+  TORCH_CHECK(*c.moe_ffn_hidden_size() > 0, "[transformer_config] moe_ffn_hidden_size must be positive");
+  if (c.moe_router_group_topk()) {
+    const int64_t groups = c.moe_router_num_groups().value_or(0), group_topk = *c.moe_router_group_topk();
+    TORCH_CHECK(groups > 0 && experts % groups == 0 && group_topk <= groups && topk % group_topk == 0,
+                "[transformer_config] group-limited routing needs moe_router_num_groups dividing the experts (",
+                experts, "), moe_router_group_topk (", group_topk, ") at most the groups (", groups,
+                ") and dividing moe_router_topk (", topk, ")");
+  }
+  TORCH_CHECK(!c.moe_expert_capacity_factor() || *c.moe_expert_capacity_factor() > 0,
+              "[transformer_config] moe_expert_capacity_factor must be positive");
+  TORCH_CHECK(!c.moe_pad_expert_input_to_capacity() || c.moe_expert_capacity_factor(),
+              "[transformer_config] moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor");
+  TORCH_CHECK(!c.moe_shared_expert_gate() || c.moe_shared_expert_intermediate_size(),
+              "[transformer_config] moe_shared_expert_gate needs moe_shared_expert_intermediate_size");
+  TORCH_CHECK(!c.add_bias_linear(),
+              "[transformer_config] MoE layers with linear biases are not implemented yet "
+              "(set add_bias_linear false)");
+  TORCH_CHECK(c.tensor_model_parallel_size() == 1,
+              "[transformer_config] MoE layers with tensor parallelism are not implemented yet");
+  TORCH_CHECK(!c.domino(), "[transformer_config] domino with MoE layers is not implemented");
+  if (!c.moe_aux_loss_state()) c.moe_aux_loss_state(std::make_shared<MoEAuxLossState>());
+}
+}  // namespace
 
 TransformerConfig TransformerConfig::finalize() const {
   TransformerConfig c = *this;
@@ -68,6 +125,7 @@ TransformerConfig TransformerConfig::finalize() const {
                 "[transformer_config] recompute_num_layers (", c.recompute_num_layers_, ") must be in [1, num_layers (",
                 c.num_layers_, ")] with full recompute");
   }
+  finalize_moe(c);
   if (c.tp_group_) {
     TORCH_CHECK(c.tp_group_->size() == tp, "[transformer_config] tp_group has ", c.tp_group_->size(),
                 " ranks but tensor_model_parallel_size is ", tp);

@@ -8,7 +8,8 @@
 
 namespace megatron::transformer {
 
-TransformerLayerImpl::TransformerLayerImpl(const TransformerConfig& config_) : config(config_.finalize()) {
+TransformerLayerImpl::TransformerLayerImpl(const TransformerConfig& config_, int64_t layer_number_)
+    : config(config_.finalize()), layer_number(layer_number_) {
   reset();
 }
 
@@ -16,14 +17,17 @@ void TransformerLayerImpl::reset() {
   input_layernorm = register_module("input_layernorm", Norm(config));
   self_attention = register_module("self_attention", SelfAttention(config));
   pre_mlp_layernorm = register_module("pre_mlp_layernorm", Norm(config));
-  mlp = register_module("mlp", MLP(config));
+  if (config.is_moe_layer(layer_number))
+    moe_mlp = register_module("mlp", MoELayer(config));
+  else
+    mlp = register_module("mlp", MLP(config));
 }
 
 at::Tensor TransformerLayerImpl::forward(const at::Tensor& hidden, const at::Tensor& attention_mask,
                                          const at::Tensor& rotary_pos_emb) {
   at::Tensor attn = self_attention(input_layernorm(hidden), attention_mask, rotary_pos_emb);
   auto [x, normed] = pre_mlp_layernorm->forward_add(hidden, detail::hidden_dropout(attn, config, is_training()));
-  at::Tensor out = mlp(normed);
+  at::Tensor out = moe_mlp ? moe_mlp(normed) : mlp(normed);
   return x + detail::hidden_dropout(out, config, is_training());
 }
 

@@ -8,7 +8,12 @@
 //     --rotary-percent 1 --rotary-base 10000 --rotary-interleaved 0 --rope-scaling-factor 0
 //     (> 0: Llama 3 scaling with --rope-low 1 --rope-high 4 --rope-original 8192) --embed-ln 0
 //     --pad-vocab-to 0 --eps 1e-5 --tied 1 --seed 1234 --load STATE_DICT_FILE
-//     --inputs FILE (a dict whose "input_ids" [b, s] replace the random ones)]
+//     --inputs FILE (a dict whose "input_ids" [b, s] replace the random ones)
+//     MoE: --experts E --moe-layers 1,0,... --moe-ffn F --topk 2 --score softmax|sigmoid
+//     --pre-softmax 0 --topk-scaling 0 --router-groups 0 --group-topk 0 --shared-ffn 0
+//     --shared-gate 0 --capacity 0 --drop probs|position --pad 0 --balancing aux_loss|seq_aux_loss|none
+//     --aux-coeff 0 --z-coeff -1 (unset) --train 0 (1: the loss in training mode, auxiliary losses
+//     joined to the gradient with scale 1)]
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/module.h>
 
@@ -27,36 +32,57 @@ using megatron::models::gpt::PositionEmbeddingType;
 
 int main(int argc, char** argv) {
   try {
-    std::map<std::string, std::string> a{{"layers", "2"},
-                                         {"hidden", "64"},
-                                         {"heads", "4"},
-                                         {"groups", "0"},
-                                         {"ffn", "0"},
-                                         {"vocab", "300"},
-                                         {"divisible-by", "128"},
-                                         {"max-seq", "32"},
-                                         {"seq", "16"},
-                                         {"batch", "2"},
-                                         {"norm", "layernorm"},
-                                         {"mlp", "gelu"},
-                                         {"bias", "1"},
-                                         {"position", "learned"},
-                                         {"rotary-percent", "1"},
-                                         {"rotary-base", "10000"},
-                                         {"rotary-interleaved", "0"},
-                                         {"rope-scaling-factor", "0"},
-                                         {"rope-low", "1"},
-                                         {"rope-high", "4"},
-                                         {"rope-original", "8192"},
-                                         {"qkv-bias", "0"},
-                                         {"embed-ln", "0"},
-                                         {"pad-vocab-to", "0"},
-                                         {"eps", "1e-5"},
-                                         {"tied", "1"},
-                                         {"seed", "1234"},
-                                         {"out", ""},
-                                         {"load", ""},
-                                         {"inputs", ""}};
+    std::map<std::string, std::string> a{
+        {"layers", "2"},
+        {"hidden", "64"},
+        {"heads", "4"},
+        {"groups", "0"},
+        {"ffn", "0"},
+        {"vocab", "300"},
+        {"divisible-by", "128"},
+        {"max-seq", "32"},
+        {"seq", "16"},
+        {"batch", "2"},
+        {"norm", "layernorm"},
+        {"mlp", "gelu"},
+        {"bias", "1"},
+        {"position", "learned"},
+        {"rotary-percent", "1"},
+        {"rotary-base", "10000"},
+        {"rotary-interleaved", "0"},
+        {"rope-scaling-factor", "0"},
+        {"rope-low", "1"},
+        {"rope-high", "4"},
+        {"rope-original", "8192"},
+        {"qkv-bias", "0"},
+        {"embed-ln", "0"},
+        {"pad-vocab-to", "0"},
+        {"eps", "1e-5"},
+        {"tied", "1"},
+        {"seed", "1234"},
+        {"out", ""},
+        {"load", ""},
+        {"inputs", ""},
+        // Mixture of experts (experts 0: dense), as TransformerConfig's moe_* fields.
+        {"experts", "0"},
+        {"moe-layers", ""},  // "1,0,...": one per layer
+        {"moe-ffn", "0"},
+        {"topk", "2"},
+        {"score", "softmax"},
+        {"pre-softmax", "0"},
+        {"topk-scaling", "0"},
+        {"router-groups", "0"},
+        {"group-topk", "0"},
+        {"shared-ffn", "0"},
+        {"shared-gate", "0"},
+        {"capacity", "0"},
+        {"drop", "probs"},
+        {"pad", "0"},
+        {"balancing", "aux_loss"},
+        {"aux-coeff", "0"},
+        {"z-coeff", "-1"},
+        // 1: the loss (and its gradients) in training mode, where the auxiliary losses apply.
+        {"train", "0"}};
     for (int i = 1; i + 1 < argc; i += 2) {
       std::string key = argv[i];
       TORCH_CHECK(key.rfind("--", 0) == 0 && a.count(key.substr(2)), "[gpt_parity_dump] unknown option ", key);
@@ -80,6 +106,27 @@ int main(int argc, char** argv) {
     else
       TORCH_CHECK(a["mlp"] == "gelu", "[gpt_parity_dump] --mlp: gelu, gelu_tanh or swiglu");
 
+    if (i64("experts") > 0) {
+      std::vector<int64_t> pattern;
+      for (size_t at = 0; at < a["moe-layers"].size(); at += 2) pattern.push_back(a["moe-layers"][at] - '0');
+      cfg.num_moe_experts(i64("experts"))
+          .moe_layer_pattern(pattern)
+          .moe_router_topk(i64("topk"))
+          .moe_router_score_function(a["score"])
+          .moe_router_pre_softmax(i64("pre-softmax") != 0)
+          .moe_shared_expert_gate(i64("shared-gate") != 0)
+          .moe_token_drop_policy(a["drop"])
+          .moe_pad_expert_input_to_capacity(i64("pad") != 0)
+          .moe_router_load_balancing_type(a["balancing"])
+          .moe_aux_loss_coeff(std::stod(a["aux-coeff"]));
+      if (i64("moe-ffn") > 0) cfg.moe_ffn_hidden_size(i64("moe-ffn"));
+      if (std::stod(a["topk-scaling"]) > 0) cfg.moe_router_topk_scaling_factor(std::stod(a["topk-scaling"]));
+      if (i64("group-topk") > 0)
+        cfg.moe_router_num_groups(i64("router-groups")).moe_router_group_topk(i64("group-topk"));
+      if (i64("shared-ffn") > 0) cfg.moe_shared_expert_intermediate_size(i64("shared-ffn"));
+      if (std::stod(a["capacity"]) > 0) cfg.moe_expert_capacity_factor(std::stod(a["capacity"]));
+      if (std::stod(a["z-coeff"]) >= 0) cfg.moe_z_loss_coeff(std::stod(a["z-coeff"]));
+    }
     GPTModelOptions opts(cfg, i64("vocab"), i64("max-seq"));
     opts.make_vocab_size_divisible_by(i64("divisible-by"))
         .share_embeddings_and_output_weights(i64("tied") != 0)
@@ -112,6 +159,7 @@ int main(int argc, char** argv) {
       at::NoGradGuard no_grad;
       logits = model->forward(input_ids);
     }
+    if (i64("train") != 0) model->train();  // dropout is 0: only the auxiliary losses differ
     at::Tensor loss = model->forward(input_ids, {}, {}, labels);
     loss.mean().backward();
 

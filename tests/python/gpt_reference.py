@@ -2,7 +2,10 @@
 LayerNorm, GELU MLP, biases, tied embeddings; Llama: RoPE, RMSNorm, SwiGLU, grouped-query
 attention, no biases; Llama 3: RoPE frequency scaling; Qwen 2: bias on q/k/v only; BLOOM: ALiBi
 and a LayerNorm on the word embeddings; RoFormer/Meta-Llama's interleaved rotary pairs as complex
-products). Batch-first [b, s, h], separate q/k/v projections per head, attention written out as
+products; mixture-of-experts blocks: Mixtral's softmax over the top-k, DeepSeek-V3's sigmoid
+scores with group-limited routing, Qwen2-MoE's gated shared expert, Switch Transformer's
+load-balancing loss and capacity, ST-MoE's z-loss, DeepSeek-V2's per-sequence balance loss).
+Batch-first [b, s, h], separate q/k/v projections per head, attention written out as
 softmax(q k^T / sqrt(d) + bias + causal mask) v. It shares no code with megatron-cpp;
 `from_megatron_state_dict` is the only place that knows megatron's parameter names and layouts.
 """
@@ -38,6 +41,24 @@ class Config:
     qkv_bias: bool = False     # bias on q, k, v even without `bias` (Qwen 2)
     embed_ln: bool = False     # LayerNorm on the word embeddings (BLOOM)
     tied: bool = True
+    # Mixture of experts (num_experts 0: dense MLPs): which layers (one 0/1 each; None: all),
+    # routing and the auxiliary losses, as MoE in this file documents them.
+    num_experts: int = 0
+    moe_layers: list | None = None
+    moe_ffn_hidden_size: int = 0
+    topk: int = 2
+    score: str = "softmax"         # or "sigmoid"
+    pre_softmax: bool = False
+    topk_scaling: float | None = None
+    num_groups: int | None = None
+    group_topk: int | None = None
+    shared_ffn_hidden_size: int = 0
+    shared_gate: bool = False
+    capacity_factor: float | None = None
+    drop_policy: str = "probs"     # or "position"
+    balancing: str = "aux_loss"    # or "seq_aux_loss", "none"
+    aux_coeff: float = 0.0
+    z_coeff: float | None = None
     # True: torch's fused kernels (F.layer_norm / F.rms_norm, F.scaled_dot_product_attention)
     # instead of the written-out formulas; what an idiomatic PyTorch model uses (benchmarks).
     fused: bool = False
@@ -153,13 +174,14 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, ffn: int = 0):
         super().__init__()
         self.kind = cfg.mlp
+        ffn = ffn or cfg.ffn_hidden_size
         if cfg.mlp == "swiglu":
-            self.gate_proj = nn.Linear(cfg.hidden_size, cfg.ffn_hidden_size, bias=cfg.bias)
-        self.up_proj = nn.Linear(cfg.hidden_size, cfg.ffn_hidden_size, bias=cfg.bias)
-        self.down_proj = nn.Linear(cfg.ffn_hidden_size, cfg.hidden_size, bias=cfg.bias)
+            self.gate_proj = nn.Linear(cfg.hidden_size, ffn, bias=cfg.bias)
+        self.up_proj = nn.Linear(cfg.hidden_size, ffn, bias=cfg.bias)
+        self.down_proj = nn.Linear(ffn, cfg.hidden_size, bias=cfg.bias)
 
     def forward(self, x):
         if self.kind == "swiglu":
@@ -168,10 +190,96 @@ class MLP(nn.Module):
         return self.down_proj(F.gelu(self.up_proj(x), approximate=approx))
 
 
-class Block(nn.Module):
+class MoE(nn.Module):
+    """A mixture of experts written densely: every expert sees every token and its output is
+    weighted by the token's routing weight (0 off its chosen experts). Routing per token t, with
+    logits l = W x_t: Mixtral takes the top-k logits and softmaxes them; with pre_softmax the
+    softmax over all experts is taken first and its top-k kept as they are; the sigmoid scores of
+    DeepSeek-V3 pick the top-k (within the group_topk groups whose top k/group_topk scores sum
+    highest) and are normalised to sum to 1; then times topk_scaling. Capacity (Switch
+    Transformer): an expert keeps at most ceil(T k / E * factor) tokens, those of highest weight
+    or the earliest. Losses: Switch's E * coeff * sum_e f_e P_e, with f_e the share of the T*k
+    choices of a plain top-k of the full softmax (normalised sigmoid) scores s and P_e the mean
+    of s over tokens; DeepSeek-V2's per-sequence version averaged over the batch; ST-MoE's
+    z-loss coeff * mean_t logsumexp(l_t)^2. Tokens are counted sequence-major (t = s * b + b_i)."""
+
     def __init__(self, cfg: Config):
         super().__init__()
-        self.ln_1, self.attn, self.ln_2, self.mlp = Norm(cfg), Attention(cfg), Norm(cfg), MLP(cfg)
+        self.cfg = cfg
+        self.router = nn.Linear(cfg.hidden_size, cfg.num_experts, bias=False)
+        self.experts = nn.ModuleList(MLP(cfg, cfg.moe_ffn_hidden_size) for _ in range(cfg.num_experts))
+        self.shared = MLP(cfg, cfg.shared_ffn_hidden_size) if cfg.shared_ffn_hidden_size else None
+        self.shared_gate = nn.Linear(cfg.hidden_size, 1, bias=False) if cfg.shared_gate else None
+        self.aux_losses = []
+
+    def choose(self, logits):
+        cfg, k = self.cfg, self.cfg.topk
+        if cfg.score == "softmax" and not cfg.pre_softmax:
+            top, idx = logits.topk(k, dim=-1)
+            return idx, top.softmax(-1)
+        scores = logits.softmax(-1) if cfg.score == "softmax" else logits.sigmoid()
+        candidates = scores
+        if cfg.group_topk:
+            t, g = scores.shape[0], cfg.num_groups
+            grouped = scores.view(t, g, -1)
+            best = grouped.topk(k // cfg.group_topk, dim=-1).values.sum(-1).topk(cfg.group_topk, dim=-1).indices
+            allowed = torch.zeros(t, g, dtype=torch.bool).scatter(1, best, True)
+            candidates = grouped.masked_fill(~allowed[..., None], float("-inf")).view(t, -1)
+        idx = candidates.topk(k, dim=-1).indices
+        weights = scores.gather(1, idx)
+        if cfg.score == "sigmoid" and k > 1:
+            weights = weights / weights.sum(-1, keepdim=True)
+        return idx, weights
+
+    def balance_loss(self, logits, b):
+        cfg, e, k = self.cfg, self.cfg.num_experts, self.cfg.topk
+        s = logits.softmax(-1) if cfg.score == "softmax" else logits.sigmoid() / logits.sigmoid().sum(-1, keepdim=True)
+        chosen = torch.zeros_like(s).scatter(1, s.topk(k, dim=-1).indices, 1.0)
+
+        def switch(s, chosen):
+            t = s.shape[0]
+            return e * cfg.aux_coeff * ((chosen.sum(0) / (t * k)) * (s.sum(0) / t)).sum()
+        if cfg.balancing == "aux_loss":
+            return switch(s, chosen)
+        per_seq = [switch(s.view(-1, b, e)[:, i], chosen.view(-1, b, e)[:, i]) for i in range(b)]
+        return torch.stack(per_seq).mean()
+
+    def forward(self, x):  # [b, s, h]
+        cfg, (b, s, h) = self.cfg, x.shape
+        tokens = x.transpose(0, 1).reshape(-1, h)
+        logits = self.router(tokens)
+        idx, w = self.choose(logits)
+        if cfg.topk_scaling:
+            w = w * cfg.topk_scaling
+        weights = torch.zeros_like(logits).scatter(1, idx, w)
+        if cfg.capacity_factor:
+            t = tokens.shape[0]
+            capacity = math.ceil(t * cfg.topk / cfg.num_experts * cfg.capacity_factor)
+            routed = weights != 0
+            for ex in range(cfg.num_experts):
+                mine = routed[:, ex].nonzero().squeeze(1).tolist()
+                if cfg.drop_policy == "probs":
+                    mine.sort(key=lambda i: -weights[i, ex].item())
+                for i in mine[capacity:]:
+                    weights = weights.index_put((torch.tensor([i]), torch.tensor([ex])), torch.zeros(1))
+        out = sum(weights[:, ex:ex + 1] * expert(tokens) for ex, expert in enumerate(self.experts))
+        if self.shared is not None:
+            shared = self.shared(tokens)
+            out = out + (shared * self.shared_gate(tokens).sigmoid() if self.shared_gate is not None else shared)
+        self.aux_losses = []
+        if self.training:
+            if cfg.aux_coeff > 0 and cfg.balancing != "none":
+                self.aux_losses.append(self.balance_loss(logits, b))
+            if cfg.z_coeff is not None:
+                self.aux_losses.append(cfg.z_coeff * logits.logsumexp(-1).square().mean())
+        return out.view(s, b, h).transpose(0, 1)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: Config, moe: bool = False):
+        super().__init__()
+        self.ln_1, self.attn, self.ln_2 = Norm(cfg), Attention(cfg), Norm(cfg)
+        self.mlp = MoE(cfg) if moe else MLP(cfg)
 
     def forward(self, x, rope=None):
         x = x + self.attn(self.ln_1(x), rope)
@@ -185,7 +293,9 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.wpe = nn.Embedding(cfg.max_seq_len, cfg.hidden_size) if cfg.position == "learned" else None
         self.ln_emb = Norm(Config(**{**cfg.__dict__, "norm": "layernorm"})) if cfg.embed_ln else None
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.num_layers))
+        moe = [bool(cfg.num_experts) and (cfg.moe_layers is None or cfg.moe_layers[i] == 1)
+               for i in range(cfg.num_layers)]
+        self.blocks = nn.ModuleList(Block(cfg, moe[i]) for i in range(cfg.num_layers))
         self.ln_f = Norm(cfg)
         self.lm_head = None if cfg.tied else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
 
@@ -206,6 +316,23 @@ class GPT(nn.Module):
         if labels is None:
             return logits
         return F.cross_entropy(logits.reshape(b * s, -1), labels.reshape(-1), reduction="none").view(b, s)
+
+    def aux_loss(self):
+        """The MoE blocks' auxiliary losses of the last training forward, summed."""
+        return sum((l for blk in self.blocks if isinstance(blk.mlp, MoE) for l in blk.mlp.aux_losses),
+                   torch.zeros(()))
+
+
+def load_mlp(cfg: Config, mlp: MLP, sd: dict[str, torch.Tensor], prefix: str):
+    """An MLP's weights from megatron's linear_fc1 ([gate; up] when gated) and linear_fc2."""
+    fc1 = sd[prefix + "linear_fc1.weight"]
+    if cfg.mlp == "swiglu":
+        gate, up = fc1.chunk(2, dim=0)
+        mlp.gate_proj.weight.copy_(gate)
+        mlp.up_proj.weight.copy_(up)
+    else:
+        mlp.up_proj.weight.copy_(fc1)
+    mlp.down_proj.weight.copy_(sd[prefix + "linear_fc2.weight"])
 
 
 def from_megatron_state_dict(cfg: Config, sd: dict[str, torch.Tensor]) -> GPT:
@@ -234,14 +361,16 @@ def from_megatron_state_dict(cfg: Config, sd: dict[str, torch.Tensor]) -> GPT:
             blk.attn.k_proj.weight.copy_(w[:, per].reshape(-1, cfg.hidden_size))
             blk.attn.v_proj.weight.copy_(w[:, per + 1].reshape(-1, cfg.hidden_size))
             blk.attn.o_proj.weight.copy_(sd[p + "self_attention.linear_proj.weight"])
-            fc1 = sd[p + "mlp.linear_fc1.weight"]
-            if cfg.mlp == "swiglu":
-                gate, up = fc1.chunk(2, dim=0)
-                blk.mlp.gate_proj.weight.copy_(gate)
-                blk.mlp.up_proj.weight.copy_(up)
+            if isinstance(blk.mlp, MoE):
+                blk.mlp.router.weight.copy_(sd[p + "mlp.router.weight"])
+                for e, expert in enumerate(blk.mlp.experts):
+                    load_mlp(cfg, expert, sd, p + f"mlp.experts.local_experts.{e}.")
+                if blk.mlp.shared is not None:
+                    load_mlp(cfg, blk.mlp.shared, sd, p + "mlp.shared_experts.")
+                if blk.mlp.shared_gate is not None:
+                    blk.mlp.shared_gate.weight.copy_(sd[p + "mlp.shared_experts.gate_weight"])
             else:
-                blk.mlp.up_proj.weight.copy_(fc1)
-            blk.mlp.down_proj.weight.copy_(sd[p + "mlp.linear_fc2.weight"])
+                load_mlp(cfg, blk.mlp, sd, p + "mlp.")
             if cfg.bias or cfg.qkv_bias:
                 bq = sd[p + "self_attention.linear_qkv.bias"].view(ng, per + 2, d)
                 blk.attn.q_proj.bias.copy_(bq[:, :per].reshape(-1))

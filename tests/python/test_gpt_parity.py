@@ -1,7 +1,8 @@
 """megatron-cpp's GPTModel against the plain PyTorch reference in gpt_reference.py: the C++ tool
 gpt_parity_dump writes its weights, inputs, logits, per-token loss and gradients; the reference
 is built from those weights and must agree (logits and loss within 1e-5, gradients within 1e-5,
-relative to the largest entry)."""
+relative to the largest entry). The MoE cases take the loss in training mode, so that the
+load-balancing and z losses join the gradients (with scale 1, one micro-batch)."""
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpt_reference import Config, from_megatron_state_dict  # noqa: E402
+from gpt_reference import Config, MoE, from_megatron_state_dict  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("MEGATRON_BUILD_DIR", ROOT / "build"))
@@ -73,6 +74,45 @@ CASES = {
                   mlp="swiglu", bias=0, position="rope", tied=1, **{"rotary-percent": 0.5, "rotary-interleaved": 1}),
         ref=dict(num_layers=2, hidden_size=64, num_heads=4, num_kv_heads=4, ffn_hidden_size=128, norm="rmsnorm",
                  mlp="swiglu", bias=False, position="rope", tied=True, rotary_percent=0.5, rotary_interleaved=True)),
+    # Mixtral's routing (softmax over the top 2), a dense layer after an MoE one, both losses.
+    "moe_mixtral": dict(
+        args=dict(layers=2, hidden=32, heads=4, groups=4, ffn=64, vocab=128, seq=8, batch=3, norm="rmsnorm",
+                  mlp="swiglu", bias=0, position="rope", tied=0, experts=4, **{"moe-layers": "1,0", "moe-ffn": 48},
+                  topk=2, **{"aux-coeff": 0.01, "z-coeff": 0.001}, train=1),
+        ref=dict(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=4, ffn_hidden_size=64, norm="rmsnorm",
+                 mlp="swiglu", bias=False, position="rope", tied=False, num_experts=4, moe_layers=[1, 0],
+                 moe_ffn_hidden_size=48, topk=2, aux_coeff=0.01, z_coeff=0.001)),
+    # Softmax over all experts before the top-k, a gated shared expert, the per-sequence loss.
+    "moe_shared_expert_seq_aux": dict(
+        args=dict(layers=2, hidden=32, heads=4, vocab=128, seq=8, batch=2, norm="rmsnorm", mlp="swiglu", bias=0,
+                  position="rope", tied=1, experts=4, **{"moe-ffn": 24, "pre-softmax": 1, "shared-ffn": 40,
+                                                          "shared-gate": 1, "aux-coeff": 0.02},
+                  balancing="seq_aux_loss", train=1),
+        ref=dict(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=4, ffn_hidden_size=128, norm="rmsnorm",
+                 mlp="swiglu", bias=False, position="rope", tied=True, num_experts=4, moe_ffn_hidden_size=24,
+                 pre_softmax=True, shared_ffn_hidden_size=40, shared_gate=True, balancing="seq_aux_loss",
+                 aux_coeff=0.02)),
+    # DeepSeek-V3's routing: sigmoid scores, top 4 of 8 experts within the best 2 of 4 groups, scaled.
+    "moe_sigmoid_group_limited": dict(
+        args=dict(layers=2, hidden=32, heads=4, vocab=128, seq=8, batch=2, norm="rmsnorm", mlp="swiglu", bias=0,
+                  position="rope", tied=1, experts=8, topk=4, score="sigmoid",
+                  **{"moe-ffn": 16, "router-groups": 4, "group-topk": 2, "topk-scaling": 2.5, "aux-coeff": 0.01},
+                  train=1),
+        ref=dict(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=4, ffn_hidden_size=128, norm="rmsnorm",
+                 mlp="swiglu", bias=False, position="rope", tied=True, num_experts=8, topk=4, score="sigmoid",
+                 moe_ffn_hidden_size=16, num_groups=4, group_topk=2, topk_scaling=2.5, aux_coeff=0.01)),
+    # Switch Transformer's capacity: past it the tokens of lowest probability are dropped ...
+    "moe_capacity_probs": dict(
+        args=dict(layers=2, hidden=32, heads=4, vocab=128, seq=8, batch=2, bias=0, mlp="gelu", experts=4,
+                  capacity=0.5, **{"moe-ffn": 32, "aux-coeff": 0.01}, train=1),
+        ref=dict(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=4, ffn_hidden_size=128, max_seq_len=32, bias=False,
+                 num_experts=4, moe_ffn_hidden_size=32, capacity_factor=0.5, aux_coeff=0.01)),
+    # ... or the latest, with every expert padded to its capacity.
+    "moe_capacity_position_padded": dict(
+        args=dict(layers=2, hidden=32, heads=4, vocab=128, seq=8, batch=2, bias=0, mlp="gelu", experts=4,
+                  capacity=0.75, drop="position", pad=1, **{"moe-ffn": 32}, train=1),
+        ref=dict(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=4, ffn_hidden_size=128, max_seq_len=32, bias=False,
+                 num_experts=4, moe_ffn_hidden_size=32, capacity_factor=0.75, drop_policy="position")),
     "no_positions": dict(
         args=dict(layers=2, hidden=32, heads=4, vocab=100, seq=8, batch=2, position="none"),
         ref=dict(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=4, ffn_hidden_size=128, position="none")),
@@ -105,6 +145,14 @@ def megatron_grads(cfg: Config, model) -> dict[str, torch.Tensor]:
         return torch.cat([q.reshape(ng, per * d, *tail), k.reshape(ng, d, *tail),
                           v.reshape(ng, d, *tail)], dim=1).reshape(-1, *tail)
 
+    def mlp_grads(m, prefix):
+        fc1 = [m.gate_proj, m.up_proj] if cfg.mlp == "swiglu" else [m.up_proj]
+        out[prefix + "linear_fc1.weight"] = torch.cat([l.weight.grad for l in fc1])
+        out[prefix + "linear_fc2.weight"] = m.down_proj.weight.grad
+        if cfg.bias:
+            out[prefix + "linear_fc1.bias"] = torch.cat([l.bias.grad for l in fc1])
+            out[prefix + "linear_fc2.bias"] = m.down_proj.bias.grad
+
     for i, blk in enumerate(model.blocks):
         p = f"decoder.layers.{i}."
         a, m = blk.attn, blk.mlp
@@ -112,9 +160,16 @@ def megatron_grads(cfg: Config, model) -> dict[str, torch.Tensor]:
         out[p + "pre_mlp_layernorm.weight"] = blk.ln_2.weight.grad
         out[p + "self_attention.linear_qkv.weight"] = fuse_qkv(a.q_proj.weight.grad, a.k_proj.weight.grad, a.v_proj.weight.grad)
         out[p + "self_attention.linear_proj.weight"] = a.o_proj.weight.grad
-        fc1 = [m.gate_proj, m.up_proj] if cfg.mlp == "swiglu" else [m.up_proj]
-        out[p + "mlp.linear_fc1.weight"] = torch.cat([l.weight.grad for l in fc1])
-        out[p + "mlp.linear_fc2.weight"] = m.down_proj.weight.grad
+        if isinstance(m, MoE):
+            out[p + "mlp.router.weight"] = m.router.weight.grad
+            for e, expert in enumerate(m.experts):
+                mlp_grads(expert, p + f"mlp.experts.local_experts.{e}.")
+            if m.shared is not None:
+                mlp_grads(m.shared, p + "mlp.shared_experts.")
+            if m.shared_gate is not None:
+                out[p + "mlp.shared_experts.gate_weight"] = m.shared_gate.weight.grad
+        else:
+            mlp_grads(m, p + "mlp.")
         if cfg.norm == "layernorm":
             out[p + "input_layernorm.bias"] = blk.ln_1.bias.grad
             out[p + "pre_mlp_layernorm.bias"] = blk.ln_2.bias.grad
@@ -122,8 +177,6 @@ def megatron_grads(cfg: Config, model) -> dict[str, torch.Tensor]:
             out[p + "self_attention.linear_qkv.bias"] = fuse_qkv(a.q_proj.bias.grad, a.k_proj.bias.grad, a.v_proj.bias.grad)
         if cfg.bias:
             out[p + "self_attention.linear_proj.bias"] = a.o_proj.bias.grad
-            out[p + "mlp.linear_fc1.bias"] = torch.cat([l.bias.grad for l in fc1])
-            out[p + "mlp.linear_fc2.bias"] = m.down_proj.bias.grad
     return out
 
 
@@ -158,9 +211,14 @@ def test_matches_reference(name, tool, tmp_path):
     assert rel_err(dump["logits"], logits) <= 1e-5
     assert (dump["logits"] - logits).abs().max().item() <= 1e-5
 
+    if case["args"].get("train"):
+        model.train()  # no dropout in the reference: only the auxiliary losses differ
     loss = model(ids, labels)
     assert rel_err(dump["loss"], loss.detach()) <= 1e-5
-    loss.mean().backward()
+    aux = model.aux_loss()
+    if case["args"].get("train") and (case["ref"].get("aux_coeff") or case["ref"].get("z_coeff")):
+        assert aux.item() > 0  # the case exercises the auxiliary losses
+    (loss.mean() + aux).backward()
     grads = megatron_grads(cfg, model)
     assert set(grads) == params
     for k, g in grads.items():

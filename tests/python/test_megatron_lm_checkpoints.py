@@ -489,7 +489,8 @@ def test_megatron_lm_optimizer_state_resumes_here(tmp_path):
     torch.save(torch.zeros(2, 16, dtype=torch.long), tmp_path / "ids.pt")
     theirs = megatron_lm_driver("save-optim", tmp_path / "mlm", tmp_path / "ids.pt", tmp_path / "theirs.pt",
                                 *MEGATRON_SHAPE, "--train-iters", "5", "--save-interval", "5", "--min-lr", "2e-4")
-    resumed = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "mlm"), *NO_DROPOUT)])
+    # Its driver's schedule is not this run's: kept as this run's, as Megatron-LM would need too.
+    resumed = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "mlm"), "--override-opt_param-scheduler", *NO_DROPOUT)])
     assert "[ iter_0000005 ] at iteration 5" in resumed.stdout
     run([CONVERT, "--load", str(tmp_path / "mlm"), "--save", str(tmp_path / "back")])
     assert_moments_carried(tmp_path / "back", theirs["optimizer_state"], 5, 2)
@@ -507,7 +508,8 @@ def test_megatron_lm_distributed_optimizer_state_resumes_here(tmp_path, bf16):
     theirs = megatron_lm_driver("save-distopt", tmp_path / "mlm", tmp_path / "ids.pt", tmp_path / "theirs.pt",
                                 *MEGATRON_SHAPE, "--train-iters", "5", "--save-interval", "5", "--min-lr", "2e-4",
                                 "--overlap-grad-reduce", "--ddp-bucket-size", "100", *precision, dp=2)
-    resumed = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "mlm"), *precision, *NO_DROPOUT)])
+    resumed = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "mlm"), "--override-opt_param-scheduler", *precision,
+                              *NO_DROPOUT)])
     assert "[ iter_0000005 ] at iteration 5" in resumed.stdout
     run([CONVERT, "--load", str(tmp_path / "mlm"), "--save", str(tmp_path / "back")])
     expected = {name: {"step": s["step"], "exp_avg": s["exp_avg"], "exp_avg_sq": s["exp_avg_sq"],

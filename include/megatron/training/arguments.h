@@ -46,6 +46,33 @@ struct MEGATRON_API Arguments {
   bool add_qkv_bias = false;  // bias on Q, K, V even with --disable-bias-linear (Qwen 2)
   bool untie_embeddings_and_output_weights = false;
   bool embed_layernorm = false;  // LayerNorm on the word embeddings (BLOOM)
+  // --- mixture of experts (Megatron-Core's MoE; docs/moe.md)
+  std::optional<int64_t> num_experts;
+  std::optional<int64_t> moe_ffn_hidden_size;  // default --ffn-hidden-size
+  std::string moe_layer_freq = "1";            // N (every N-th layer from 0) or a Python list "[1,0]*2"
+  int64_t moe_router_topk = 2;
+  std::string moe_router_score_function = "softmax";  // | sigmoid
+  bool moe_router_pre_softmax = false;
+  std::optional<double> moe_router_topk_scaling_factor;
+  std::string moe_router_dtype;                             // "" (the model's) | fp32 | fp64
+  std::string moe_router_load_balancing_type = "aux_loss";  // | seq_aux_loss | none
+  double moe_aux_loss_coeff = 0.0;
+  std::optional<double> moe_z_loss_coeff;
+  bool moe_router_enable_expert_bias = false;
+  double moe_router_bias_update_rate = 1e-3;
+  std::optional<int64_t> moe_router_num_groups;
+  std::optional<int64_t> moe_router_group_topk;
+  std::optional<int64_t> moe_shared_expert_intermediate_size;
+  bool moe_shared_expert_gate = false;
+  std::optional<double> moe_expert_capacity_factor;
+  std::string moe_token_drop_policy = "probs";  // | position
+  bool moe_pad_expert_input_to_capacity = false;
+  std::string moe_token_dispatcher_type = "allgather";  // | alltoall
+  bool moe_grouped_gemm = false;
+  int64_t expert_model_parallel_size = 1;
+  std::optional<int64_t> expert_tensor_parallel_size;  // default --tensor-model-parallel-size
+  bool moe_permute_fusion = false;
+  bool moe_router_fusion = false;
   double attention_dropout = 0.1;
   double hidden_dropout = 0.1;
   double init_method_std = 0.02;

@@ -28,6 +28,7 @@ enum class ArgGroup {
   logging,
   aliases,
   ignored,
+  moe,
   derived  // set by validate(), not a flag
 };
 
@@ -117,6 +118,35 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(network_size, add_qkv_bias, kSaved, any(), "bias on the Q, K, V projection even with --disable-bias-linear")     \
   X(network_size, untie_embeddings_and_output_weights, kSaved, any(), "separate output layer weight")               \
   X(network_size, embed_layernorm, kSaved, any(), "LayerNorm on the word embeddings, as BLOOM")                      \
+  X(moe, num_experts, kSaved, positive(), "experts per MoE layer (unset: dense MLPs)")                              \
+  X(moe, moe_ffn_hidden_size, kSaved, positive(), "an expert's MLP hidden size (default --ffn-hidden-size)")        \
+  X(moe, moe_layer_freq, kSaved, any(),                                                                              \
+    "MoE layers: every N-th from layer 0, or a Python list of 0/1 per layer such as \"([1]*3+[0])*2\"")             \
+  X(moe, moe_router_topk, kSaved, positive(), "experts each token is routed to")                                   \
+  X(moe, moe_router_score_function, kSaved, one_of("softmax|sigmoid"), "softmax | sigmoid (DeepSeek-V3)")          \
+  X(moe, moe_router_pre_softmax, kSaved, any(), "softmax over all experts before the top-k (else over the top-k)")   \
+  X(moe, moe_router_topk_scaling_factor, kSaved, positive(), "multiplies the routing probabilities")               \
+  X(moe, moe_router_dtype, kSaved, one_of("fp32|fp64"), "the router's GEMM and scores in this type")                \
+  X(moe, moe_router_load_balancing_type, kSaved, one_of("aux_loss|seq_aux_loss|none"),                              \
+    "aux_loss (Switch Transformer's, over the micro-batch) | seq_aux_loss (per sequence) | none")                    \
+  X(moe, moe_aux_loss_coeff, kSaved, non_negative(), "weight of the load-balancing loss")                            \
+  X(moe, moe_z_loss_coeff, kSaved, non_negative(), "weight of the router z-loss (ST-MoE)")                           \
+  X(moe, moe_router_enable_expert_bias, kSaved, any(), "aux-loss-free balancing with a per-expert selection bias")   \
+  X(moe, moe_router_bias_update_rate, kSaved, non_negative(), "step of the expert-bias update")                     \
+  X(moe, moe_router_num_groups, kSaved, positive(), "expert groups for group-limited routing")                      \
+  X(moe, moe_router_group_topk, kSaved, positive(), "groups each token may be routed into")                         \
+  X(moe, moe_shared_expert_intermediate_size, kSaved, positive(), "hidden size of the shared expert every token takes") \
+  X(moe, moe_shared_expert_gate, kSaved, any(), "a sigmoid gate on the shared expert's output")                     \
+  X(moe, moe_expert_capacity_factor, kSaved, positive(), "tokens an expert takes: ceil(tokens x topk / experts x this)") \
+  X(moe, moe_token_drop_policy, kSaved, one_of("probs|position"),                                                   \
+    "past capacity, keep the tokens of highest probability | the earliest")                                          \
+  X(moe, moe_pad_expert_input_to_capacity, kSaved, any(), "every expert takes exactly its capacity")                \
+  X(moe, moe_token_dispatcher_type, kSaved, one_of("allgather|alltoall"), "how tokens reach their experts")          \
+  X(moe, moe_grouped_gemm, kSaved, any(), "the local experts' GEMMs as one grouped GEMM")                           \
+  X(moe, expert_model_parallel_size, kSaved, positive(), "ranks the experts are split over")                         \
+  X(moe, expert_tensor_parallel_size, kSaved, positive(), "tensor-parallel ranks of each expert (default TP)")       \
+  X(ignored, moe_permute_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                       \
+  X(ignored, moe_router_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                        \
   X(regularization, attention_dropout, kSaved, below(0, 1), "dropout on attention probabilities")                   \
   X(regularization, hidden_dropout, kSaved, below(0, 1), "dropout on hidden states")                                \
   X(initialization, init_method_std, kSaved, positive(), "std of the normal weight initialisation")             \

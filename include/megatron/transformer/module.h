@@ -14,6 +14,10 @@ class MEGATRON_API MegatronModule {
   // The activations received from the previous pipeline stage, used by the next forward()
   // instead of an embedding (undefined on the first stage).
   virtual void set_input_tensor(const at::Tensor& input) = 0;
+  // The gradient the MoE layers' auxiliary losses enter the backward with, as the main loss's
+  // (Megatron-Core's MoEAuxLossAutoScaler.set_loss_scale); nothing without MoE layers.
+  virtual void set_moe_aux_loss_scale(const at::Tensor& scale) {}
+  virtual bool has_moe_layers() const { return false; }
 };
 
 }  // namespace megatron::transformer

@@ -17,9 +17,10 @@ namespace megatron::transformer {
 
 class MEGATRON_API TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
  public:
-  // num_local_layers: layers on this stage (default: config.num_layers); post_process: final norm.
+  // num_local_layers: layers on this stage (default: config.num_layers), the first of them layer
+  // layer_offset of the model; post_process: final norm.
   TransformerBlockImpl(const TransformerConfig& config, bool pre_process = true, bool post_process = true,
-                       std::optional<int64_t> num_local_layers = {});
+                       std::optional<int64_t> num_local_layers = {}, int64_t layer_offset = 0);
   void reset() override;
   // hidden [s, b, h]; ignored (may be undefined) when !pre_process and an input tensor is set.
   at::Tensor forward(const at::Tensor& hidden, const at::Tensor& attention_mask = {},
@@ -30,6 +31,7 @@ class MEGATRON_API TransformerBlockImpl : public torch::nn::Cloneable<Transforme
   TransformerConfig config;
   bool pre_process, post_process;
   int64_t num_local_layers;
+  int64_t layer_offset;
   torch::nn::ModuleList layers{nullptr};
   Norm final_layernorm{nullptr};
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "megatron/comm/process_group.h"
 
@@ -19,6 +20,8 @@ class RngTracker;
 }
 
 namespace megatron::transformer {
+
+struct MoEAuxLossState;
 
 enum class Normalization { kLayerNorm, kRMSNorm };
 enum class Activation { kGelu, kGeluTanh, kSilu };
@@ -93,6 +96,30 @@ struct MEGATRON_API TransformerConfig {
   TORCH_ARG(RecomputeMethod, recompute_method) = RecomputeMethod::kUniform;
   TORCH_ARG(int64_t, recompute_num_layers) = 1;
 
+  // --- mixture of experts: Megatron-Core's MoE layer in place of the MLP (moe/moe_layer.h)
+  TORCH_ARG(std::optional<int64_t>, num_moe_experts) = std::nullopt;
+  // One 0/1 per layer of the whole model (empty: every layer is MoE when there are experts).
+  TORCH_ARG(std::vector<int64_t>, moe_layer_pattern) = {};
+  TORCH_ARG(std::optional<int64_t>, moe_ffn_hidden_size) = std::nullopt;  // default ffn_hidden_size
+  TORCH_ARG(int64_t, moe_router_topk) = 2;
+  TORCH_ARG(std::string, moe_router_score_function) = "softmax";  // | sigmoid
+  TORCH_ARG(bool, moe_router_pre_softmax) = false;
+  TORCH_ARG(std::optional<double>, moe_router_topk_scaling_factor) = std::nullopt;
+  TORCH_ARG(std::string, moe_router_dtype) = "";                        // the input's | fp32 | fp64
+  TORCH_ARG(std::string, moe_router_load_balancing_type) = "aux_loss";  // | seq_aux_loss | none
+  TORCH_ARG(double, moe_aux_loss_coeff) = 0.0;
+  TORCH_ARG(std::optional<double>, moe_z_loss_coeff) = std::nullopt;
+  TORCH_ARG(std::optional<int64_t>, moe_router_num_groups) = std::nullopt;
+  TORCH_ARG(std::optional<int64_t>, moe_router_group_topk) = std::nullopt;
+  TORCH_ARG(std::optional<int64_t>, moe_shared_expert_intermediate_size) = std::nullopt;
+  TORCH_ARG(bool, moe_shared_expert_gate) = false;
+  TORCH_ARG(std::optional<double>, moe_expert_capacity_factor) = std::nullopt;
+  TORCH_ARG(std::string, moe_token_drop_policy) = "probs";  // | position
+  TORCH_ARG(bool, moe_pad_expert_input_to_capacity) = false;
+  // Shared by the MoE layers built from one config (finalize() makes it): the backward scale of
+  // their auxiliary losses, which the schedule sets, and the values they record for the log.
+  TORCH_ARG(std::shared_ptr<MoEAuxLossState>, moe_aux_loss_state) = nullptr;
+
   // Copy with derived defaults filled in; throws c10::Error naming the field on bad input.
  public:
   TransformerConfig finalize() const;
@@ -103,6 +130,8 @@ struct MEGATRON_API TransformerConfig {
   int64_t head_dim() const { return kv_channels_.value(); }
   bool qkv_bias() const { return add_qkv_bias_.value(); }
   double output_layer_init_std() const;
+  // Whether layer `layer` (0-based, of the whole model) holds an MoE layer.
+  bool is_moe_layer(int64_t layer) const;
 };
 
 MEGATRON_API const char* to_string(Normalization n);

@@ -11,6 +11,7 @@
 #include "megatron/tensor_parallel/cross_entropy.h"
 #include "megatron/tensor_parallel/mappings.h"
 #include "megatron/transformer/domino.h"
+#include "megatron/transformer/moe/moe_utils.h"
 
 namespace megatron::models::gpt {
 
@@ -67,8 +68,9 @@ void GPTModelImpl::reset() {
   if (pos_type == PositionEmbeddingType::kRope)
     rotary_pos_emb.emplace(config.head_dim(), options.rotary_percent(), options.rotary_base(),
                            config.rotary_interleaved(), options.rope_scaling());
-  decoder = register_module("decoder", transformer::TransformerBlock(layer_config, options.pre_process(),
-                                                                     options.post_process(), num_local_layers));
+  decoder =
+      register_module("decoder", transformer::TransformerBlock(layer_config, options.pre_process(),
+                                                               options.post_process(), num_local_layers, layer_offset));
   if (options.post_process()) {
     const bool tied = options.share_embeddings_and_output_weights();
     output_layer = register_module(
@@ -122,6 +124,10 @@ std::vector<ShardedParameter> GPTModelImpl::sharded_parameters() const {
     out.push_back(it->second);
   }
   return out;
+}
+
+void GPTModelImpl::set_moe_aux_loss_scale(const at::Tensor& scale) {
+  if (const auto& state = config.moe_aux_loss_state()) state->set_loss_scale(scale);
 }
 
 void GPTModelImpl::initialize_parameters(uint64_t seed) {

@@ -26,6 +26,7 @@ struct GroupTitle {
 };
 constexpr GroupTitle kGroups[] = {
     {ArgGroup::network_size, "network size"},
+    {ArgGroup::moe, "moe"},
     {ArgGroup::regularization, "regularization"},
     {ArgGroup::training, "training"},
     {ArgGroup::initialization, "initialization"},

@@ -26,9 +26,9 @@ void apply_checkpoint_args(Arguments& a, const std::set<std::string>& given) {
   const std::string rank_dir = first_rank_dir((std::filesystem::path(a.load) / iteration_dir_name(iteration)).string());
   const Arguments saved = RankCheckpoint::read(rank_dir, false).args;
   std::vector<std::string> overridden;
-#define MEGATRON_FROM_CHECKPOINT(group, field, saved_kind, check, help)              \
-  if (std::string(#group) == "network_size" || std::string(#group) == "tokenizer") { \
-    if (!given.count(#field)) a.field = saved.field;                                 \
+#define MEGATRON_FROM_CHECKPOINT(group, field, saved_kind, check, help)                                              \
+  if (std::string(#group) == "network_size" || std::string(#group) == "moe" || std::string(#group) == "tokenizer") { \
+    if (!given.count(#field)) a.field = saved.field;                                                                 \
   }
   MEGATRON_ARGUMENTS(MEGATRON_FROM_CHECKPOINT)
 #undef MEGATRON_FROM_CHECKPOINT

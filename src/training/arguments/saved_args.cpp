@@ -7,6 +7,8 @@
 #include <ATen/core/class_type.h>
 #include <c10/util/Exception.h>
 
+#include "training/arguments/moe_arguments.h"
+
 namespace megatron::training {
 namespace {
 
@@ -76,9 +78,23 @@ void set(const char* k, const c10::IValue& v, bool& out) {
   if (!v.isBool()) bad(k, v, "bool");
   out = v.toBool();
 }
+// A string setting Megatron-LM keeps as what it evaluated (--moe-layer-freq: an int or a list of
+// ints) reads back as the text that evaluates to it.
 void set(const char* k, const c10::IValue& v, std::string& out) {
-  if (!v.isString()) bad(k, v, "str");
-  out = v.toStringRef();
+  if (v.isInt()) {
+    out = std::to_string(v.toInt());
+  } else if (v.isList()) {
+    out = "[";
+    for (const auto& x : v.toListRef()) {
+      if (!x.isInt()) bad(k, v, "str, int or list of ints");
+      out += (out.size() > 1 ? "," : "") + std::to_string(x.toInt());
+    }
+    out += "]";
+  } else if (!v.isString()) {
+    bad(k, v, "str");
+  } else {
+    out = v.toStringRef();
+  }
 }
 template <typename T>
 void set(const char* k, const c10::IValue& v, std::vector<T>& out) {
@@ -115,8 +131,13 @@ void add_megatron_lm_names(GenericDict& d, const Arguments& a) {
   d.insert("use_rotary_position_embeddings", a.position_embedding_type == "rope");
   d.insert("squared_relu", false);
   d.insert("apply_query_key_layer_scaling", false);  // tools/checkpoint's saver reads it
-  d.insert("expert_model_parallel_size", int64_t{1});
   d.insert("transformer_impl", "local");
+  if (a.num_experts) {  // Megatron-LM keeps --moe-layer-freq evaluated: an int or a list of 0/1
+    if (a.moe_layer_freq.find('[') == std::string::npos)
+      d.insert_or_assign("moe_layer_freq", static_cast<int64_t>(std::stoll(a.moe_layer_freq)));
+    else
+      d.insert_or_assign("moe_layer_freq", c10::List<int64_t>(detail::moe_layer_pattern(a.moe_layer_freq, a.num_layers)));
+  }
   d.insert("ckpt_format", "torch");
   // --mock-data without --tokenizer-type draws ids as Megatron-LM's NullTokenizer does.
   if (a.tokenizer_type.empty()) d.insert_or_assign("tokenizer_type", "NullTokenizer");

@@ -14,6 +14,7 @@
 #include "megatron/training/arguments.h"
 #include "megatron/training/num_microbatches_calculator.h"
 #include "training/arguments/argument_ranges.h"
+#include "training/arguments/moe_arguments.h"
 
 namespace megatron::training {
 
@@ -311,6 +312,7 @@ void Arguments::validate(int64_t world) {
   detail::check_ranges(*this);  // first, so that an alias's error names the flag given
   resolve_aliases(*this);
   validate_network_size(*this);
+  detail::validate_moe(*this);
   validate_distributed(*this, world);
   validate_training(*this);
   validate_learning_rate(*this);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "training/arguments/moe_arguments.h"
+
 namespace megatron::training {
 
 transformer::TransformerConfig core_transformer_config_from_args(const TrainingContext& ctx) {
@@ -40,6 +42,26 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
         .recompute_num_layers(a.recompute_num_layers);
   } else if (a.recompute_granularity == "selective") {
     c.recompute_granularity(transformer::RecomputeGranularity::kSelective);
+  }
+  if (a.num_experts) {
+    c.num_moe_experts(a.num_experts)
+        .moe_layer_pattern(detail::moe_layer_pattern(a.moe_layer_freq, a.num_layers))
+        .moe_ffn_hidden_size(a.moe_ffn_hidden_size)
+        .moe_router_topk(a.moe_router_topk)
+        .moe_router_score_function(a.moe_router_score_function)
+        .moe_router_pre_softmax(a.moe_router_pre_softmax)
+        .moe_router_topk_scaling_factor(a.moe_router_topk_scaling_factor)
+        .moe_router_dtype(a.moe_router_dtype)
+        .moe_router_load_balancing_type(a.moe_router_load_balancing_type)
+        .moe_aux_loss_coeff(a.moe_aux_loss_coeff)
+        .moe_z_loss_coeff(a.moe_z_loss_coeff)
+        .moe_router_num_groups(a.moe_router_num_groups)
+        .moe_router_group_topk(a.moe_router_group_topk)
+        .moe_shared_expert_intermediate_size(a.moe_shared_expert_intermediate_size)
+        .moe_shared_expert_gate(a.moe_shared_expert_gate)
+        .moe_expert_capacity_factor(a.moe_expert_capacity_factor)
+        .moe_token_drop_policy(a.moe_token_drop_policy)
+        .moe_pad_expert_input_to_capacity(a.moe_pad_expert_input_to_capacity);
   }
   return c.finalize();
 }

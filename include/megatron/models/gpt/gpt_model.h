@@ -86,6 +86,8 @@ class MEGATRON_API GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl>, pub
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
                      const at::Tensor& attention_mask = {}, const at::Tensor& labels = {});
   void set_input_tensor(const at::Tensor& input) override { decoder->set_input_tensor(input); }
+  void set_moe_aux_loss_scale(const at::Tensor& scale) override;
+  bool has_moe_layers() const override { return config.moe_aux_loss_state() != nullptr; }
 
   // The word-embedding weight on the first stage, the output weight elsewhere (Megatron's
   // shared_embedding_or_output_weight); its gradient is summed over the embedding group.
