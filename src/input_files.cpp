@@ -85,14 +85,16 @@ nlohmann::json parse_json(std::string_view text, const std::string& where, bool 
     }
     return true;
   };
+  std::string what;
   try {
     return json::parse(text, bound);
   } catch (const json::exception& e) {  // parse errors, and numbers out of range
-    // nlohmann's message names the line and column ("parse error at line 3, column 5: ...").
-    const std::string what = e.what();
-    const auto at = what.find("parse error");
-    TORCH_CHECK(false, where, ": malformed JSON: ", at == std::string::npos ? what : what.substr(at));
+    what = e.what();
   }
+  // nlohmann's message names the line and column ("parse error at line 3, column 5: ...").
+  const auto at = what.find("parse error");
+  TORCH_CHECK(false, where, ": malformed JSON: ", at == std::string::npos ? what : what.substr(at));
+  return {};
 }
 
 std::string excerpt(std::string_view text, size_t limit) {

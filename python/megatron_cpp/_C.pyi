@@ -928,7 +928,7 @@ class Arguments:
     @property
     def moe_grouped_gemm(self) -> bool:
         """
-        the local experts' GEMMs as one grouped GEMM
+        accepted, no effect yet: the local experts run one after another
         """
     @moe_grouped_gemm.setter
     def moe_grouped_gemm(self, arg0: bool) -> None:

@@ -29,7 +29,11 @@ def train(tmp_path, name, flags, ranks=1, iters=4):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     rows = [json.loads(line) for line in open(metrics)]
-    return [(r["iteration"], r["lm loss"], r["grad_norm"]) for r in rows if r["type"] == "train"]
+    # Megatron-LM's log names: each auxiliary loss over its coefficient, per MoE layer and micro-batch.
+    assert all(f" load_balancing_loss: " in line and " z_loss: " in line
+               for line in proc.stdout.splitlines() if " iteration " in line and " lm loss: " in line), proc.stdout[-2000:]
+    return [(r["iteration"], r["lm loss"], r["grad_norm"], r["load_balancing_loss"], r["z_loss"])
+            for r in rows if r["type"] == "train"]
 
 
 def same(got, want):
@@ -40,6 +44,8 @@ def same(got, want):
 def test_data_and_pipeline_parallel_moe_runs_give_the_single_rank_losses(tmp_path):
     want = train(tmp_path, "single", [])
     assert want[-1][1] < want[0][1]  # it trains
+    # Near balance the Switch loss is about 1 and the z-loss about log(experts)^2 = 1.92.
+    assert all(0.5 < r[3] < 4 and 1 < r[4] < 3 for r in want), want
     same(train(tmp_path, "dp2", [], ranks=2), want)
     same(train(tmp_path, "pp2", ["--pipeline-model-parallel-size", "2"], ranks=2), want)
     same(train(tmp_path, "dp2_dist_opt", ["--use-distributed-optimizer"], ranks=2), want)

@@ -142,7 +142,7 @@ enum class ArgSaved { kSaved, kNotSaved };
     "past capacity, keep the tokens of highest probability | the earliest")                                          \
   X(moe, moe_pad_expert_input_to_capacity, kSaved, any(), "every expert takes exactly its capacity")                \
   X(moe, moe_token_dispatcher_type, kSaved, one_of("allgather|alltoall"), "how tokens reach their experts")          \
-  X(moe, moe_grouped_gemm, kSaved, any(), "the local experts' GEMMs as one grouped GEMM")                           \
+  X(ignored, moe_grouped_gemm, kSaved, any(), "accepted, no effect yet: the local experts run one after another") \
   X(moe, expert_model_parallel_size, kSaved, positive(), "ranks the experts are split over")                         \
   X(moe, expert_tensor_parallel_size, kSaved, positive(), "tensor-parallel ranks of each expert (default TP)")       \
   X(ignored, moe_permute_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                       \

@@ -6,6 +6,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <map>
+#include <string>
+
 namespace megatron::transformer {
 
 class MEGATRON_API MegatronModule {
@@ -18,6 +21,8 @@ class MEGATRON_API MegatronModule {
   // (Megatron-Core's MoEAuxLossAutoScaler.set_loss_scale); nothing without MoE layers.
   virtual void set_moe_aux_loss_scale(const at::Tensor& scale) {}
   virtual bool has_moe_layers() const { return false; }
+  // What the MoE layers recorded for the log since the last call (MoEAuxLossState::take).
+  virtual std::map<std::string, at::Tensor> take_moe_aux_losses() { return {}; }
 };
 
 }  // namespace megatron::transformer

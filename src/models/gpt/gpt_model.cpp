@@ -130,6 +130,10 @@ void GPTModelImpl::set_moe_aux_loss_scale(const at::Tensor& scale) {
   if (const auto& state = config.moe_aux_loss_state()) state->set_loss_scale(scale);
 }
 
+std::map<std::string, at::Tensor> GPTModelImpl::take_moe_aux_losses() {
+  return config.moe_aux_loss_state() ? config.moe_aux_loss_state()->take() : std::map<std::string, at::Tensor>();
+}
+
 void GPTModelImpl::initialize_parameters(uint64_t seed) {
   for (auto& sp : sharded_parameters())  // deferred ones are initialised where they land
     if (!tp::DeferredParameterInit::deferred(sp.param)) tp::init_sharded_param(sp.param, sp.init, seed, sp.init_name);

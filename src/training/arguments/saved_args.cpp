@@ -136,7 +136,8 @@ void add_megatron_lm_names(GenericDict& d, const Arguments& a) {
     if (a.moe_layer_freq.find('[') == std::string::npos)
       d.insert_or_assign("moe_layer_freq", static_cast<int64_t>(std::stoll(a.moe_layer_freq)));
     else
-      d.insert_or_assign("moe_layer_freq", c10::List<int64_t>(detail::moe_layer_pattern(a.moe_layer_freq, a.num_layers)));
+      d.insert_or_assign("moe_layer_freq",
+                         c10::List<int64_t>(detail::moe_layer_pattern(a.moe_layer_freq, a.num_layers)));
   }
   d.insert("ckpt_format", "torch");
   // --mock-data without --tokenizer-type draws ids as Megatron-LM's NullTokenizer does.

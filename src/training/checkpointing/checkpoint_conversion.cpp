@@ -185,7 +185,8 @@ void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp
               a.num_attention_heads, " heads / ", a.num_query_groups,
               " query groups are not divisible by --target-tensor-parallel-size ", tp);
   TORCH_CHECK(!a.num_experts || tp == 1, "[convert_checkpoint] the checkpoint has MoE layers (--num-experts ",
-              a.num_experts.value_or(0), "), which are not implemented with tensor parallelism yet: keep "
+              a.num_experts.value_or(0),
+              "), which are not implemented with tensor parallelism yet: keep "
               "--target-tensor-parallel-size 1");
   const int64_t padded =
       models::common::vocab_size_with_padding(f.true_vocab, a.make_vocab_size_divisible_by, tp, a.pad_vocab_size_to);

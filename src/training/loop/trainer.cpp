@@ -20,6 +20,7 @@
 #include "megatron/training/config.h"
 #include "megatron/training/num_microbatches_calculator.h"
 #include "training/loop/metrics_accumulator.h"
+#include "training/loop/moe_metrics.h"
 
 namespace megatron::training::detail {
 namespace {
@@ -191,11 +192,13 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   warn_unwaited_param_gather(ddp.param_syncs_pending());
   distributed::finalize_model_grads(parts_.model, ddp, ps_);
   auto step = optim.step(reduced.defined() ? reduced[-1] : at::Tensor(), per_token_grad_scale(fb));
-  // The iteration's one readback: metrics, then the optional parameter norm and zero count, then
-  // found_inf, skip_requested and the norm.
+  const auto moe = detail::reduce_moe_aux_losses(args_, ps_, chunks(), options.num_microbatches, ctx_.device);
+  // The iteration's one readback: metrics, then the optional parameter norm and zero count, the
+  // MoE losses, then found_inf, skip_requested and the norm.
   std::vector<at::Tensor> values;
   for (const auto& t : {step.params_norm, step.num_zeros})
     if (t.defined()) values.push_back(t.to(at::kDouble).reshape({}));
+  for (int64_t i = 0; i < static_cast<int64_t>(moe.names.size()); ++i) values.push_back(moe.values[i].to(at::kDouble));
   for (const auto& t : {step.found_inf, step.skip_requested, step.grad_norm}) values.push_back(t.to(at::kDouble));
   at::Tensor outcome = at::stack(values);
   if (reduced.defined() && reduced.device() != outcome.device()) outcome = outcome.to(reduced.device());
@@ -206,6 +209,7 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   if (step.params_norm.defined()) record.params_norm = v[optional_at++];
   if (step.num_zeros.defined()) record.num_zeros = v[optional_at++];
   if (reduced.defined()) record.metrics = metrics.unpack(host);
+  for (const auto& name : moe.names) record.metrics[name] = v[optional_at++];
   const bool found_inf = v[n - 3] > 0, loss_nonfinite_anywhere = v[n - 2] > 0;
   TORCH_CHECK(!loss_nonfinite_anywhere || args_.skip_nan_iterations, "[training] the loss is NaN or Inf at iteration ",
               iteration, "; lower --lr, check the data, or pass --skip-nan-iterations to skip such updates");

@@ -88,6 +88,7 @@ class MEGATRON_API GPTModelImpl : public torch::nn::Cloneable<GPTModelImpl>, pub
   void set_input_tensor(const at::Tensor& input) override { decoder->set_input_tensor(input); }
   void set_moe_aux_loss_scale(const at::Tensor& scale) override;
   bool has_moe_layers() const override { return config.moe_aux_loss_state() != nullptr; }
+  std::map<std::string, at::Tensor> take_moe_aux_losses() override;
 
   // The word-embedding weight on the first stage, the output weight elsewhere (Megatron's
   // shared_embedding_or_output_weight); its gradient is summed over the embedding group.
