@@ -50,7 +50,7 @@ GPT2BPETokenizer::GPT2BPETokenizer(const std::string& vocab_file, const std::str
   int64_t max_id = -1;
   for (const auto& [token, id] : vocab.items()) {
     TORCH_CHECK(id.is_number_unsigned() && id.get<uint64_t>() <= static_cast<uint64_t>(INT32_MAX), "[tokenizer] ",
-                vocab_file, ": token '", token, "' expected a non-negative integer id");
+                vocab_file, ": token '", megatron::detail::excerpt(token), "' expected a non-negative integer id");
     max_id = std::max<int64_t>(max_id, id.get<int64_t>());
   }
   id_to_bytes_.assign(static_cast<size_t>(max_id + 1), std::string());

@@ -131,14 +131,14 @@ void HuggingFaceTokenizer::Impl::load_model(const json& model) {
   const json& v = model.at("vocab");
   TORCH_CHECK(v.is_object(), "[tokenizer] ", where, ": vocab: expected an object of token -> id");
   for (const auto& [token, id] : v.items()) {
-    TORCH_CHECK(id.is_number_unsigned() && id.get<uint64_t>() < (1u << 30), "[tokenizer] ", where, ": vocab '", token,
-                "': expected an id in [0, 2^30)");
+    TORCH_CHECK(id.is_number_unsigned() && id.get<uint64_t>() < (1u << 30), "[tokenizer] ", where, ": vocab '",
+                megatron::detail::excerpt(token), "': expected an id in [0, 2^30)");
     vocab[token] = id.get<int32_t>();
   }
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     auto it = vocab.find(model["unk_token"].get<std::string>());
-    TORCH_CHECK(it != vocab.end(), "[tokenizer] ", where, ": unk_token '", model["unk_token"].get<std::string>(),
-                "' is not in the vocab");
+    TORCH_CHECK(it != vocab.end(), "[tokenizer] ", where, ": unk_token '",
+                megatron::detail::excerpt(model["unk_token"].get<std::string>()), "' is not in the vocab");
     unk_id = it->second;
   }
   for (int b = 0; b < 256; ++b) {
@@ -180,7 +180,8 @@ void HuggingFaceTokenizer::Impl::load_post_processor(const json& spec) {
   const detail::NestingGuard nesting(where);
   auto id_of = [&](const std::string& token) {
     const int32_t id = lookup(token);
-    TORCH_CHECK(id >= 0, "[tokenizer] ", where, ": token '", token, "' is not in the vocabulary");
+    TORCH_CHECK(id >= 0, "[tokenizer] ", where, ": token '", megatron::detail::excerpt(token),
+                "' is not in the vocabulary");
     return id;
   };
   if (type == "Sequence") {
@@ -222,7 +223,7 @@ void HuggingFaceTokenizer::Impl::load(const json& j) {
     detail::AddedToken a;
     a.content = t.at("content").get<std::string>();
     TORCH_CHECK(t.at("id").is_number_unsigned() && t["id"].get<uint64_t>() < (1u << 30), "[tokenizer] ", json_path,
-                ": added token '", a.content, "': expected an id in [0, 2^30)");
+                ": added token '", megatron::detail::excerpt(a.content), "': expected an id in [0, 2^30)");
     a.id = t["id"].get<int32_t>();
     a.single_word = t.value("single_word", false);
     a.lstrip = t.value("lstrip", false);

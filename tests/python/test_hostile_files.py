@@ -93,6 +93,11 @@ def test_an_error_line_quotes_a_short_prefix_of_a_value(tmp_path):
     line = one_error(pretrain("--deepspeed", "--deepspeed_config", path), "pretrain_gpt", 2)
     assert '"gradient_clipping" must be a number, found "xxx' in line and "(5000002 bytes)" in line
     assert len(line) < 500
+    (tmp_path / "vocab.json").write_text(json.dumps({"x" * 5_000_000: -1}))
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n")
+    with pytest.raises(RuntimeError, match=r"token 'xxx.*\(5000000 bytes\)' expected a non-negative") as error:
+        megatron_cpp.GPT2BPETokenizer(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"))
+    assert len(str(error.value)) < 1000
 
 
 def test_a_device_or_an_endless_pipe_is_not_read_whole(tmp_path):
