@@ -43,6 +43,21 @@ TEST(TheoreticalMemory, ParameterCountsAreThePublishedOnes) {
   const double first = theoretical_memory(llama, 0, 32000).parameters;
   const double last = theoretical_memory(llama, 1, 32000).parameters;
   EXPECT_EQ(first + last, 6738415616.0);
+  // Mixtral 8x7B (transformers' count: 46,702,792,704): 8 SwiGLU experts of 14,336 in every layer,
+  // a router of 8 x 4,096, grouped-query attention with 8 key/value heads.
+  Arguments mixtral = llama;
+  mixtral.pipeline_model_parallel_size = 1;
+  mixtral.group_query_attention = true;
+  mixtral.num_query_groups = 8;
+  mixtral.ffn_hidden_size = 14336;
+  mixtral.num_experts = 8;
+  EXPECT_EQ(theoretical_memory(mixtral, 0, 32000).parameters, 46702792704.0);
+  // Every other layer MoE, over two stages: the stages' counts add up to the whole model's.
+  mixtral.moe_layer_freq = "2";
+  const double dense_half = theoretical_memory(mixtral, 0, 32000).parameters;
+  mixtral.pipeline_model_parallel_size = 2;
+  EXPECT_EQ(theoretical_memory(mixtral, 0, 32000).parameters + theoretical_memory(mixtral, 1, 32000).parameters,
+            dense_half);
 }
 
 TEST(TheoreticalMemory, BytesFollowPrecisionAndTheDistributedOptimizer) {

@@ -12,6 +12,7 @@
 #include "megatron/memory.h"
 #include "megatron/models/common/language_module.h"
 #include "megatron/training/config.h"
+#include "training/arguments/moe_arguments.h"
 
 namespace megatron::training {
 namespace {
@@ -39,11 +40,27 @@ MemoryEstimate theoretical_memory(const Arguments& a, int64_t pipeline_rank, int
   const double layers = static_cast<double>(a.num_layers) / pp;
 
   MemoryEstimate m;
-  // Parameters: the layer's matrices split over TP, its norms and biases replicated.
+  // Parameters: the layer's matrices split over TP, its norms and biases replicated. An MoE layer
+  // (of this stage's layers, those --moe-layer-freq marks) has its experts, router and shared
+  // expert in place of the MLP.
   const bool bias = !a.disable_bias_linear;
   const double layer = (h * (q + 2 * kv) + q * h + fc1 * h + ffn * h + (bias ? q + 2 * kv + fc1 : 0)) / t +
                        (bias ? 2 * h : 0) + (a.normalization == "RMSNorm" ? 2 * h : 4 * h);
-  m.parameters = layers * layer;
+  double moe_layers = 0, moe_extra = 0, moe_mlp_activations = 0;
+  if (a.num_experts) {
+    const auto pattern = detail::moe_layer_pattern(a.moe_layer_freq, a.num_layers);
+    const auto begin =
+        pattern.begin() + static_cast<std::ptrdiff_t>(pipeline_rank * a.num_layers / a.pipeline_model_parallel_size);
+    moe_layers = static_cast<double>(std::count(begin, begin + static_cast<std::ptrdiff_t>(layers), int64_t{1}));
+    const double experts = static_cast<double>(*a.num_experts), unit = a.swiglu ? 3 : 2;
+    const double expert_ffn = static_cast<double>(a.moe_ffn_hidden_size.value_or(static_cast<int64_t>(ffn)));
+    const double shared = static_cast<double>(a.moe_shared_expert_intermediate_size.value_or(0));
+    moe_extra = experts * unit * expert_ffn * h + experts * h + unit * shared * h + (a.moe_shared_expert_gate ? h : 0) -
+                (fc1 + ffn) * h;
+    // Each token passes through top-k experts (and the shared one) instead of one MLP.
+    moe_mlp_activations = 4 * (static_cast<double>(a.moe_router_topk) * expert_ffn + shared) / h;
+  }
+  m.parameters = layers * layer + moe_layers * moe_extra;
   if (first)
     m.parameters += v * h / t + (a.position_embedding_type == "learned_absolute" ? a.max_position_embeddings * h : 0);
   if (last && (a.untie_embeddings_and_output_weights || a.pipeline_model_parallel_size > 1)) m.parameters += v * h / t;
@@ -66,7 +83,7 @@ MemoryEstimate theoretical_memory(const Arguments& a, int64_t pipeline_rank, int
   // with the MLP's 4h generalised to ffn): sequence parallelism splits all of it over TP,
   // selective recompute drops the attention scores, full recompute keeps only the layer input.
   const double scores = 5 * heads * s / h;
-  const double mlp = 4 * ffn / h;
+  const double mlp = (4 * ffn / h * (layers - moe_layers) + moe_mlp_activations * moe_layers) / layers;
   double per_layer;
   if (a.recompute_granularity == "full") {
     per_layer = a.sequence_parallel ? 2 / t : 2;
