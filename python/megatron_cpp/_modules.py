@@ -144,8 +144,28 @@ class VocabParallelEmbedding(CppModule):
         return self.cpp_module.forward(input)
 
 
+class TopKRouter(CppModule):
+    """Megatron-Core's TopKRouter(config): forward(hidden [s, b, h]) -> (probs, routing_map)."""
+
+    _cpp_class = _C.TopKRouter
+
+    def forward(self, hidden):
+        return self.cpp_module.forward(hidden)
+
+
+class MoELayer(CppModule):
+    """Megatron-Core's MoELayer(config): forward(hidden [s, b, h]) -> [s, b, h] (docs/moe.md)."""
+
+    _cpp_class = _C.MoELayer
+
+    def forward(self, hidden):
+        return self.cpp_module.forward(hidden)
+
+
 _WRAPPERS = {
     _C.GPTModel: GPTModel,
+    _C.TopKRouter: TopKRouter,
+    _C.MoELayer: MoELayer,
     _C.ColumnParallelLinear: ColumnParallelLinear,
     _C.RowParallelLinear: RowParallelLinear,
     _C.VocabParallelEmbedding: VocabParallelEmbedding,

@@ -12,7 +12,7 @@ from itertools import chain
 from megatron_cpp import _C
 import megatron_cpp._C
 import torch as torch
-__all__: list[str] = ['ColumnParallelLinear', 'CppModule', 'GPTModel', 'RowParallelLinear', 'VocabParallelEmbedding', 'chain', 'torch']
+__all__: list[str] = ['ColumnParallelLinear', 'CppModule', 'GPTModel', 'MoELayer', 'RowParallelLinear', 'TopKRouter', 'VocabParallelEmbedding', 'chain', 'torch']
 class ColumnParallelLinear(CppModule):
     """
     Y = XA + b with A split by columns over the TP group (Megatron's ColumnParallelLinear).
@@ -57,12 +57,26 @@ class GPTModel(CppModule):
                 labels are given on the last stage, else logits [b, s, V] there, else the hidden states
                 [s, b, h] for the next stage.
         """
+class MoELayer(CppModule):
+    """
+    Megatron-Core's MoELayer(config): forward(hidden [s, b, h]) -> [s, b, h] (docs/moe.md).
+    """
+    _cpp_class = megatron_cpp._C.MoELayer
+    def forward(self, hidden):
+        ...
 class RowParallelLinear(CppModule):
     """
     Y = XA + b with A split by rows over the TP group (Megatron's RowParallelLinear).
     """
     _cpp_class = megatron_cpp._C.RowParallelLinear
     def forward(self, input):
+        ...
+class TopKRouter(CppModule):
+    """
+    Megatron-Core's TopKRouter(config): forward(hidden [s, b, h]) -> (probs, routing_map).
+    """
+    _cpp_class = megatron_cpp._C.TopKRouter
+    def forward(self, hidden):
         ...
 class VocabParallelEmbedding(CppModule):
     """
@@ -85,4 +99,4 @@ class _CppModuleList(CppModule):
         ...
 def _is_module_list(cpp_module):
     ...
-_WRAPPERS: dict = {megatron_cpp._C.GPTModel: GPTModel, megatron_cpp._C.ColumnParallelLinear: ColumnParallelLinear, megatron_cpp._C.RowParallelLinear: RowParallelLinear, megatron_cpp._C.VocabParallelEmbedding: VocabParallelEmbedding}
+_WRAPPERS: dict = {megatron_cpp._C.GPTModel: GPTModel, megatron_cpp._C.TopKRouter: TopKRouter, megatron_cpp._C.MoELayer: MoELayer, megatron_cpp._C.ColumnParallelLinear: ColumnParallelLinear, megatron_cpp._C.RowParallelLinear: RowParallelLinear, megatron_cpp._C.VocabParallelEmbedding: VocabParallelEmbedding}

@@ -7,6 +7,7 @@
 
 #include "bindings.h"
 #include "megatron/tensor_parallel/random.h"
+#include "megatron/transformer/moe/moe_layer.h"
 #include "megatron/transformer/transformer_config.h"
 
 namespace {
@@ -167,4 +168,16 @@ void init_transformer(py::module_& m) {
         }
         return text + ")";
       });
+
+  // megatron.core.transformer.moe's router and layer, for a model_builder of one's own.
+  megatron::python::ModuleClass<megatron::transformer::TopKRouterImpl>(
+      m, "TopKRouter", "Megatron-Core's TopKRouter: each token's top-k experts and their probabilities.")
+      .def(py::init<const TransformerConfig&>(), py::arg("config"))
+      .def("forward", &megatron::transformer::TopKRouterImpl::forward, py::arg("hidden"),
+           "[s, b, h] -> (probs [s*b, E], routing_map [s*b, E] bool), token s_index * b + b_index; in training the "
+           "load-balancing and z losses join the gradient through them.");
+  megatron::python::ModuleClass<megatron::transformer::MoELayerImpl>(
+      m, "MoELayer", "Megatron-Core's MoELayer: router, experts (SequentialMLP), optional shared expert.")
+      .def(py::init<const TransformerConfig&>(), py::arg("config"))
+      .def("forward", &megatron::transformer::MoELayerImpl::forward, py::arg("hidden"), "[s, b, h] -> [s, b, h].");
 }

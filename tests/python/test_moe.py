@@ -87,3 +87,43 @@ def test_moe_flags_megatron_refuses_or_not_yet_here_are_one_line(flags, message)
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [l for l in proc.stderr.splitlines() if l.startswith("pretrain_gpt: error: ")]
     assert len(lines) == 1 and message in lines[0], proc.stderr[-2000:]
+
+
+def test_the_moe_layer_is_usable_from_python_under_megatron_cores_names():
+    """megatron_cpp.core.transformer.moe's MoELayer and TopKRouter, built from a TransformerConfig
+    as a custom model_builder would: Megatron-Core's parameter names, and the output and the
+    gradients (load-balancing loss included) of the reference MoE loaded with its weights."""
+    import torch
+
+    from gpt_reference import Config, MoE, load_mlp
+    from megatron_cpp.core.transformer import TransformerConfig
+    from megatron_cpp.core.transformer.moe import MoELayer, TopKRouter
+
+    config = TransformerConfig(num_layers=1, hidden_size=16, num_attention_heads=2, add_bias_linear=False,
+                               gated_linear_unit=True, activation="silu", num_moe_experts=4, moe_router_topk=2,
+                               moe_ffn_hidden_size=24, moe_shared_expert_intermediate_size=8,
+                               moe_shared_expert_gate=True, moe_aux_loss_coeff=0.01)
+    layer = MoELayer(config)
+    weights = dict(layer.named_parameters())
+    assert {"router.weight", "experts.local_experts.3.linear_fc2.weight", "shared_experts.gate_weight"} <= set(weights)
+    cfg = Config(vocab_size=1, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=2, ffn_hidden_size=64,
+                 mlp="swiglu", bias=False, num_experts=4, moe_ffn_hidden_size=24, shared_ffn_hidden_size=8,
+                 shared_gate=True, aux_coeff=0.01)
+    ref = MoE(cfg)
+    with torch.no_grad():
+        ref.router.weight.copy_(weights["router.weight"])
+        for e, expert in enumerate(ref.experts):
+            load_mlp(cfg, expert, weights, f"experts.local_experts.{e}.")
+        load_mlp(cfg, ref.shared, weights, "shared_experts.")
+        ref.shared_gate.weight.copy_(weights["shared_experts.gate_weight"])
+    x = torch.randn(5, 3, 16, generator=torch.Generator().manual_seed(0))  # [s, b, h]
+    layer.train()
+    out = layer(x)
+    want = ref(x.transpose(0, 1)).transpose(0, 1)
+    assert torch.allclose(out, want, atol=1e-5), (out - want).abs().max()
+    out.square().sum().backward()
+    (want.square().sum() + sum(ref.aux_losses)).backward()
+    assert torch.allclose(weights["router.weight"].grad, ref.router.weight.grad, atol=1e-5)
+    probs, routing_map = TopKRouter(config)(x)
+    assert probs.shape == routing_map.shape == (15, 4) and (routing_map.sum(1) == 2).all()
+    assert torch.allclose(probs.sum(1), torch.ones(15), atol=1e-6)  # softmax over the top 2

@@ -1,0 +1,2 @@
+"""megatron.core.transformer.moe.moe_layer.MoELayer."""
+from ...._modules import MoELayer  # noqa: F401

@@ -1,0 +1,2 @@
+"""megatron.core.transformer.moe.router.TopKRouter."""
+from ...._modules import TopKRouter  # noqa: F401
