@@ -1198,6 +1198,14 @@ class Arguments:
     def no_persist_layer_norm(self, arg0: bool) -> None:
         ...
     @property
+    def no_position_embedding(self) -> bool:
+        """
+        Megatron-LM's deprecated switch: accepted with --position-embedding-type rope (no learned positions)
+        """
+    @no_position_embedding.setter
+    def no_position_embedding(self, arg0: bool) -> None:
+        ...
+    @property
     def no_rope_fusion(self) -> bool:
         """
         accepted, no effect: kernels are LibTorch's

@@ -54,6 +54,8 @@ def test_loss_decreases_on_the_default_corpus(tmp_path, default_data):
     (["--global-batch-size", "6"], "--global-batch-size (6) is not divisible by --micro-batch-size (4) x data-parallel size (2) = 8"),
     (["--tensor-model-parallel-size", "3"], "world size (2) is not divisible by --tensor-model-parallel-size (3)"),
     (["--lr-decay-style", "spiral"], "--lr-decay-style"),
+    # Megatron-LM's own rule for its deprecated switch (the Mixtral script gives it beside rope).
+    (["--no-position-embedding"], "--no-position-embedding is deprecated, use --position-embedding-type"),
 ])
 def test_bad_flags_are_one_clear_line(tmp_path, default_data, flags, message):
     run = subprocess.run(MPIRUN + ["-np", "2", PRETRAIN] + tiny(tmp_path, 5) + default_data + flags,

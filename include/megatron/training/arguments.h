@@ -229,6 +229,7 @@ struct MEGATRON_API Arguments {
   // --- Megatron-LM flags accepted so that its launch scripts run unchanged
   bool recompute_activations = false;               // = --recompute-granularity selective
   bool use_rotary_position_embeddings = false;      // = --position-embedding-type rope
+  bool no_position_embedding = false;               // deprecated; only beside rope, where it changes nothing
   std::optional<double> layernorm_epsilon;          // = --norm-epsilon (Megatron-DeepSpeed's name)
   std::optional<int64_t> persistent_save_interval;  // = --save-interval (Megatron-LM's other name)
   std::string tokenizer_name_or_path;               // = --tokenizer-model (Megatron-DeepSpeed's)

@@ -344,6 +344,8 @@ enum class ArgSaved { kSaved, kNotSaved };
     "1: return the allocator's unused memory after forward-backward; 2: also after the optimizer step")             \
   X(aliases, recompute_activations, kNotSaved, any(), "= --recompute-granularity selective")                        \
   X(aliases, use_rotary_position_embeddings, kNotSaved, any(), "= --position-embedding-type rope")                  \
+  X(aliases, no_position_embedding, kNotSaved, any(),                                                               \
+    "Megatron-LM's deprecated switch: accepted with --position-embedding-type rope (no learned positions)")           \
   X(aliases, layernorm_epsilon, kNotSaved, positive(), "= --norm-epsilon")                                          \
   X(aliases, persistent_save_interval, kNotSaved, positive(), "= --save-interval")                                  \
   X(aliases, tokenizer_name_or_path, kNotSaved, any(), "= --tokenizer-model (Megatron-DeepSpeed's PretrainedFromHF)") \

@@ -38,6 +38,9 @@ void resolve_aliases(Arguments& a) {
     a.recompute_granularity = "selective";
   }
   if (a.use_rotary_position_embeddings) a.position_embedding_type = "rope";
+  // Megatron-LM's rule: with rope there is no learned position table to turn off.
+  ARG_CHECK(!a.no_position_embedding || a.position_embedding_type == "rope",
+            "--no-position-embedding is deprecated, use --position-embedding-type");
   if (a.tokenizer_type == "PretrainedFromHF") a.tokenizer_type = "HuggingFaceTokenizer";
   if (!a.tokenizer_name_or_path.empty()) {
     ARG_CHECK(a.tokenizer_model.empty() || a.tokenizer_model == a.tokenizer_name_or_path,
