@@ -10,17 +10,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build-fuzz}"
 SECONDS_PER_TARGET="${1:-30}"
 shift || true
-command -v clang++ >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends clang libclang-rt-dev; }
-export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
-
-cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
-  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DMEGATRON_FUZZ=ON -DMEGATRON_WITH_MPI=OFF \
-  -DMEGATRON_WITH_CUDA=OFF -DMEGATRON_WITH_PYTHON=OFF -DMEGATRON_BUILD_TOOLS=OFF -DMEGATRON_BUILD_EXAMPLES=OFF \
-  -DMEGATRON_PRECOMPILE_HEADERS=ON -DMEGATRON_PYTHON_EXECUTABLE="${PYTHON:-$ROOT/.venv/bin/python}" >/dev/null
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] ||
   mapfile -t targets < <(sed -n 's/^set(MEGATRON_FUZZ_TARGETS \(.*\))$/\1/p' "$ROOT/tests/fuzz/CMakeLists.txt" | tr ' ' '\n')
-cmake --build "$BUILD_DIR" --target "${targets[@]/#/fuzz_}"
+BUILD_DIR="$BUILD_DIR" bash "$ROOT/scripts/sanitized_build.sh" "${targets[@]/#/fuzz_}"
 
 # Leaks are not checked: LibTorch keeps process-lifetime singletons that LeakSanitizer would report.
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
