@@ -49,9 +49,11 @@ fi
 # stubs (scripts/generate_python_stubs.sh; pinned, since its output is checked in); deepspeed only
 # for its launcher, which the launch tests run (nothing of it is linked); tensorboard for its
 # event-file reader, which reads what --tensorboard-dir writes; nltk for the punkt sentence
-# splitter that --split-sentences reproduces (pinned: its versions split differently).
+# splitter that --split-sentences reproduces (pinned: its versions split differently);
+# megatron-core for its datasets and GPT model, which test_megatron_core.py checks ours against
+# (pinned: 0.16.1 is the newest that installs on Python 3.11).
 PY_PACKAGES=(numpy pytest tokenizers tiktoken sentencepiece matplotlib transformers safetensors scikit-build-core pybind11-stubgen==2.5.5 deepspeed
-  tensorboard nltk==3.10.4)
+  tensorboard nltk==3.10.4 megatron-core==0.16.1)
 
 venv_ready() {
   [[ -x "$VENV/bin/python" ]] &&

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Compares our sample stream with Megatron-LM's own GPTDataset / BlendedDataset on the same
-files, seed, sequence length, split and sample counts, using a local Megatron-LM checkout.
+files, seed, sequence length, split and sample counts: the megatron-core package installed beside
+it (setup.sh pins it), or a Megatron-LM checkout (--megatron PATH).
 
-    python3 tools/check_against_megatron.py --megatron PATH --build-dir build \\
+    python3 tools/check_against_megatron.py [--megatron PATH] --build-dir build \\
         --data-path [W1] PREFIX1 [W2 PREFIX2 ...] --seq-length 128 --seed 1234 \\
         --split 949,50,1 --num-samples 2000,200,100 [--samples 300]
 
-Megatron's dataset helpers must be compiled (make -C PATH/megatron/core/datasets; pybind11's
-headers also ship inside torch: -I$(python -c 'import torch,os;print(os.path.dirname(torch.__file__))')/include).
+A checkout's dataset helpers must be compiled (make -C PATH/megatron/core/datasets; pybind11's
+headers also ship inside torch: -I$(python -c 'import torch,os;print(os.path.dirname(torch.__file__))')/include);
+the package ships them built.
 Exits non-zero on the first differing sample.
 """
 import argparse
@@ -30,7 +32,7 @@ class _Tokenizer:
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--megatron", required=True, help="Megatron-LM checkout")
+    p.add_argument("--megatron", help="Megatron-LM checkout (default: the installed megatron-core)")
     p.add_argument("--build-dir", default="build")
     p.add_argument("--data-path", nargs="+", required=True)
     p.add_argument("--seq-length", type=int, required=True)
@@ -41,10 +43,15 @@ def main():
     p.add_argument("--vocab-size", type=int, default=50257)
     p.add_argument("--eod", type=int, default=50256)
     args = p.parse_args()
-    sys.path.insert(0, args.megatron)
+    if args.megatron:
+        sys.path.insert(0, args.megatron)
     warnings.filterwarnings("ignore")
     from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    import torch
+    # Its BlendedDataset asks for the rank when it caches its indices: a process group of one.
+    if not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("gloo", store=torch.distributed.HashStore(), rank=0, world_size=1)
 
     words = args.data_path
     weighted = len(words) % 2 == 0 and all(_is_float(w) for w in words[::2])

@@ -7,6 +7,7 @@ import json
 import subprocess
 
 import pytest
+import torch
 
 from data_helpers import MPIRUN, program
 
@@ -57,6 +58,9 @@ def test_a_moe_run_resumes_bit_for_bit(tmp_path):
     train(tmp_path, "first", ["--save", ckpt, "--save-interval", "2", "--exit-interval", "2"])
     resumed = train(tmp_path, "resumed", ["--load", ckpt])
     assert resumed == whole[2:]
+    # torch.load opens it as Megatron-LM's loader does, --moe-layer-freq evaluated as Megatron-LM keeps it.
+    saved = torch.load(ckpt / "iter_0000002" / "mp_rank_00" / "model_optim_rng.pt", weights_only=True)
+    assert saved["args"].moe_layer_freq == [1, 0, 1, 1] and saved["args"].num_experts == 4
     # What the converters cannot write for MoE layers yet is refused, nothing written.
     for flags, message in ((["--export-hf", tmp_path / "hf"], "Hugging Face export of MoE models"),
                            (["--save", tmp_path / "tp2", "--target-tensor-parallel-size", "2"],

@@ -133,11 +133,15 @@ void add_megatron_lm_names(GenericDict& d, const Arguments& a) {
   d.insert("apply_query_key_layer_scaling", false);  // tools/checkpoint's saver reads it
   d.insert("transformer_impl", "local");
   if (a.num_experts) {  // Megatron-LM keeps --moe-layer-freq evaluated: an int or a list of 0/1
-    if (a.moe_layer_freq.find('[') == std::string::npos)
+    if (a.moe_layer_freq.find('[') == std::string::npos) {
       d.insert_or_assign("moe_layer_freq", static_cast<int64_t>(std::stoll(a.moe_layer_freq)));
-    else
-      d.insert_or_assign("moe_layer_freq",
-                         c10::List<int64_t>(detail::moe_layer_pattern(a.moe_layer_freq, a.num_layers)));
+    } else {
+      // A list of Any pickles as a Python list; a typed one as TorchScript's build_intlist, which
+      // torch.load(weights_only=True) refuses.
+      auto pattern = new_list();
+      for (int64_t moe : detail::moe_layer_pattern(a.moe_layer_freq, a.num_layers)) pattern.push_back(moe);
+      d.insert_or_assign("moe_layer_freq", pattern);
+    }
   }
   d.insert("ckpt_format", "torch");
   // --mock-data without --tokenizer-type draws ids as Megatron-LM's NullTokenizer does.

@@ -1,0 +1,78 @@
+"""megatron-core's GPT model (the package pinned from PyPI, local layers, CPU, gloo) given one of our
+checkpoints, as a subprocess of test_megatron_core.py: each tensor-parallel rank loads its
+mp_rank_XX file strictly into megatron.core's GPTModel and the logits of IDS, gathered over TP,
+go to OUT.
+
+    torchrun --nproc-per-node TP megatron_core_driver.py ITER_DIR IDS OUT MODEL_JSON
+
+MODEL_JSON: {"config": TransformerConfig fields (activation_func by name), "model": GPTModel
+arguments}. Layers come from get_gpt_decoder_block_spec without Transformer Engine, as
+Megatron-LM's --transformer-impl local builds them (MoE layers where moe_layer_freq says).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+warnings.filterwarnings("ignore")  # Apex and Transformer Engine are absent: megatron-core says so
+from megatron.core import parallel_state as mpu  # noqa: E402
+from megatron.core import tensor_parallel  # noqa: E402
+from megatron.core.models.gpt import GPTModel  # noqa: E402
+from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec  # noqa: E402
+from megatron.core.transformer import TransformerConfig  # noqa: E402
+from megatron.core.transformer.moe import moe_utils  # noqa: E402
+
+# 0.16.1's router names te_general_gemm whether or not Transformer Engine imported (a NameError
+# without it); None is its own test for "absent", which takes torch.mm.
+if not hasattr(moe_utils, "te_general_gemm"):
+    moe_utils.te_general_gemm = None
+
+ACTIVATIONS = {"gelu": F.gelu, "silu": F.silu, "openai_gelu": lambda x: F.gelu(x, approximate="tanh")}
+
+
+def main() -> None:
+    iter_dir, ids_path, out, model_json = sys.argv[1:5]
+    spec = json.loads(open(model_json).read())
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    torch.distributed.init_process_group("gloo")
+    tp = torch.distributed.get_world_size()
+    mpu.initialize_model_parallel(tensor_model_parallel_size=tp)
+    fields = dict(spec["config"])
+    fields["activation_func"] = ACTIVATIONS[fields.pop("activation", "gelu")]
+    config = TransformerConfig(**fields, tensor_model_parallel_size=tp, use_cpu_initialization=True,
+                               hidden_dropout=0.0, attention_dropout=0.0, bias_activation_fusion=False,
+                               masked_softmax_fusion=False, persist_layer_norm=False, bias_dropout_fusion=False,
+                               gradient_accumulation_fusion=False, apply_rope_fusion=False,
+                               moe_token_dispatcher_type="allgather")
+    layers = get_gpt_decoder_block_spec(config, use_transformer_engine=False, normalization=config.normalization)
+    model = GPTModel(config=config, transformer_layer_spec=layers, **spec["model"])
+    rank = mpu.get_tensor_model_parallel_rank()
+    state = torch.load(os.path.join(iter_dir, f"mp_rank_{rank:02d}", "model_optim_rng.pt"), weights_only=True)
+    model.load_state_dict(state["model"], strict=True)  # as its load_checkpoint loads the legacy format
+    model.eval()
+    # Its local attention takes its scratch buffer on the current CUDA device (its router moves
+    # its weight there), and forks the CUDA generator for its dropout (off here).
+    torch.cuda.current_device = lambda: "cpu"
+    tensor_parallel.get_cuda_rng_tracker().fork = lambda *a, **k: contextlib.nullcontext()
+    ids = torch.load(ids_path)
+    positions = torch.arange(ids.shape[1]).unsqueeze(0).expand_as(ids)
+    mask = torch.ones(1, 1, ids.shape[1], ids.shape[1], dtype=torch.bool).triu(1)
+    with torch.no_grad():
+        logits = model(ids, positions, mask)  # this TP rank's vocabulary shard
+        shards = [torch.empty_like(logits) for _ in range(tp)]
+        torch.distributed.all_gather(shards, logits, group=mpu.get_tensor_model_parallel_group())
+    if torch.distributed.get_rank() == 0:
+        torch.save({"logits": torch.cat(shards, dim=-1)}, out)
+
+
+if __name__ == "__main__":
+    main()
+    # Every rank done before gloo's threads go: without it a rank at times aborts as it exits.
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
