@@ -13,33 +13,13 @@
 #include <sstream>
 
 #include "error_of.h"
+#include "training/argument_flags.h"
 
 namespace megatron::training {
 namespace {
 
-std::vector<std::string> base() {
-  return {"--num-layers",
-          "2",
-          "--hidden-size",
-          "64",
-          "--num-attention-heads",
-          "4",
-          "--seq-length",
-          "32",
-          "--micro-batch-size",
-          "2",
-          "--train-iters",
-          "10",
-          "--lr",
-          "1e-3",
-          "--mock-data",
-          "--vocab-size",
-          "100"};
-}
-
-std::string error_of(std::vector<std::string> args, int64_t world = 1) {
-  return testing::error_of([&] { parse_arguments(args, world); });
-}
+using test_flags::base;
+using test_flags::error_of;
 
 std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
   args.insert(args.end(), more.begin(), more.end());

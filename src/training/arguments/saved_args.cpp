@@ -8,18 +8,14 @@
 #include <c10/util/Exception.h>
 
 #include "training/arguments/moe_arguments.h"
+#include "training/checkpointing/checkpoint_dicts.h"
 
 namespace megatron::training {
 namespace {
 
 using GenericDict = c10::impl::GenericDict;
-
-GenericDict new_dict() {
-  return GenericDict(c10::StringType::get(), c10::AnyType::get());
-}
-c10::impl::GenericList new_list() {
-  return c10::impl::GenericList(c10::AnyType::get());
-}
+using detail::new_dict;
+using detail::new_list;
 
 // --- Arguments <-> dict, one entry per saved line of the table
 

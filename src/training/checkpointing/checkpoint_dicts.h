@@ -21,6 +21,9 @@ using GenericDict = c10::impl::GenericDict;
 inline GenericDict new_dict() {
   return GenericDict(c10::StringType::get(), c10::AnyType::get());
 }
+inline c10::impl::GenericList new_list() {
+  return c10::impl::GenericList(c10::AnyType::get());
+}
 
 inline const c10::IValue& get(const GenericDict& d, const char* key, const std::string& file) {
   auto it = d.find(key);

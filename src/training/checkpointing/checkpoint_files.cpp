@@ -22,14 +22,13 @@
 #include "megatron/models/common/serialization.h"
 #include "megatron/training/fault_injection.h"
 #include "training/checkpointing/crc32.h"
+#include "training/checkpointing/paths.h"
 
 namespace megatron::training {
 namespace fs = std::filesystem;
 namespace {
-
-std::string errno_text() {
-  return std::strerror(errno);
-}
+using detail::errno_text;
+using detail::join;
 
 // A file written through a descriptor: every write checked, fsync'ed before close.
 class FileWriter {
@@ -106,10 +105,6 @@ uint32_t file_crc32(const std::string& path) {
     crc = crc32_update(crc, buffer.data(), static_cast<size_t>(in.gcount()));
   }
   return crc;
-}
-
-std::string join(const std::string& a, const std::string& b) {
-  return (fs::path(a) / b).string();
 }
 
 std::string crc_hex(uint32_t crc) {

@@ -20,17 +20,13 @@
 #include "megatron/comm/launcher_env.h"
 #include "megatron/training/checkpoint_files.h"
 #include "megatron/training/fault_injection.h"
+#include "training/checkpointing/paths.h"
 
 namespace megatron::training {
 namespace fs = std::filesystem;
 namespace {
-
-std::string join(const std::string& a, const std::string& b) {
-  return (fs::path(a) / b).string();
-}
-std::string errno_text() {
-  return std::strerror(errno);
-}
+using detail::errno_text;
+using detail::join;
 
 }  // namespace
 

@@ -31,10 +31,7 @@ using detail::get_dict;
 using detail::get_double;
 using detail::get_int;
 using detail::new_dict;
-
-GenericList new_list() {
-  return GenericList(c10::AnyType::get());
-}
+using detail::new_list;
 
 GenericDict tensor_dict(const TensorMap& tensors) {
   GenericDict d(c10::StringType::get(), c10::TensorType::get());

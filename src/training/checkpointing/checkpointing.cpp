@@ -15,12 +15,14 @@
 #include "megatron/logging.h"
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/optimizer/param_scheduler.h"
+#include "training/checkpointing/paths.h"
 #include "training/checkpointing/rank_state.h"
 #include "training/checkpointing/save_steps.h"
 
 namespace megatron::training {
 namespace fs = std::filesystem;
 namespace {
+using detail::join;
 
 using TensorMap = RankCheckpoint::TensorMap;
 using detail::agree;
@@ -28,10 +30,6 @@ using detail::capture;
 using detail::load_module_state;
 using detail::rank_checkpoint;
 using detail::set_rng_state;
-
-std::string join(const std::string& a, const std::string& b) {
-  return (fs::path(a) / b).string();
-}
 
 // Settings that decide the shapes and the layout of the saved tensors.
 void check_arguments(const Arguments& args, const TrainingState& state, const RankCheckpoint& ck,
