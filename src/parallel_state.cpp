@@ -45,13 +45,22 @@ std::string group_name(const char* kind, const std::vector<int>& ranks) {
 
 }  // namespace
 
-ParallelState::Layout ParallelState::rank_layout(int world_size, int tp, int pp, int cp) {
+ParallelState::Layout ParallelState::rank_layout(int world_size, int tp, int pp, int cp, int ep,
+                                                 std::optional<int> etp_given) {
   TORCH_CHECK(tp >= 1 && pp >= 1 && cp >= 1, "[parallel_state] tensor_model_parallel_size (", tp,
               "), pipeline_model_parallel_size (", pp, ") and context_parallel_size (", cp, ") must all be at least 1");
   TORCH_CHECK(world_size % (tp * pp * cp) == 0, "[parallel_state] world size (", world_size,
               ") is not divisible by tensor_model_parallel_size (", tp, ") x pipeline_model_parallel_size (", pp,
               ") x context_parallel_size (", cp, ") = ", tp * pp * cp);
   const Grid g{tp, cp, world_size / (tp * pp * cp), pp};
+  const int etp = etp_given.value_or(tp);
+  TORCH_CHECK(ep >= 1 && etp >= 1, "[parallel_state] expert_model_parallel_size (", ep,
+              ") and expert_tensor_parallel_size (", etp, ") must be at least 1");
+  const int stage = world_size / pp;  // ranks of one pipeline stage
+  TORCH_CHECK(stage % (etp * ep) == 0, "[parallel_state] the ", stage,
+              " ranks of a pipeline stage (tensor x context x data parallel) are not divisible by "
+              "expert_tensor_parallel_size (",
+              etp, ") x expert_model_parallel_size (", ep, ") = ", etp * ep);
 
   Layout layout;
   auto along = [&](bool vt, bool vc, bool vd, bool vp) {
@@ -71,6 +80,24 @@ ParallelState::Layout ParallelState::rank_layout(int world_size, int tp, int pp,
   layout.data_parallel = along(false, false, true, false);
   layout.pipeline_model_parallel = along(false, false, false, true);
   layout.model_parallel = along(true, false, false, true);
+  // Experts: rank = etp + ETP * (ep + EP * (edp + EDP * pp)), the same ranks, pipeline stages
+  // unchanged (Megatron-Core's expert RankGenerator, order tp-ep-dp-pp).
+  const int edp = stage / (etp * ep);
+  auto expert_along = [&](bool vt, bool ve, bool vd) {
+    return groups_of(world_size, [&](int r) {
+      const int p = r / stage, e_t = r % etp, e_e = (r / etp) % ep, e_d = (r / (etp * ep)) % edp;
+      std::vector<int> members;
+      for (int di = vd ? 0 : e_d; di < (vd ? edp : e_d + 1); ++di)
+        for (int ei = ve ? 0 : e_e; ei < (ve ? ep : e_e + 1); ++ei)
+          for (int ti = vt ? 0 : e_t; ti < (vt ? etp : e_t + 1); ++ti)
+            members.push_back(ti + etp * (ei + ep * (di + edp * p)));
+      return members;
+    });
+  };
+  layout.expert_tensor_parallel = expert_along(true, false, false);
+  layout.expert_model_parallel = expert_along(false, true, false);
+  layout.expert_tensor_and_model_parallel = expert_along(true, true, false);
+  layout.expert_data_parallel = expert_along(false, false, true);
   for (const auto& ranks : layout.pipeline_model_parallel) {
     // Tied embeddings live on the first and last stage; positions only on the first.
     layout.embedding.push_back(ranks.size() > 1 ? std::vector<int>{ranks.front(), ranks.back()} : ranks);
@@ -80,13 +107,13 @@ ParallelState::Layout ParallelState::rank_layout(int world_size, int tp, int pp,
 }
 
 ParallelState ParallelState::initialize_model_parallel(std::shared_ptr<comm::ProcessGroup> world, int tp, int pp,
-                                                       std::optional<int> vpp, int cp) {
+                                                       std::optional<int> vpp, int cp, int ep, std::optional<int> etp) {
   TORCH_CHECK(world, "[parallel_state] initialize_model_parallel needs the world group");
   TORCH_CHECK(!vpp || *vpp >= 1, "[parallel_state] virtual_pipeline_model_parallel_size (", *vpp,
               ") must be at least 1");
   TORCH_CHECK(!vpp || *vpp == 1 || pp > 1, "[parallel_state] virtual_pipeline_model_parallel_size (", *vpp,
               ") needs pipeline_model_parallel_size > 1, got ", pp);
-  Layout layout = rank_layout(world->size(), tp, pp, cp);
+  Layout layout = rank_layout(world->size(), tp, pp, cp, ep, etp);
 
   ParallelState state;
   state.world_ = world;
@@ -108,7 +135,12 @@ ParallelState ParallelState::initialize_model_parallel(std::shared_ptr<comm::Pro
   state.mp_ = mine(layout.model_parallel, "mp");
   state.embedding_ = mine(layout.embedding, "embedding");
   state.position_embedding_ = mine(layout.position_embedding, "position_embedding");
-  TORCH_INTERNAL_ASSERT(state.tp_ && state.cp_ && state.dp_ && state.pp_ && state.mp_);
+  state.ep_ = mine(layout.expert_model_parallel, "ep");
+  state.etp_ = mine(layout.expert_tensor_parallel, "etp");
+  state.etp_ep_ = mine(layout.expert_tensor_and_model_parallel, "etp_ep");
+  state.edp_ = mine(layout.expert_data_parallel, "edp");
+  TORCH_INTERNAL_ASSERT(state.tp_ && state.cp_ && state.dp_ && state.pp_ && state.mp_ && state.ep_ && state.etp_ &&
+                        state.etp_ep_ && state.edp_);
   return state;
 }
 

@@ -134,6 +134,38 @@ TEST(ParallelState, EveryValidLayoutOfThisWorld) {
   }
 }
 
+TEST(ParallelState, ExpertGroupsFoldTheSameRanks) {
+  auto world = testing::world();
+  const int n = world->size(), me = world->rank();
+  for (int tp : {1, 2}) {
+    for (int ep : {1, 2, 4, 8}) {
+      for (int etp : {1, tp}) {
+        if (n % tp != 0 || n % (ep * etp) != 0) continue;
+        SCOPED_TRACE("tp " + std::to_string(tp) + " ep " + std::to_string(ep) + " etp " + std::to_string(etp));
+        auto ps = ParallelState::initialize_model_parallel(world, tp, 1, std::nullopt, 1, ep, etp);
+        auto layout = ParallelState::rank_layout(n, tp, 1, 1, ep, etp);
+        const auto& ep_ranks = group_of(layout.expert_model_parallel, me);
+        const auto& edp_ranks = group_of(layout.expert_data_parallel, me);
+        EXPECT_EQ(ps.get_expert_model_parallel_group().global_ranks(), ep_ranks);
+        EXPECT_EQ(ps.get_expert_tensor_parallel_group().global_ranks(), group_of(layout.expert_tensor_parallel, me));
+        EXPECT_EQ(ps.get_expert_data_parallel_group().global_ranks(), edp_ranks);
+        // Megatron-Core's arithmetic: rank = etp + ETP * (ep + EP * edp) within a stage.
+        EXPECT_EQ(ps.get_expert_tensor_parallel_rank(), me % etp);
+        EXPECT_EQ(ps.get_expert_model_parallel_rank(), (me / etp) % ep);
+        EXPECT_EQ(ps.get_expert_data_parallel_world_size(), n / (etp * ep));
+        EXPECT_EQ(ps.get_expert_data_parallel_rank(), me / (etp * ep));
+        EXPECT_EQ(sum_over(ps.get_expert_model_parallel_group(), me), sum_of(ep_ranks));
+        EXPECT_EQ(sum_over(ps.get_expert_data_parallel_group(), me), sum_of(edp_ranks));
+      }
+    }
+  }
+  auto msg = error_of([] { ParallelState::rank_layout(8, 2, 2, 1, 4, 2); });
+  EXPECT_NE(msg.find("the 4 ranks of a pipeline stage (tensor x context x data parallel) are not divisible by "
+                     "expert_tensor_parallel_size (2) x expert_model_parallel_size (4) = 8"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(ParallelState, VirtualStagesNarrowFirstAndLast) {
   auto world = testing::world();
   if (world->size() < 2) GTEST_SKIP() << "needs 2 ranks for 2 pipeline stages";

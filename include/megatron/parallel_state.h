@@ -1,5 +1,7 @@
 // ParallelState: this rank's place in the TP x CP x DP x PP grid and the process groups that go
-// with it, in Megatron-LM's rank order (TP ranks contiguous, then CP, then DP, then PP).
+// with it, in Megatron-LM's rank order (TP ranks contiguous, then CP, then DP, then PP). MoE
+// layers' experts see the same ranks folded another way (Megatron-Core's decoupled expert
+// groups): ETP x EP x expert-DP x PP, expert TP ranks contiguous, then EP, then expert DP.
 // Built once from the world group and passed to whatever needs it; it holds no global state.
 #pragma once
 
@@ -15,22 +17,28 @@ namespace megatron {
 
 class MEGATRON_API ParallelState {
  public:
-  // Splits world into groups. world size must equal tp * cp * dp * pp for some dp >= 1.
+  // Splits world into groups. world size must equal tp * cp * dp * pp for some dp >= 1, and
+  // tp * cp * dp be divisible by etp * ep (etp defaults to tp, as in Megatron-Core).
   // Collective over world: every rank calls it with the same arguments.
   static ParallelState initialize_model_parallel(std::shared_ptr<comm::ProcessGroup> world,
                                                  int tensor_model_parallel_size = 1,
                                                  int pipeline_model_parallel_size = 1,
                                                  std::optional<int> virtual_pipeline_model_parallel_size = std::nullopt,
-                                                 int context_parallel_size = 1);
+                                                 int context_parallel_size = 1, int expert_model_parallel_size = 1,
+                                                 std::optional<int> expert_tensor_parallel_size = std::nullopt);
 
   // The rank lists of every group of each kind, for a world of world_size ranks (pure function;
   // what initialize_model_parallel builds its groups from).
   struct Layout {
     std::vector<std::vector<int>> tensor_model_parallel, pipeline_model_parallel, data_parallel, context_parallel,
         model_parallel, embedding, position_embedding;
+    // The experts' folding of the same ranks.
+    std::vector<std::vector<int>> expert_model_parallel, expert_tensor_parallel, expert_tensor_and_model_parallel,
+        expert_data_parallel;
   };
   static Layout rank_layout(int world_size, int tensor_model_parallel_size, int pipeline_model_parallel_size,
-                            int context_parallel_size = 1);
+                            int context_parallel_size = 1, int expert_model_parallel_size = 1,
+                            std::optional<int> expert_tensor_parallel_size = std::nullopt);
 
   // Groups this rank belongs to. The embedding group holds the first and last pipeline stage
   // of this rank's pipeline; ranks on other stages get nullptr, as do ranks outside the
@@ -46,6 +54,13 @@ class MEGATRON_API ParallelState {
   std::shared_ptr<comm::ProcessGroup> tensor_model_parallel_group_ptr() const { return tp_; }
   std::shared_ptr<comm::ProcessGroup> data_parallel_group_ptr() const { return dp_; }
   std::shared_ptr<comm::ProcessGroup> model_parallel_group_ptr() const { return mp_; }
+  // Expert groups: EP spreads the experts, expert TP splits each one, expert DP holds replicas of
+  // the same experts (its gradients are reduced over it, as dense ones are over DP x CP).
+  comm::ProcessGroup& get_expert_model_parallel_group() const { return *ep_; }
+  comm::ProcessGroup& get_expert_tensor_parallel_group() const { return *etp_; }
+  comm::ProcessGroup& get_expert_tensor_and_model_parallel_group() const { return *etp_ep_; }
+  comm::ProcessGroup& get_expert_data_parallel_group() const { return *edp_; }
+  std::shared_ptr<comm::ProcessGroup> expert_data_parallel_group_ptr() const { return edp_; }
 
   int get_world_size() const { return world_->size(); }
   int get_rank() const { return world_->rank(); }
@@ -57,6 +72,12 @@ class MEGATRON_API ParallelState {
   int get_data_parallel_rank() const { return dp_->rank(); }
   int get_context_parallel_world_size() const { return cp_->size(); }
   int get_context_parallel_rank() const { return cp_->rank(); }
+  int get_expert_model_parallel_world_size() const { return ep_->size(); }
+  int get_expert_model_parallel_rank() const { return ep_->rank(); }
+  int get_expert_tensor_parallel_world_size() const { return etp_->size(); }
+  int get_expert_tensor_parallel_rank() const { return etp_->rank(); }
+  int get_expert_data_parallel_world_size() const { return edp_->size(); }
+  int get_expert_data_parallel_rank() const { return edp_->rank(); }
   std::optional<int> get_virtual_pipeline_model_parallel_world_size() const { return vpp_size_; }
 
   // World ranks of the first member of this rank's TP / DP group (Megatron's "src" ranks).
@@ -78,6 +99,7 @@ class MEGATRON_API ParallelState {
  private:
   ParallelState() = default;
   std::shared_ptr<comm::ProcessGroup> world_, tp_, pp_, dp_, cp_, mp_, embedding_, position_embedding_;
+  std::shared_ptr<comm::ProcessGroup> ep_, etp_, etp_ep_, edp_;
   std::optional<int> vpp_size_;
 };
 

@@ -11,8 +11,8 @@ void init_parallel_state(py::module_& m) {
 
   m.def(
       "rank_layout",
-      [](int world_size, int tp, int pp, int cp) {
-        auto l = ParallelState::rank_layout(world_size, tp, pp, cp);
+      [](int world_size, int tp, int pp, int cp, int ep, std::optional<int> etp) {
+        auto l = ParallelState::rank_layout(world_size, tp, pp, cp, ep, etp);
         py::dict d;
         d["tensor_model_parallel"] = l.tensor_model_parallel;
         d["pipeline_model_parallel"] = l.pipeline_model_parallel;
@@ -21,11 +21,17 @@ void init_parallel_state(py::module_& m) {
         d["model_parallel"] = l.model_parallel;
         d["embedding"] = l.embedding;
         d["position_embedding"] = l.position_embedding;
+        d["expert_model_parallel"] = l.expert_model_parallel;
+        d["expert_tensor_parallel"] = l.expert_tensor_parallel;
+        d["expert_tensor_and_model_parallel"] = l.expert_tensor_and_model_parallel;
+        d["expert_data_parallel"] = l.expert_data_parallel;
         return d;
       },
       py::arg("world_size"), py::arg("tensor_model_parallel_size") = 1, py::arg("pipeline_model_parallel_size") = 1,
-      py::arg("context_parallel_size") = 1,
-      "The rank lists of every group of each kind (Megatron-LM's order: TP, CP, DP, PP).");
+      py::arg("context_parallel_size") = 1, py::arg("expert_model_parallel_size") = 1,
+      py::arg("expert_tensor_parallel_size") = py::none(),
+      "The rank lists of every group of each kind (Megatron-LM's order: TP, CP, DP, PP; experts ETP, EP, "
+      "expert DP, PP).");
 
   // Groups that ParallelState hands out by reference share its ownership here, so that a group
   // outlives neither the state nor is freed under Python.
@@ -36,13 +42,14 @@ void init_parallel_state(py::module_& m) {
       "rank order (Megatron's parallel_state, as an object instead of module globals).")
       .def_static(
           "initialize_model_parallel",
-          [](GroupPtr world, int tp, int pp, std::optional<int> vpp, int cp) {
+          [](GroupPtr world, int tp, int pp, std::optional<int> vpp, int cp, int ep, std::optional<int> etp) {
             py::gil_scoped_release release;
             return std::make_shared<ParallelState>(
-                ParallelState::initialize_model_parallel(std::move(world), tp, pp, vpp, cp));
+                ParallelState::initialize_model_parallel(std::move(world), tp, pp, vpp, cp, ep, etp));
           },
           py::arg("world"), py::arg("tensor_model_parallel_size") = 1, py::arg("pipeline_model_parallel_size") = 1,
           py::arg("virtual_pipeline_model_parallel_size") = py::none(), py::arg("context_parallel_size") = 1,
+          py::arg("expert_model_parallel_size") = 1, py::arg("expert_tensor_parallel_size") = py::none(),
           "Splits the world group into groups; collective over world, same arguments on every rank.")
       .def("get_world_group", [alias](const Self& s) { return alias(s, s->get_world_group()); })
       .def("get_tensor_model_parallel_group", [](const Self& s) { return s->tensor_model_parallel_group_ptr(); })
@@ -65,6 +72,19 @@ void init_parallel_state(py::module_& m) {
       .def("get_data_parallel_rank", &ParallelState::get_data_parallel_rank)
       .def("get_context_parallel_world_size", &ParallelState::get_context_parallel_world_size)
       .def("get_context_parallel_rank", &ParallelState::get_context_parallel_rank)
+      .def("get_expert_model_parallel_group",
+           [alias](const Self& s) { return alias(s, s->get_expert_model_parallel_group()); })
+      .def("get_expert_tensor_parallel_group",
+           [alias](const Self& s) { return alias(s, s->get_expert_tensor_parallel_group()); })
+      .def("get_expert_tensor_and_model_parallel_group",
+           [alias](const Self& s) { return alias(s, s->get_expert_tensor_and_model_parallel_group()); })
+      .def("get_expert_data_parallel_group", [](const Self& s) { return s->expert_data_parallel_group_ptr(); })
+      .def("get_expert_model_parallel_world_size", &ParallelState::get_expert_model_parallel_world_size)
+      .def("get_expert_model_parallel_rank", &ParallelState::get_expert_model_parallel_rank)
+      .def("get_expert_tensor_parallel_world_size", &ParallelState::get_expert_tensor_parallel_world_size)
+      .def("get_expert_tensor_parallel_rank", &ParallelState::get_expert_tensor_parallel_rank)
+      .def("get_expert_data_parallel_world_size", &ParallelState::get_expert_data_parallel_world_size)
+      .def("get_expert_data_parallel_rank", &ParallelState::get_expert_data_parallel_rank)
       .def("get_virtual_pipeline_model_parallel_world_size",
            &ParallelState::get_virtual_pipeline_model_parallel_world_size)
       .def("get_tensor_model_parallel_src_rank", &ParallelState::get_tensor_model_parallel_src_rank)

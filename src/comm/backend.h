@@ -88,6 +88,10 @@ class Backend {
   virtual WorkHandle all_reduce(at::Tensor& tensor, ReduceOp op, const OpInfo& info) = 0;
   virtual WorkHandle all_gather(at::Tensor& output, const at::Tensor& input, const OpInfo& info) = 0;
   virtual WorkHandle reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op, const OpInfo& info) = 0;
+  // Counts in elements: send_counts[i] of input go to rank i, recv_counts[j] from rank j land in
+  // output, each in rank order.
+  virtual WorkHandle all_to_all(at::Tensor& output, const at::Tensor& input, const std::vector<int64_t>& recv_counts,
+                                const std::vector<int64_t>& send_counts, const OpInfo& info) = 0;
   virtual WorkHandle broadcast(at::Tensor& tensor, int src, const OpInfo& info) = 0;
   // In place: the sum (or average) over the group lands in `tensor` on `dst`; elsewhere it is unchanged.
   virtual WorkHandle reduce(at::Tensor& tensor, int dst, ReduceOp op, const OpInfo& info) = 0;

@@ -162,6 +162,21 @@ class GlooBackend : public Backend {
     });
   }
 
+  // Flat views: the counts are elements. Not skipped when empty (a rank may send nothing and
+  // still receive).
+  WorkHandle all_to_all(at::Tensor& output, const at::Tensor& input, const std::vector<int64_t>& recv_counts,
+                        const std::vector<int64_t>& send_counts, const OpInfo& info) override {
+    retired_->sweep();
+    const bool widened = output.scalar_type() == at::kShort;
+    at::Tensor out = staged_output(output).view({-1});
+    at::Tensor in = staged(input).reshape({-1});
+    auto recv = recv_counts, send = send_counts;  // c10d takes them by reference
+    auto work = group_->alltoall_base(out, in, recv, send);
+    return track(work, info, [output, out, in, widened]() mutable {
+      if (widened) output.view({-1}).copy_(out);
+    });
+  }
+
   WorkHandle broadcast(at::Tensor& tensor, int src, const OpInfo& info) override {
     retired_->sweep();
     if (tensor.numel() == 0) return completed_work();

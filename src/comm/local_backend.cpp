@@ -24,6 +24,12 @@ class LocalBackend : public Backend {
     return done();
   }
 
+  WorkHandle all_to_all(at::Tensor& output, const at::Tensor& input, const std::vector<int64_t>&,
+                        const std::vector<int64_t>&, const OpInfo&) override {
+    output.copy_(input);
+    return done();
+  }
+
   WorkHandle broadcast(at::Tensor&, int, const OpInfo&) override { return done(); }
   WorkHandle reduce(at::Tensor&, int, ReduceOp, const OpInfo&) override { return done(); }
 

@@ -214,6 +214,34 @@ class MpiBackend : public Backend {
     return make_work(std::move(requests), info, nullptr, {output, input});
   }
 
+  WorkHandle all_to_all(at::Tensor& output, const at::Tensor& input, const std::vector<int64_t>& recv_counts,
+                        const std::vector<int64_t>& send_counts, const OpInfo& info) override {
+    // MPI's counts and displacements are ints, kept alive with the request as int32 tensors.
+    auto ints = [](const std::vector<int64_t>& counts) {
+      at::Tensor c = at::tensor(counts, at::kLong);
+      at::Tensor displs = c.cumsum(0) - c;
+      TORCH_CHECK(c.sum().item<int64_t>() <= INT_MAX, "[comm] all_to_all of ", c.sum().item<int64_t>(),
+                  " elements exceeds MPI's count limit (", INT_MAX, "); split it");
+      return std::make_pair(c.to(at::kInt), displs.to(at::kInt));
+    };
+    auto [recv, recv_displs] = ints(recv_counts);
+    auto [send, send_displs] = ints(send_counts);
+    auto type = mpi_type(input.scalar_type());
+    if (info.blocking) {
+      WatchdogGuard guard(info, ctx_.timeout);
+      check_mpi(MPI_Alltoallv(input.data_ptr(), send.data_ptr<int>(), send_displs.data_ptr<int>(), type,
+                              output.data_ptr(), recv.data_ptr<int>(), recv_displs.data_ptr<int>(), type, comm_),
+                "MPI_Alltoallv");
+      return completed_work();
+    }
+    std::vector<MPI_Request> requests(1);
+    check_mpi(
+        MPI_Ialltoallv(input.data_ptr(), send.data_ptr<int>(), send_displs.data_ptr<int>(), type, output.data_ptr(),
+                       recv.data_ptr<int>(), recv_displs.data_ptr<int>(), type, comm_, requests.data()),
+        "MPI_Ialltoallv");
+    return make_work(std::move(requests), info, nullptr, {output, input, recv, recv_displs, send, send_displs});
+  }
+
   WorkHandle reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op, const OpInfo& info) override {
     if (info.blocking) {
       WatchdogGuard guard(info, ctx_.timeout);

@@ -180,6 +180,26 @@ class NcclBackend : public Backend {
       return ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in.scalar_type()), comm_, s);
     });
   }
+  // NCCL's all-to-all is grouped sends and receives, one pair per peer.
+  WorkHandle all_to_all(at::Tensor& out, const at::Tensor& in, const std::vector<int64_t>& recv_counts,
+                        const std::vector<int64_t>& send_counts, const OpInfo& info) override {
+    return run(info, {out, in}, [&](cudaStream_t s) {
+      auto type = nccl_type(in.scalar_type());
+      const auto bytes = static_cast<int64_t>(in.element_size());
+      auto* send = static_cast<char*>(in.data_ptr());
+      auto* recv = static_cast<char*>(out.data_ptr());
+      ncclResult_t rc = ncclGroupStart();
+      for (size_t peer = 0; peer < send_counts.size() && rc == ncclSuccess; ++peer) {
+        if (send_counts[peer] > 0) rc = ncclSend(send, send_counts[peer], type, static_cast<int>(peer), comm_, s);
+        if (rc == ncclSuccess && recv_counts[peer] > 0)
+          rc = ncclRecv(recv, recv_counts[peer], type, static_cast<int>(peer), comm_, s);
+        send += send_counts[peer] * bytes;
+        recv += recv_counts[peer] * bytes;
+      }
+      ncclResult_t end = ncclGroupEnd();
+      return rc != ncclSuccess ? rc : end;
+    });
+  }
   WorkHandle reduce_scatter(at::Tensor& out, const at::Tensor& in, ReduceOp op, const OpInfo& info) override {
     return run(info, {out, in}, [&](cudaStream_t s) {
       return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(in.scalar_type()),

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <c10/util/accumulate.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <cstdlib>
@@ -73,6 +74,8 @@ class ProcessGroupImpl {
   WorkHandle start_all_reduce(at::Tensor& tensor, ReduceOp op, bool blocking);
   WorkHandle start_all_gather(at::Tensor& output, const at::Tensor& input, bool blocking);
   WorkHandle start_reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op, bool blocking);
+  WorkHandle start_all_to_all(at::Tensor& output, const at::Tensor& input, const std::vector<int64_t>& output_splits,
+                              const std::vector<int64_t>& input_splits, bool blocking);
   WorkHandle start_broadcast(at::Tensor& tensor, int src, bool blocking);
   WorkHandle start_reduce(at::Tensor& tensor, int dst, ReduceOp op, bool blocking);
 
@@ -277,6 +280,46 @@ WorkHandle ProcessGroupImpl::start_reduce_scatter(at::Tensor& output, const at::
   return in_place(output, timeout, link, [&](at::Tensor& out) { return backend.reduce_scatter(out, in, op, info); });
 }
 
+WorkHandle ProcessGroupImpl::start_all_to_all(at::Tensor& output, const at::Tensor& input,
+                                              const std::vector<int64_t>& output_splits,
+                                              const std::vector<int64_t>& input_splits, bool blocking) {
+  if (staged_on_device(input))
+    return via_device(output, [&](at::Tensor& d) {
+      return start_all_to_all(d, input.to(at::kCUDA), output_splits, input_splits, true);
+    });
+  auto info = this->info("all_to_all", {}, blocking);
+  Backend& backend = backend_for(input, info.op);
+  check_same_kind(input, output, info);
+  TORCH_CHECK(input.dim() >= 1 && output.dim() >= 1 && input.sizes().slice(1) == output.sizes().slice(1), "[comm] ",
+              info.op, " on group '", name, "': input ", input.sizes(), " and output ", output.sizes(),
+              " must be rows of one shape");
+  // Rows -> element counts, each list checked against its tensor.
+  const int64_t row = c10::multiply_integers(input.sizes().slice(1));
+  auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* which) {
+    std::vector<int64_t> c(size(), t.size(0) / size() * row);
+    if (splits.empty()) {
+      TORCH_CHECK(t.size(0) % size() == 0, "[comm] ", info.op, " on group '", name, "': ", which, " of ", t.size(0),
+                  " rows does not split evenly over ", size(), " ranks; give its splits");
+      return c;
+    }
+    TORCH_CHECK(static_cast<int>(splits.size()) == size(), "[comm] ", info.op, " on group '", name,
+                "': ", splits.size(), " ", which, " splits for a group of ", size());
+    int64_t total = 0;
+    for (int i = 0; i < size(); ++i) {
+      TORCH_CHECK(splits[i] >= 0, "[comm] ", info.op, " on group '", name, "': negative ", which, " split ", splits[i]);
+      total += splits[i];
+      c[i] = splits[i] * row;
+    }
+    TORCH_CHECK(total == t.size(0), "[comm] ", info.op, " on group '", name, "': ", which, " splits sum to ", total,
+                " rows, but the ", which, " has ", t.size(0));
+    return c;
+  };
+  const auto recv = counts(output, output_splits, "output"), send = counts(input, input_splits, "input");
+  at::Tensor in = input.contiguous();
+  return in_place(output, timeout, link,
+                  [&](at::Tensor& out) { return backend.all_to_all(out, in, recv, send, info); });
+}
+
 WorkHandle ProcessGroupImpl::start_broadcast(at::Tensor& tensor, int src, bool blocking) {
   if (staged_on_device(tensor)) return via_device(tensor, [&](at::Tensor& d) { return start_broadcast(d, src, true); });
   TORCH_CHECK(src >= 0 && src < size(), "[comm] broadcast on group '", name, "': source rank ", src,
@@ -360,6 +403,15 @@ void ProcessGroup::all_reduce_coalesced(const std::vector<at::Tensor>& tensors, 
 }
 void ProcessGroup::all_gather(at::Tensor& output, const at::Tensor& input) {
   impl_->start_all_gather(output, input, true)->wait();
+}
+void ProcessGroup::all_to_all(at::Tensor& output, const at::Tensor& input, const std::vector<int64_t>& output_splits,
+                              const std::vector<int64_t>& input_splits) {
+  impl_->start_all_to_all(output, input, output_splits, input_splits, true)->wait();
+}
+WorkHandle ProcessGroup::all_to_all_async(at::Tensor& output, const at::Tensor& input,
+                                          const std::vector<int64_t>& output_splits,
+                                          const std::vector<int64_t>& input_splits) {
+  return impl_->observed_async(impl_->start_all_to_all(output, input, output_splits, input_splits, false));
 }
 void ProcessGroup::reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op) {
   impl_->start_reduce_scatter(output, input, op, true)->wait();

@@ -95,6 +95,44 @@ TEST(ProcessGroup, ReduceScatterGivesEachRankItsSlice) {
   }
 }
 
+// Rank src sends (src + 2 dst) % 3 rows to rank dst (zero for some pairs), each row [16 src + dst, k]:
+// small integers, exact in every dtype under test.
+int64_t rows_between(int src, int dst) {
+  return (src + 2 * dst) % 3;
+}
+at::Tensor rows_from(int src, int dst, at::ScalarType dtype) {
+  const int64_t n = rows_between(src, dst);
+  return at::stack({at::full({n}, 16 * src + dst, at::kLong), at::arange(n, at::kLong)}, 1).to(dtype);
+}
+
+TEST(ProcessGroup, AllToAllSendsEachRankItsRowsInRankOrder) {
+  auto& pg = *world();
+  const int n = pg.size(), r = pg.rank();
+  for (auto dtype : {at::kFloat, at::kBFloat16, at::kLong, at::kShort}) {
+    std::vector<at::Tensor> sent, expected;
+    std::vector<int64_t> input_splits, output_splits;
+    for (int peer = 0; peer < n; ++peer) {
+      sent.push_back(rows_from(r, peer, dtype));
+      input_splits.push_back(rows_between(r, peer));
+      expected.push_back(rows_from(peer, r, dtype));
+      output_splits.push_back(rows_between(peer, r));
+    }
+    auto input = at::cat(sent), want = at::cat(expected);
+    auto output = at::full(want.sizes(), -1, want.options());
+    pg.all_to_all(output, input, output_splits, input_splits);
+    EXPECT_TRUE(at::equal(output, want)) << dtype << " rank " << r;
+
+    output.fill_(-1);
+    pg.all_to_all_async(output, input, output_splits, input_splits)->wait();
+    EXPECT_TRUE(at::equal(output, want)) << dtype << " async, rank " << r;
+  }
+  // Without splits: dim 0 in equal parts, the part for rank d being [rank, d] rows here.
+  auto input = at::stack({at::full({n}, r, at::kFloat), at::arange(n, at::kFloat)}, 1);
+  auto output = at::empty_like(input);
+  pg.all_to_all(output, input);
+  EXPECT_TRUE(at::equal(output, at::stack({at::arange(n, at::kFloat), at::full({n}, r, at::kFloat)}, 1)));
+}
+
 TEST(ProcessGroup, BroadcastFromEverySource) {
   auto& pg = *world();
   for (int src = 0; src < pg.size(); ++src) {
@@ -255,6 +293,18 @@ TEST(ProcessGroup, BadArgumentsAreClearErrors) {
   auto t = at::ones({1});
   msg = error_of([&] { pg.broadcast(t, pg.size()); });
   EXPECT_NE(msg.find("source rank " + std::to_string(pg.size()) + " is outside the group"), std::string::npos) << msg;
+  auto rows = at::ones({pg.size(), 2});
+  auto rows_out = at::empty({pg.size(), 2});
+  std::vector<int64_t> splits(pg.size(), 1);
+  splits[0] = 2;
+  msg = error_of([&] { pg.all_to_all(rows_out, rows, {}, splits); });
+  EXPECT_NE(msg.find("all_to_all on group 'world': input splits sum to " + std::to_string(pg.size() + 1) +
+                     " rows, but the input has " + std::to_string(pg.size())),
+            std::string::npos)
+      << msg;
+  auto wide = at::empty({pg.size(), 3});
+  msg = error_of([&] { pg.all_to_all(wide, rows); });
+  EXPECT_NE(msg.find("must be rows of one shape"), std::string::npos) << msg;
   auto complex = at::ones({2}, at::kComplexFloat);
   msg = error_of([&] { pg.all_reduce(complex); });
   EXPECT_NE(msg.find("collectives do not support dtype ComplexFloat"), std::string::npos) << msg;

@@ -176,14 +176,35 @@ TEST(Gpu, FusedBiasGeluKernelsMatchCpu) {
   }
 }
 
+// The job's one world group (init_distributed runs once per process), on CUDA tensors.
+std::shared_ptr<comm::ProcessGroup> gpu_world() {
+  static const auto world = [] {
+    comm::DistributedOptions options;
+    options.device_type = at::kCUDA;
+    return comm::init_distributed(comm::LauncherEnv::from_environment(), options);
+  }();
+  return world;
+}
+
+// NCCL's all_to_all (grouped send/recv) on a one-GPU world: the rows come back whole, and a
+// zero-row exchange is no operation at all.
+TEST(Gpu, NcclAllToAllMovesRows) {
+  ASSERT_TRUE(at::hasCUDA()) << "this test needs a GPU";
+  auto world = gpu_world();
+  for (int64_t rows : {0, 5}) {
+    at::Tensor input = at::arange(rows * 3, kCuda).view({rows, 3}).to(at::kBFloat16);
+    at::Tensor output = at::full({rows, 3}, -1, input.options());
+    world->all_to_all(output, input, {rows}, {rows});
+    EXPECT_TRUE(at::equal(output.cpu(), input.cpu())) << rows << " rows";
+  }
+}
+
 // An asynchronous collective launched on one stream and waited for on another (as the autograd
 // engine's device thread waits for what the main thread launched): the waiting stream's later
 // work runs after the collective, and the host does not block.
 TEST(Gpu, NcclWaitOrdersTheStreamCurrentAtTheWait) {
   ASSERT_TRUE(at::hasCUDA()) << "this test needs a GPU";
-  comm::DistributedOptions options;
-  options.device_type = at::kCUDA;
-  auto world = comm::init_distributed(comm::LauncherEnv::from_environment(), options);
+  auto world = gpu_world();
   ASSERT_EQ(world->size(), 1);
   at::Tensor t = at::ones({1 << 20}, kCuda);
   world->all_reduce(t);  // the communicator is made on first use, which would outlast the sleep below

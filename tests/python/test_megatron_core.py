@@ -1,4 +1,5 @@
 """Against megatron-core itself (the package, pinned in scripts/setup.sh, so that CI runs it):
+- its RankGenerator gives our process groups, the experts' folding included;
 - its GPTDataset and BlendedDataset give our samples on the same files and settings
   (tools/check_against_megatron.py);
 - its GPTModel (local layers, CPU, gloo) loads our checkpoints strictly and gives our logits, at
@@ -24,6 +25,29 @@ pytest.importorskip("megatron.core", reason="megatron-core is not installed: scr
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = str(Path(__file__).with_name("megatron_core_driver.py"))
 NO_DROPOUT = ["--hidden-dropout", "0", "--attention-dropout", "0"]
+
+
+# --- process groups ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("world, tp, pp, cp, ep, etp", [
+    (8, 2, 1, 1, 2, None), (8, 2, 1, 1, 4, 1), (16, 2, 2, 1, 2, 2), (16, 1, 2, 2, 4, 1), (16, 4, 1, 1, 2, 2),
+    (32, 2, 2, 2, 4, 1), (8, 1, 1, 1, 8, 1), (24, 2, 3, 1, 2, 1)])
+def test_rank_layout_is_megatron_cores_including_the_folded_expert_groups(world, tp, pp, cp, ep, etp):
+    """Its RankGenerator, order tp-cp-ep-dp-pp, built as initialize_model_parallel builds both."""
+    import megatron_cpp
+    from megatron.core.parallel_state import RankGenerator
+    ours = megatron_cpp.rank_layout(world, tp, pp, cp, ep, etp)
+    etp = etp or tp
+    dense = RankGenerator(tp=tp, ep=1, dp=world // (tp * pp * cp), pp=pp, cp=cp, order="tp-cp-ep-dp-pp")
+    experts = RankGenerator(tp=etp, ep=ep, dp=world // (pp * etp * ep), pp=pp, cp=1, order="tp-cp-ep-dp-pp")
+    want = {"tensor_model_parallel": dense.get_ranks("tp"), "pipeline_model_parallel": dense.get_ranks("pp"),
+            "data_parallel": dense.get_ranks("dp"), "context_parallel": dense.get_ranks("cp"),
+            "model_parallel": dense.get_ranks("tp-pp"), "expert_model_parallel": experts.get_ranks("ep"),
+            "expert_tensor_parallel": experts.get_ranks("tp"),
+            "expert_tensor_and_model_parallel": experts.get_ranks("tp-ep"),
+            "expert_data_parallel": experts.get_ranks("dp")}
+    for kind, groups in want.items():
+        assert sorted(ours[kind]) == sorted(groups), kind
 
 
 # --- datasets ------------------------------------------------------------------------------------

@@ -90,6 +90,15 @@ class MEGATRON_API ProcessGroup {
   // input: [size * n, ...]; output: [n, ...] = this rank's slice of the reduction.
   void reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op = ReduceOp::kSum);
   WorkHandle reduce_scatter_async(at::Tensor& output, const at::Tensor& input, ReduceOp op = ReduceOp::kSum);
+  // torch.distributed.all_to_all_single, which MoE's token dispatch uses: input's rows (dim 0)
+  // go in runs, input_splits[i] rows to group rank i; output receives output_splits[j] rows from
+  // each rank j, in rank order. Empty lists: dim 0 split evenly. Rank i's input_splits[j] must
+  // equal rank j's output_splits[i] (exchanged first, as Megatron-Core's dispatcher does).
+  void all_to_all(at::Tensor& output, const at::Tensor& input, const std::vector<int64_t>& output_splits = {},
+                  const std::vector<int64_t>& input_splits = {});
+  WorkHandle all_to_all_async(at::Tensor& output, const at::Tensor& input,
+                              const std::vector<int64_t>& output_splits = {},
+                              const std::vector<int64_t>& input_splits = {});
   void broadcast(at::Tensor& tensor, int src);  // src: group rank
   WorkHandle broadcast_async(at::Tensor& tensor, int src);
   // In place: `dst` (group rank) ends with the sum (or average) over the group; the others' tensors are unchanged.
