@@ -5,8 +5,8 @@
 set(MEGATRON_MPIEXEC_FLAGS --allow-run-as-root --oversubscribe --bind-to none
     CACHE STRING "Flags for mpirun in the distributed tests")
 
-# Sanitized builds (MEGATRON_SANITIZE, unoptimised) run several times slower.
-if(MEGATRON_SANITIZE)
+# Sanitized builds (MEGATRON_SANITIZE, or MEGATRON_FUZZ, unoptimised) run several times slower.
+if(MEGATRON_SANITIZE OR MEGATRON_FUZZ)
   set(MEGATRON_SINGLE_TEST_TIMEOUT 900)
 else()
   set(MEGATRON_SINGLE_TEST_TIMEOUT 120)
@@ -24,7 +24,7 @@ function(megatron_add_test name)
     target_link_libraries(${name} PRIVATE GTest::gtest_main)
     add_test(NAME ${name} COMMAND ${name} --gtest_color=no)
     set_tests_properties(${name} PROPERTIES LABELS "${arg_LABELS}" TIMEOUT 300)
-    if(MEGATRON_SANITIZE)
+    if(MEGATRON_SANITIZE OR MEGATRON_FUZZ)
       set_tests_properties(${name} PROPERTIES TIMEOUT 900)
     endif()
     return()
