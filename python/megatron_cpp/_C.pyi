@@ -2575,7 +2575,7 @@ class ParallelState:
     This rank's place in the TP x CP x DP x PP grid and its process groups, in Megatron-LM's rank order (Megatron's parallel_state, as an object instead of module globals).
     """
     @staticmethod
-    def initialize_model_parallel(world: ProcessGroup, tensor_model_parallel_size: typing.SupportsInt = 1, pipeline_model_parallel_size: typing.SupportsInt = 1, virtual_pipeline_model_parallel_size: typing.SupportsInt | None = None, context_parallel_size: typing.SupportsInt = 1) -> ParallelState:
+    def initialize_model_parallel(world: ProcessGroup, tensor_model_parallel_size: typing.SupportsInt = 1, pipeline_model_parallel_size: typing.SupportsInt = 1, virtual_pipeline_model_parallel_size: typing.SupportsInt | None = None, context_parallel_size: typing.SupportsInt = 1, expert_model_parallel_size: typing.SupportsInt = 1, expert_tensor_parallel_size: typing.SupportsInt | None = None) -> ParallelState:
         """
         Splits the world group into groups; collective over world, same arguments on every rank.
         """
@@ -2599,6 +2599,26 @@ class ParallelState:
         """
         None on ranks outside the first and last pipeline stage.
         """
+    def get_expert_data_parallel_group(self) -> ProcessGroup:
+        ...
+    def get_expert_data_parallel_rank(self) -> int:
+        ...
+    def get_expert_data_parallel_world_size(self) -> int:
+        ...
+    def get_expert_model_parallel_group(self) -> ProcessGroup:
+        ...
+    def get_expert_model_parallel_rank(self) -> int:
+        ...
+    def get_expert_model_parallel_world_size(self) -> int:
+        ...
+    def get_expert_tensor_and_model_parallel_group(self) -> ProcessGroup:
+        ...
+    def get_expert_tensor_parallel_group(self) -> ProcessGroup:
+        ...
+    def get_expert_tensor_parallel_rank(self) -> int:
+        ...
+    def get_expert_tensor_parallel_world_size(self) -> int:
+        ...
     def get_model_parallel_group(self) -> ProcessGroup:
         ...
     def get_pipeline_model_parallel_first_rank(self) -> int:
@@ -3327,9 +3347,9 @@ def rank_dir_name(tp_rank: typing.SupportsInt, pp_rank: typing.SupportsInt, pp_s
     """
     'mp_rank_01' without pipeline parallelism, else 'mp_rank_01_002' (Megatron-LM's names).
     """
-def rank_layout(world_size: typing.SupportsInt, tensor_model_parallel_size: typing.SupportsInt = 1, pipeline_model_parallel_size: typing.SupportsInt = 1, context_parallel_size: typing.SupportsInt = 1) -> dict:
+def rank_layout(world_size: typing.SupportsInt, tensor_model_parallel_size: typing.SupportsInt = 1, pipeline_model_parallel_size: typing.SupportsInt = 1, context_parallel_size: typing.SupportsInt = 1, expert_model_parallel_size: typing.SupportsInt = 1, expert_tensor_parallel_size: typing.SupportsInt | None = None) -> dict:
     """
-    The rank lists of every group of each kind (Megatron-LM's order: TP, CP, DP, PP).
+    The rank lists of every group of each kind (Megatron-LM's order: TP, CP, DP, PP; experts ETP, EP, expert DP, PP).
     """
 def read_checkpoint_file(path: str) -> typing.Any:
     """
