@@ -11,8 +11,23 @@
 namespace megatron::training::test_flags {
 
 inline std::vector<std::string> base() {
-  return {"--num-layers", "2",  "--hidden-size", "64",   "--num-attention-heads", "4",           "--seq-length", "32",
-          "--micro-batch-size", "2", "--train-iters", "10", "--lr", "1e-3", "--mock-data", "--vocab-size", "100"};
+  return {"--num-layers",
+          "2",
+          "--hidden-size",
+          "64",
+          "--num-attention-heads",
+          "4",
+          "--seq-length",
+          "32",
+          "--micro-batch-size",
+          "2",
+          "--train-iters",
+          "10",
+          "--lr",
+          "1e-3",
+          "--mock-data",
+          "--vocab-size",
+          "100"};
 }
 
 inline std::string error_of(std::vector<std::string> args, int64_t world = 1) {
