@@ -11,7 +11,6 @@ Megatron-LM's --transformer-impl local builds them (MoE layers where moe_layer_f
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -22,11 +21,11 @@ import torch.nn.functional as F
 
 warnings.filterwarnings("ignore")  # Apex and Transformer Engine are absent: megatron-core says so
 from megatron.core import parallel_state as mpu  # noqa: E402
-from megatron.core import tensor_parallel  # noqa: E402
 from megatron.core.models.gpt import GPTModel  # noqa: E402
 from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec  # noqa: E402
 from megatron.core.transformer import TransformerConfig  # noqa: E402
 from megatron.core.transformer.moe import moe_utils  # noqa: E402
+from megatron_forward import gathered_logits  # noqa: E402
 
 # 0.16.1's router names te_general_gemm whether or not Transformer Engine imported (a NameError
 # without it); None is its own test for "absent", which takes torch.mm.
@@ -55,20 +54,9 @@ def main() -> None:
     rank = mpu.get_tensor_model_parallel_rank()
     state = torch.load(os.path.join(iter_dir, f"mp_rank_{rank:02d}", "model_optim_rng.pt"), weights_only=True)
     model.load_state_dict(state["model"], strict=True)  # as its load_checkpoint loads the legacy format
-    model.eval()
-    # Its local attention takes its scratch buffer on the current CUDA device (its router moves
-    # its weight there), and forks the CUDA generator for its dropout (off here).
-    torch.cuda.current_device = lambda: "cpu"
-    tensor_parallel.get_cuda_rng_tracker().fork = lambda *a, **k: contextlib.nullcontext()
-    ids = torch.load(ids_path)
-    positions = torch.arange(ids.shape[1]).unsqueeze(0).expand_as(ids)
-    mask = torch.ones(1, 1, ids.shape[1], ids.shape[1], dtype=torch.bool).triu(1)
-    with torch.no_grad():
-        logits = model(ids, positions, mask)  # this TP rank's vocabulary shard
-        shards = [torch.empty_like(logits) for _ in range(tp)]
-        torch.distributed.all_gather(shards, logits, group=mpu.get_tensor_model_parallel_group())
+    logits = gathered_logits(model, torch.load(ids_path))
     if torch.distributed.get_rank() == 0:
-        torch.save({"logits": torch.cat(shards, dim=-1)}, out)
+        torch.save({"logits": logits}, out)
 
 
 if __name__ == "__main__":

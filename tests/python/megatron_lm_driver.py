@@ -38,6 +38,7 @@ from megatron.core import tensor_parallel  # noqa: E402
 from megatron.core.models.gpt import GPTModel  # noqa: E402
 from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec  # noqa: E402
 from megatron.training import arguments, checkpointing  # noqa: E402
+from megatron_forward import gathered_logits  # noqa: E402
 
 
 def one_rank_read_metadata(read):
@@ -230,19 +231,8 @@ def main() -> None:
         if torch.distributed.get_rank() == 0:
             torch.save(result, out)
         return
-    model.eval()
-    # Megatron-LM's local attention takes its scratch buffer on the current CUDA device, and forks
-    # the CUDA generator for its dropout (off here).
-    torch.cuda.current_device = lambda: "cpu"
-    tensor_parallel.get_cuda_rng_tracker().fork = lambda *a, **k: contextlib.nullcontext()
     ids = torch.load(ids)
-    positions = torch.arange(ids.shape[1]).unsqueeze(0).expand_as(ids)
-    mask = torch.ones(1, 1, ids.shape[1], ids.shape[1], dtype=torch.bool).triu(1)
-    with torch.no_grad():
-        logits = model(ids, positions, mask)  # this TP rank's vocabulary shard
-        shards = [torch.empty_like(logits) for _ in range(mpu.get_tensor_model_parallel_world_size())]
-        torch.distributed.all_gather(shards, logits, group=mpu.get_tensor_model_parallel_group())
-    result["logits"] = torch.cat(shards, dim=-1)
+    result["logits"] = gathered_logits(model, ids)
     result["input_ids"] = ids
     if torch.distributed.get_rank() == 0:
         torch.save(result, out)
