@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: set up and build if needed, then ctest (unit, distributed, install),
-# then pytest when there are Python tests. Exits non-zero on any failure.
+# then pytest when there are Python tests (its 25 slowest named, for CI's time budget). Exits non-zero on any failure.
 #   CTEST_ARGS    extra ctest arguments, e.g. "-L unit" or "-R launcher"
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,5 +16,5 @@ export MKL_DYNAMIC="${MKL_DYNAMIC:-FALSE}"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" -LE gpu ${CTEST_ARGS:-}
 
 if compgen -G "$ROOT/tests/python/test_*.py" >/dev/null; then
-  MEGATRON_BUILD_DIR="$BUILD_DIR" "$ROOT/.venv/bin/python" -m pytest -q "$ROOT/tests/python"
+  MEGATRON_BUILD_DIR="$BUILD_DIR" "$ROOT/.venv/bin/python" -m pytest -q --durations=25 "$ROOT/tests/python"
 fi
