@@ -60,6 +60,7 @@ class MEGATRON_API ParallelState {
   comm::ProcessGroup& get_expert_tensor_parallel_group() const { return *etp_; }
   comm::ProcessGroup& get_expert_tensor_and_model_parallel_group() const { return *etp_ep_; }
   comm::ProcessGroup& get_expert_data_parallel_group() const { return *edp_; }
+  std::shared_ptr<comm::ProcessGroup> expert_model_parallel_group_ptr() const { return ep_; }
   std::shared_ptr<comm::ProcessGroup> expert_data_parallel_group_ptr() const { return edp_; }
 
   int get_world_size() const { return world_->size(); }

@@ -3343,9 +3343,9 @@ def parse_data_path(data_path: typing.Any) -> tuple:
     """
     --data-path words (a list or one string) -> (prefixes, weights or []).
     """
-def rank_dir_name(tp_rank: typing.SupportsInt, pp_rank: typing.SupportsInt, pp_size: typing.SupportsInt) -> str:
+def rank_dir_name(tp_rank: typing.SupportsInt, pp_rank: typing.SupportsInt, pp_size: typing.SupportsInt, ep_rank: typing.SupportsInt = 0, ep_size: typing.SupportsInt = 1) -> str:
     """
-    'mp_rank_01' without pipeline parallelism, else 'mp_rank_01_002' (Megatron-LM's names).
+    'mp_rank_01' without pipeline parallelism, else 'mp_rank_01_002'; with expert parallelism the expert-parallel rank follows ('mp_rank_01_003', 'mp_rank_01_002_003'): Megatron-LM's names.
     """
 def rank_layout(world_size: typing.SupportsInt, tensor_model_parallel_size: typing.SupportsInt = 1, pipeline_model_parallel_size: typing.SupportsInt = 1, context_parallel_size: typing.SupportsInt = 1, expert_model_parallel_size: typing.SupportsInt = 1, expert_tensor_parallel_size: typing.SupportsInt | None = None) -> dict:
     """

@@ -22,7 +22,9 @@ void init_checkpointing(py::module_& m) {
   m.def("iteration_dir_name", &tr::iteration_dir_name, py::arg("iteration"),
         "'iter_0000100' for 100, 'release' for None.");
   m.def("rank_dir_name", &tr::rank_dir_name, py::arg("tp_rank"), py::arg("pp_rank"), py::arg("pp_size"),
-        "'mp_rank_01' without pipeline parallelism, else 'mp_rank_01_002' (Megatron-LM's names).");
+        py::arg("ep_rank") = 0, py::arg("ep_size") = 1,
+        "'mp_rank_01' without pipeline parallelism, else 'mp_rank_01_002'; with expert parallelism the "
+        "expert-parallel rank follows ('mp_rank_01_003', 'mp_rank_01_002_003'): Megatron-LM's names.");
   m.def(
       "read_tracker",
       [](const std::string& dir) -> py::object {

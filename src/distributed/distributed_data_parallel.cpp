@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <utility>
@@ -31,11 +32,13 @@ const char* to_string(ShardingStrategy strategy) {
 
 DistributedDataParallel::DistributedDataParallel(std::vector<ModelParam> params, DistributedDataParallelConfig config,
                                                  std::shared_ptr<comm::ProcessGroup> data_parallel_group,
-                                                 std::shared_ptr<comm::ProcessGroup> tensor_parallel_group)
+                                                 std::shared_ptr<comm::ProcessGroup> tensor_parallel_group,
+                                                 std::shared_ptr<comm::ProcessGroup> expert_data_parallel_group)
     : params_(std::move(params)),
       config_(std::move(config)),
       dp_(std::move(data_parallel_group)),
-      tp_(std::move(tensor_parallel_group)) {
+      tp_(std::move(tensor_parallel_group)),
+      edp_(expert_data_parallel_group ? std::move(expert_data_parallel_group) : dp_) {
   TORCH_CHECK(!params_.empty(), "[distributed_data_parallel] no parameters to wrap");
   TORCH_CHECK(!config_.shards_grads() || config_.use_distributed_optimizer, "[distributed_data_parallel] ",
               to_string(config_.data_parallel_sharding_strategy), " needs the distributed optimizer");
@@ -48,23 +51,34 @@ DistributedDataParallel::DistributedDataParallel(std::vector<ModelParam> params,
   }
   sharded_ = config_.use_distributed_optimizer && dp_ && dp_->size() > 1;
   const bool sharded_grads = sharded_ && config_.shards_grads();
+  const int dp_size = dp_ ? dp_->size() : 1, edp_size = edp_ ? edp_->size() : 1;
+  // Megatron-LM's expert_gradient_scaling_factor: an expert's gradient already holds every
+  // expert-parallel rank's tokens, so its average over the expert-data-parallel ranks is scaled
+  // down to the average over all data-parallel ranks.
+  expert_grad_scale_ = static_cast<double>(edp_size) / dp_size;
+  bool has_experts = false;
+  for (const auto& p : params_) has_experts = has_experts || p.expert_parallel;
+  TORCH_CHECK(!has_experts || !sharded_grads || edp_size == dp_size, "[distributed_data_parallel] ",
+              to_string(config_.data_parallel_sharding_strategy),
+              " with expert parallelism is not implemented yet (the FSDP units reduce over the data-parallel ranks)");
   const bool sharded_params = sharded_grads && config_.shards_params();
   if (sharded_grads) fsdp_ = std::make_unique<FsdpUnits>(dp_, sharded_params, config_.fsdp_prefetch, tp_);
   // One buffer per parameter dtype for the parameters outside FSDP units (all of them without
-  // gradient sharding), then one per unit, in the order the model runs them.
-  std::map<at::ScalarType, std::vector<size_t>> by_dtype;
+  // gradient sharding), the experts' after the others' (Megatron-LM's expert_parallel_buffers),
+  // then one per unit, in the order the model runs them.
+  std::map<std::pair<bool, at::ScalarType>, std::vector<size_t>> by_dtype;
   std::vector<std::string> unit_names;
   std::map<std::string, std::vector<size_t>> by_unit;
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string& unit = sharded_grads ? params_[i].fsdp_unit : std::string();
     if (unit.empty()) {
-      by_dtype[params_[i].param.scalar_type()].push_back(i);
+      by_dtype[{params_[i].expert_parallel, params_[i].param.scalar_type()}].push_back(i);
     } else {
       if (!by_unit.count(unit)) unit_names.push_back(unit);
       by_unit[unit].push_back(i);
     }
   }
-  for (const auto& [dtype, indices] : by_dtype) add_buffer(indices, /*fsdp_unit=*/"");
+  for (const auto& [key, indices] : by_dtype) add_buffer(indices, /*fsdp_unit=*/"");
   root_buffers_ = buffers_.size();
   if (sharded_params && root_buffers_ > 0) {
     TORCH_CHECK(root_buffers_ == 1,
@@ -99,29 +113,34 @@ void DistributedDataParallel::add_buffer(const std::vector<size_t>& indices, con
   }
   const size_t b = buffers_.size();
   buffer_params_.push_back(indices);
+  // An expert's buffer is reduced and sharded over the expert-data-parallel ranks.
+  const auto& group = params_[indices.front()].expert_parallel ? edp_ : dp_;
+  buffer_group_.push_back(group);
+  expert_buffer_.push_back(params_[indices.front()].expert_parallel);
   std::vector<std::vector<size_t>> regions;
   region_groups_.emplace_back();
   for (const auto& [group, members] : by_group) {
     regions.push_back(members);
     region_groups_.back().push_back(group);
   }
-  buffers_.push_back(std::make_unique<ParamAndGradBuffer>(tensors, regions, counted, sharded_ ? dp_->size() : 1,
+  buffers_.push_back(std::make_unique<ParamAndGradBuffer>(tensors, regions, counted, sharded_ ? group->size() : 1,
                                                           std::nullopt, initialize));
   auto& buffer = *buffers_.back();
   // Buckets all-reduce, or with the distributed optimizer reduce each piece to the rank whose
   // shard holds it; under the backward pass with the overlap, after it without (the same
   // collectives, so the two agree bit for bit). An FSDP unit reduce-scatters itself.
-  if (dp_ && dp_->size() > 1 && fsdp_unit.empty()) {
+  if (group && group->size() > 1 && fsdp_unit.empty()) {
     std::vector<int64_t> shard_numel;
     if (sharded_)
-      for (const auto& region : buffer.regions()) shard_numel.push_back(region.padded / dp_->size());
+      for (const auto& region : buffer.regions()) shard_numel.push_back(region.padded / group->size());
     buckets_.push_back(std::make_unique<GradBuckets>(buffer, tensors, config_.bucket_size, shard_numel, shared));
+    bucket_buffer_.push_back(b);
     if (config_.overlap_grad_reduce) buckets_.back()->enable_overlap();
   }
   shards_.emplace_back();
   if (sharded_)
     for (size_t r = 0; r < buffer.regions().size(); ++r)
-      shards_.back().push_back(std::make_unique<ParamShards>(buffer, r, dp_, /*own_main=*/config_.shards_params()));
+      shards_.back().push_back(std::make_unique<ParamShards>(buffer, r, group, /*own_main=*/config_.shards_params()));
   buffer_fsdp_unit_.push_back(-1);
   // Sharded gradients exist whole only within a step (zero_grad_buffer() or the unit's backward
   // allocates them).
@@ -165,7 +184,7 @@ void DistributedDataParallel::start_grad_sync(int64_t accumulations) {
   TORCH_CHECK(accumulations > 0,
               "[distributed_data_parallel] start_grad_sync needs a positive number of backward passes, got ",
               accumulations);
-  for (auto& b : buckets_) b->start(dp_, accumulations);
+  for (size_t k = 0; k < buckets_.size(); ++k) buckets_[k]->start(buffer_group_[bucket_buffer_[k]], accumulations);
   if (fsdp_) fsdp_->start(accumulations);
 }
 
@@ -173,15 +192,21 @@ void DistributedDataParallel::finish_grad_sync() {
   if (grads_synced_) return;
   // An FSDP unit's gradient is reduced from its buffer as its backward ends; it must accumulate
   // in place.
-  for (size_t k = 0; k < root_buffers_; ++k) {
-    for (size_t i : buffers_[k]->collect_replaced_grads()) {
-      TORCH_CHECK(buckets_.empty() || !buckets_[k]->launched_with(i), "[distributed_data_parallel] the gradient of ",
-                  params_[buffer_params_[k][i]].name,
+  for (size_t b = 0; b < root_buffers_; ++b) {
+    const auto k = std::find(bucket_buffer_.begin(), bucket_buffer_.end(), b) - bucket_buffer_.begin();
+    for (size_t i : buffers_[b]->collect_replaced_grads()) {
+      TORCH_CHECK(k == static_cast<std::ptrdiff_t>(buckets_.size()) || !buckets_[k]->launched_with(i),
+                  "[distributed_data_parallel] the gradient of ", params_[buffer_params_[b][i]].name,
                   " was replaced after its bucket's all-reduce began (--overlap-grad-reduce); accumulate into "
                   "its .grad in place instead");
     }
   }
-  for (auto& b : buckets_) b->finish(dp_);
+  for (size_t k = 0; k < buckets_.size(); ++k) buckets_[k]->finish(buffer_group_[bucket_buffer_[k]]);
+  if (expert_grad_scale_ != 1.0) {
+    at::NoGradGuard no_grad;
+    for (size_t b = 0; b < root_buffers_; ++b)
+      if (expert_buffer_[b]) buffers_[b]->grads().mul_(expert_grad_scale_);
+  }
   if (fsdp_) fsdp_->finish();
   grads_synced_ = true;
 }

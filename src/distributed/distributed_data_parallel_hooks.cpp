@@ -43,12 +43,13 @@ std::shared_ptr<transformer::ParamGather> DistributedDataParallel::param_gather(
     if (auto it = fsdp_unit_index_.find(unit_name); it != fsdp_unit_index_.end()) unit = fsdp_->hooks(it->second);
   }
   if (!config_.overlap_param_gather || !sharded_ || config_.shards_params()) return unit;
-  // buckets_[k] cuts buffers_[k], one of the buffers outside FSDP units.
+  // buckets_[k] cuts buffers_[bucket_buffer_[k]], one of the buffers outside FSDP units.
   std::vector<std::function<void()>> waits;
   for (size_t k = 0; k < buckets_.size(); ++k) {
     std::vector<size_t> mine;
-    for (size_t j = 0; j < buffer_params_[k].size(); ++j)
-      if (gather_wait_unit(buffer_params_[k][j]) == unit_name) mine.push_back(j);
+    const auto& in_buffer = buffer_params_[bucket_buffer_[k]];
+    for (size_t j = 0; j < in_buffer.size(); ++j)
+      if (gather_wait_unit(in_buffer[j]) == unit_name) mine.push_back(j);
     if (!mine.empty()) waits.push_back(buckets_[k]->param_sync_waiter(mine));
   }
   if (waits.empty()) return unit;
@@ -59,7 +60,7 @@ std::shared_ptr<transformer::ParamGather> DistributedDataParallel::param_gather(
 bool DistributedDataParallel::param_sync_overlapped() const {
   if (!config_.overlap_param_gather || !sharded_ || config_.shards_params() || buckets_.empty()) return false;
   for (size_t k = 0; k < buckets_.size(); ++k)
-    for (size_t i : buffer_params_[k])
+    for (size_t i : buffer_params_[bucket_buffer_[k]])
       if (!hooked_units_.count(gather_wait_unit(i))) return false;
   return true;
 }
@@ -94,7 +95,7 @@ void DistributedDataParallel::start_param_sync() {
     }
   }
   if (overlapped)
-    for (auto& b : buckets_) b->start_param_sync(dp_);
+    for (size_t k = 0; k < buckets_.size(); ++k) buckets_[k]->start_param_sync(buffer_group_[bucket_buffer_[k]]);
   if (units_overlapped) fsdp_->start_param_sync();
 }
 

@@ -8,22 +8,30 @@
 namespace megatron::optimizer {
 
 DistributedOptimizer::DistributedOptimizer(distributed::DistributedDataParallel& ddp, OptimizerConfig config,
-                                           std::shared_ptr<comm::ProcessGroup> model_parallel_group)
-    : MegatronOptimizer(ddp, std::move(config), std::move(model_parallel_group), /*sharded=*/true) {}
+                                           std::shared_ptr<comm::ProcessGroup> model_parallel_group,
+                                           std::shared_ptr<comm::ProcessGroup> expert_model_parallel_group)
+    : MegatronOptimizer(ddp, std::move(config), std::move(model_parallel_group), std::move(expert_model_parallel_group),
+                        /*sharded=*/true) {}
 
 void DistributedOptimizer::copy_main_params_to_model_params() {
   ddp_.start_param_sync();
 }
 
 void DistributedOptimizer::reduce_norm_over_shards(at::Tensor& sums) const {
-  ddp_.data_parallel_group()->all_reduce(sums);  // every shard of the model once
+  // Every shard of the model once: an expert's shards are over the expert-data-parallel ranks,
+  // which with the expert-parallel ones make up the data-parallel group.
+  ddp_.data_parallel_group()->all_reduce(sums);
 }
 
-std::unique_ptr<MegatronOptimizer> get_megatron_optimizer(const OptimizerConfig& config,
-                                                          distributed::DistributedDataParallel& ddp,
-                                                          std::shared_ptr<comm::ProcessGroup> model_parallel_group) {
-  if (ddp.sharded()) return std::make_unique<DistributedOptimizer>(ddp, config, std::move(model_parallel_group));
-  return std::make_unique<MegatronOptimizer>(ddp, config, std::move(model_parallel_group));
+std::unique_ptr<MegatronOptimizer> get_megatron_optimizer(
+    const OptimizerConfig& config, distributed::DistributedDataParallel& ddp,
+    std::shared_ptr<comm::ProcessGroup> model_parallel_group,
+    std::shared_ptr<comm::ProcessGroup> expert_model_parallel_group) {
+  if (ddp.sharded())
+    return std::make_unique<DistributedOptimizer>(ddp, config, std::move(model_parallel_group),
+                                                  std::move(expert_model_parallel_group));
+  return std::make_unique<MegatronOptimizer>(ddp, config, std::move(model_parallel_group),
+                                             std::move(expert_model_parallel_group));
 }
 
 }  // namespace megatron::optimizer

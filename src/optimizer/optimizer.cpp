@@ -35,14 +35,18 @@ int param_group_of(const std::string& name, int64_t dim, bool decoupled_lr) {
 }
 
 MegatronOptimizer::MegatronOptimizer(distributed::DistributedDataParallel& ddp, OptimizerConfig config,
-                                     std::shared_ptr<comm::ProcessGroup> model_parallel_group)
-    : MegatronOptimizer(ddp, std::move(config), std::move(model_parallel_group), /*sharded=*/false) {}
+                                     std::shared_ptr<comm::ProcessGroup> model_parallel_group,
+                                     std::shared_ptr<comm::ProcessGroup> expert_model_parallel_group)
+    : MegatronOptimizer(ddp, std::move(config), std::move(model_parallel_group), std::move(expert_model_parallel_group),
+                        /*sharded=*/false) {}
 
 MegatronOptimizer::MegatronOptimizer(distributed::DistributedDataParallel& ddp, OptimizerConfig config,
-                                     std::shared_ptr<comm::ProcessGroup> model_parallel_group, bool sharded)
+                                     std::shared_ptr<comm::ProcessGroup> model_parallel_group,
+                                     std::shared_ptr<comm::ProcessGroup> expert_model_parallel_group, bool sharded)
     : ddp_(ddp),
       config_(std::move(config)),
       mp_(std::move(model_parallel_group)),
+      ep_(std::move(expert_model_parallel_group)),
       lr_(config_.lr),
       decoupled_lr_(config_.lr) {
   TORCH_CHECK(config_.optimizer == "adam" || config_.optimizer == "sgd", "[optimizer] unknown optimizer '",
@@ -130,10 +134,11 @@ void MegatronOptimizer::set_lr(double lr, std::optional<double> decoupled) {
   decoupled_lr_ = decoupled.value_or(lr);
 }
 
-std::vector<at::Tensor> MegatronOptimizer::counted_pieces(const std::vector<at::Tensor>& flat) const {
+std::vector<at::Tensor> MegatronOptimizer::counted_pieces(const std::vector<at::Tensor>& flat, bool experts) const {
   std::vector<at::Tensor> counted;
   for (size_t k = 0; k < groups_.size(); ++k) {
     const auto& g = groups_[k];
+    if (ddp_.expert_buffer(g.buffer) != experts) continue;
     if (g.shards) {
       for (auto& piece : g.shards->norm_grads(flat[k])) counted.push_back(piece);
     } else {
@@ -144,24 +149,38 @@ std::vector<at::Tensor> MegatronOptimizer::counted_pieces(const std::vector<at::
   return counted;
 }
 
-// A sum over every rank's counted pieces: over the shards, then the model-parallel ranks.
+at::Tensor MegatronOptimizer::sums_of_squares(const std::vector<at::Tensor>& flat) const {
+  std::vector<at::Tensor> sums;
+  for (bool experts : {false, true}) {
+    const auto pieces = counted_pieces(flat, experts);
+    sums.push_back(pieces.empty() ? at::zeros({1}, flat.front().options().dtype(at::kFloat))
+                                  : at::stack(at::_foreach_norm(pieces)).square().sum().reshape({1}));
+  }
+  return at::cat(sums);
+}
+
+// A sum over every rank's counted pieces: over the shards, then the model-parallel ranks; the
+// experts' entry (t[1]) over the expert-parallel ranks too, unless the data-parallel shards
+// already covered them (their group holds the expert-parallel ranks).
 void MegatronOptimizer::sum_over_model(at::Tensor& t) const {
   reduce_norm_over_shards(t);
   if (mp_ && mp_->size() > 1) mp_->all_reduce(t);
+  if (!is_distributed() && ep_ && ep_->size() > 1) {
+    at::Tensor experts = t.narrow(0, 1, 1).clone();
+    ep_->all_reduce(experts);
+    t.narrow(0, 1, 1).copy_(experts);
+  }
 }
 
 // The global gradient norm in fp32 (Megatron-LM's): norms of the counted ranges, their squares
 // summed, then over the data-parallel shards (ZeRO-1) and the model-parallel ranks. Returns
 // {sum of squares, skip requests}, both summed over those ranks in one reduction.
 at::Tensor MegatronOptimizer::reduce_norm(const std::vector<at::Tensor>& grads, const at::Tensor& skip) const {
-  const std::vector<at::Tensor> counted = counted_pieces(grads);
   const auto opts = grads.front().options().dtype(at::kFloat);
-  at::Tensor sum_sq =
-      counted.empty() ? at::zeros({1}, opts) : at::stack(at::_foreach_norm(counted)).square().sum().reshape({1});
   at::Tensor flag = skip.defined() ? (skip.to(opts.device()).reshape({1}) != 0).to(at::kFloat) : at::zeros({1}, opts);
-  at::Tensor both = at::cat({sum_sq, flag});
-  sum_over_model(both);
-  return both;
+  at::Tensor all = at::cat({sums_of_squares(grads), flag});
+  sum_over_model(all);
+  return at::stack({all[0] + all[1], all[2]});
 }
 
 // One fused kernel per group. The kernels read found_inf on the device and leave everything
@@ -219,21 +238,20 @@ StepResult MegatronOptimizer::step(const at::Tensor& skip, const at::Tensor& gra
     at::_foreach_mul_(grads, coeff);
   }
   if (config_.log_num_zeros_in_grad) {  // Megatron-LM's count_zeros: the clipped gradients, counted once
-    result.num_zeros = at::zeros({1}, scalar.dtype(at::kDouble));
-    for (const auto& piece : counted_pieces(grads)) result.num_zeros += piece.eq(0).sum();
+    result.num_zeros = at::zeros({2}, scalar.dtype(at::kDouble));
+    for (bool experts : {false, true})
+      for (const auto& piece : counted_pieces(grads, experts)) result.num_zeros[experts ? 1 : 0] += piece.eq(0).sum();
     sum_over_model(result.num_zeros);
-    result.num_zeros = result.num_zeros.reshape({});
+    result.num_zeros = result.num_zeros.sum();
   }
   update(grads, result.found_inf);
   copy_main_params_to_model_params();
   if (config_.log_params_norm) {  // Megatron-LM's calc_params_l2_norm: the fp32 main parameters, updated
     std::vector<at::Tensor> mains;
     for (const auto& g : groups_) mains.push_back(g.main);
-    const auto pieces = counted_pieces(mains);
-    at::Tensor sum_sq =
-        pieces.empty() ? at::zeros({1}, scalar) : at::stack(at::_foreach_norm(pieces)).square().sum().reshape({1});
+    at::Tensor sum_sq = sums_of_squares(mains);
     sum_over_model(sum_sq);
-    result.params_norm = sum_sq.sqrt().reshape({});
+    result.params_norm = sum_sq.sum().sqrt();
   }
   return result;
 }

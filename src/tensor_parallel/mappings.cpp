@@ -3,6 +3,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <numeric>
+
 #include "autograd_group.h"
 #include "megatron/tensor_parallel/sharding.h"
 
@@ -105,7 +107,39 @@ struct ReduceScatterToSequence : torch::autograd::Function<ReduceScatterToSequen
   }
 };
 
+// Rows in runs to each rank: output_splits rows arrive from each rank in rank order.
+at::Tensor exchange_rows(const at::Tensor& input, const GroupPtr& group, const std::vector<int64_t>& output_splits,
+                         const std::vector<int64_t>& input_splits) {
+  auto sizes = input.sizes().vec();
+  if (!output_splits.empty()) sizes[0] = std::accumulate(output_splits.begin(), output_splits.end(), int64_t{0});
+  at::Tensor out = at::empty(sizes, input.options());
+  group->all_to_all(out, input.contiguous(), output_splits, input_splits);
+  return out;
+}
+
+struct AllToAll : torch::autograd::Function<AllToAll> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, GroupPtr g, std::vector<int64_t> output_splits,
+                            std::vector<int64_t> input_splits) {
+    save_group(ctx, g);
+    ctx->saved_data["output_splits"] = output_splits;
+    ctx->saved_data["input_splits"] = input_splits;
+    return exchange_rows(x, g, output_splits, input_splits);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    // The rows return to where they came from: the splits swap.
+    const auto back = exchange_rows(grad[0], load_group(ctx), ctx->saved_data["input_splits"].toIntVector(),
+                                    ctx->saved_data["output_splits"].toIntVector());
+    return {back, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 }  // namespace
+
+at::Tensor all_to_all(const GroupPtr& group, const at::Tensor& input, const std::vector<int64_t>& output_splits,
+                      const std::vector<int64_t>& input_splits) {
+  if (group_size(group) == 1) return input;
+  return AllToAll::apply(input, group, output_splits, input_splits);
+}
 
 at::Tensor all_gather_along_dim(const at::Tensor& input, const GroupPtr& group, int64_t dim) {
   const int n = group_size(group);

@@ -66,7 +66,11 @@ at::Tensor MLPImpl::forward(const at::Tensor& hidden) {
 
 at::Tensor MLPImpl::forward_weighted(const at::Tensor& tokens, const at::Tensor& probs) {
   const at::Tensor h = activation(linear_fc1(tokens));
-  return linear_fc2((h * probs).to(h.scalar_type()));
+  const at::Tensor weighted = (h * probs).to(h.scalar_type());
+  if (!linear_fc2->bias.defined()) return linear_fc2(weighted);
+  // As Megatron-Core's experts: fc2's bias is scaled by the token's probability too, so that the
+  // expert's whole output is weighted. (Experts are not tensor-parallel: the GEMM is whole.)
+  return at::linear(weighted, linear_fc2->weight) + linear_fc2->bias * probs;
 }
 
 at::Tensor MLPImpl::activation(const at::Tensor& h) {

@@ -27,6 +27,10 @@ bool TransformerConfig::is_moe_layer(int64_t layer) const {
   return moe_layer_pattern_.empty() || moe_layer_pattern_.at(static_cast<size_t>(layer)) != 0;
 }
 
+int64_t TransformerConfig::local_expert_offset() const {
+  return ep_group_ ? ep_group_->rank() * num_local_experts() : 0;
+}
+
 namespace {
 // Megatron-Core's rules for the MoE settings (TransformerConfig.__post_init__), and what this
 // build does not compute yet, refused by name.
@@ -49,6 +53,14 @@ void finalize_moe(TransformerConfig& c) {
   TORCH_CHECK(c.moe_token_drop_policy() == "probs" || c.moe_token_drop_policy() == "position",
               "[transformer_config] moe_token_drop_policy must be probs or position, got '", c.moe_token_drop_policy(),
               "'");
+  TORCH_CHECK(c.moe_token_dispatcher_type() == "allgather" || c.moe_token_dispatcher_type() == "alltoall",
+              "[transformer_config] moe_token_dispatcher_type must be allgather or alltoall, got '",
+              c.moe_token_dispatcher_type(), "'");
+  const int64_t ep = c.expert_model_parallel_size();
+  TORCH_CHECK(ep >= 1 && experts % ep == 0, "[transformer_config] num_moe_experts (", experts,
+              ") must be divisible by expert_model_parallel_size (", ep, ")");
+  TORCH_CHECK((c.ep_group() ? c.ep_group()->size() : 1) == ep, "[transformer_config] ep_group has ",
+              c.ep_group() ? c.ep_group()->size() : 1, " ranks; expert_model_parallel_size is ", ep);
   TORCH_CHECK(c.moe_layer_pattern().empty() || static_cast<int64_t>(c.moe_layer_pattern().size()) == c.num_layers(),
               "[transformer_config] moe_layer_pattern has ", c.moe_layer_pattern().size(), " entries for ",
               c.num_layers(), " layers");
@@ -67,9 +79,6 @@ void finalize_moe(TransformerConfig& c) {
               "[transformer_config] moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor");
   TORCH_CHECK(!c.moe_shared_expert_gate() || c.moe_shared_expert_intermediate_size(),
               "[transformer_config] moe_shared_expert_gate needs moe_shared_expert_intermediate_size");
-  TORCH_CHECK(!c.add_bias_linear(),
-              "[transformer_config] MoE layers with linear biases are not implemented yet "
-              "(set add_bias_linear false)");
   TORCH_CHECK(c.tensor_model_parallel_size() == 1,
               "[transformer_config] MoE layers with tensor parallelism are not implemented yet");
   TORCH_CHECK(!c.domino(), "[transformer_config] domino with MoE layers is not implemented");

@@ -324,15 +324,16 @@ class GPT(nn.Module):
 
 
 def load_mlp(cfg: Config, mlp: MLP, sd: dict[str, torch.Tensor], prefix: str):
-    """An MLP's weights from megatron's linear_fc1 ([gate; up] when gated) and linear_fc2."""
-    fc1 = sd[prefix + "linear_fc1.weight"]
-    if cfg.mlp == "swiglu":
-        gate, up = fc1.chunk(2, dim=0)
-        mlp.gate_proj.weight.copy_(gate)
-        mlp.up_proj.weight.copy_(up)
-    else:
-        mlp.up_proj.weight.copy_(fc1)
-    mlp.down_proj.weight.copy_(sd[prefix + "linear_fc2.weight"])
+    """An MLP's weights (and biases) from megatron's linear_fc1 ([gate; up] when gated) and linear_fc2."""
+    for kind in ("weight", "bias") if cfg.bias else ("weight",):
+        fc1 = sd[prefix + "linear_fc1." + kind]
+        if cfg.mlp == "swiglu":
+            gate, up = fc1.chunk(2, dim=0)
+            getattr(mlp.gate_proj, kind).copy_(gate)
+            getattr(mlp.up_proj, kind).copy_(up)
+        else:
+            getattr(mlp.up_proj, kind).copy_(fc1)
+        getattr(mlp.down_proj, kind).copy_(sd[prefix + "linear_fc2." + kind])
 
 
 def from_megatron_state_dict(cfg: Config, sd: dict[str, torch.Tensor]) -> GPT:
@@ -376,16 +377,8 @@ def from_megatron_state_dict(cfg: Config, sd: dict[str, torch.Tensor]) -> GPT:
                 blk.attn.q_proj.bias.copy_(bq[:, :per].reshape(-1))
                 blk.attn.k_proj.bias.copy_(bq[:, per].reshape(-1))
                 blk.attn.v_proj.bias.copy_(bq[:, per + 1].reshape(-1))
-            if cfg.bias:
+            if cfg.bias:  # the MLPs' biases came with load_mlp
                 blk.attn.o_proj.bias.copy_(sd[p + "self_attention.linear_proj.bias"])
-                b1 = sd[p + "mlp.linear_fc1.bias"]
-                if cfg.mlp == "swiglu":
-                    bg, bu = b1.chunk(2)
-                    blk.mlp.gate_proj.bias.copy_(bg)
-                    blk.mlp.up_proj.bias.copy_(bu)
-                else:
-                    blk.mlp.up_proj.bias.copy_(b1)
-                blk.mlp.down_proj.bias.copy_(sd[p + "mlp.linear_fc2.bias"])
         model.ln_f.weight.copy_(sd["decoder.final_layernorm.weight"])
         if cfg.norm == "layernorm":
             model.ln_f.bias.copy_(sd["decoder.final_layernorm.bias"])

@@ -279,12 +279,9 @@ HF_IMPORTS = {
 }
 
 
-@pytest.mark.parametrize("family", sorted(HF_IMPORTS))
-def test_hugging_face_import_gives_their_logits_and_exports_back_bit_identical(tmp_path, family):
+def saved_hf_model(tmp_path: Path, config_class: str, model_class: str, kwargs: dict):
+    """transformers' own model of that class, seeded, saved to tmp_path/hf."""
     import transformers
-    from safetensors.torch import load_file
-
-    config_class, model_class, kwargs, dump_opts = HF_IMPORTS[family]
     torch.manual_seed(0)
     theirs = getattr(transformers, model_class)(getattr(transformers, config_class)(**kwargs)).eval()
     with torch.no_grad():  # norms and biases away from their initial 1 and 0, so that a dropped one shows
@@ -292,6 +289,24 @@ def test_hugging_face_import_gives_their_logits_and_exports_back_bit_identical(t
             if "norm" in name or name.endswith("bias"):
                 p.add_(0.1 * torch.randn_like(p))
     theirs.save_pretrained(tmp_path / "hf")
+    return theirs
+
+
+def assert_exported_back(tmp_path: Path, theirs, flags=()):
+    """The export of tmp_path/ck holds the very tensors transformers saved in tmp_path/hf."""
+    from safetensors.torch import load_file
+    run([CONVERT, "--load", str(tmp_path / "ck"), "--export-hf", str(tmp_path / "back"), *flags])
+    saved, back = load_file(str(tmp_path / "hf" / "model.safetensors")), load_file(str(tmp_path / "back" / "model.safetensors"))
+    tied_copy = {"lm_head.weight"} if theirs.config.tie_word_embeddings else set()
+    assert set(back) == set(saved) - tied_copy
+    for name, tensor in back.items():
+        assert torch.equal(tensor, saved[name]), name
+
+
+@pytest.mark.parametrize("family", sorted(HF_IMPORTS))
+def test_hugging_face_import_gives_their_logits_and_exports_back_bit_identical(tmp_path, family):
+    config_class, model_class, kwargs, dump_opts = HF_IMPORTS[family]
+    theirs = saved_hf_model(tmp_path, config_class, model_class, kwargs)
     run([CONVERT, "--import-hf", str(tmp_path / "hf"), "--save", str(tmp_path / "ck"),
          "--target-tensor-parallel-size", "2", "--make-vocab-size-divisible-by", "8"])
     run([CONVERT, "--load", str(tmp_path / "ck"), "--save", str(tmp_path / "tp1")])
@@ -303,13 +318,7 @@ def test_hugging_face_import_gives_their_logits_and_exports_back_bit_identical(t
     assert (dump["logits"][..., :250] - expected).abs().max().item() <= 1e-4
 
     # Export of the imported checkpoint (at TP 2): the very tensors transformers saved.
-    run([CONVERT, "--load", str(tmp_path / "ck"), "--export-hf", str(tmp_path / "back"), "--hf-model-type",
-         theirs.config.model_type])
-    saved, back = load_file(str(tmp_path / "hf" / "model.safetensors")), load_file(str(tmp_path / "back" / "model.safetensors"))
-    tied_copy = {"lm_head.weight"} if theirs.config.tie_word_embeddings else set()
-    assert set(back) == set(saved) - tied_copy
-    for name, tensor in back.items():
-        assert torch.equal(tensor, saved[name]), name
+    assert_exported_back(tmp_path, theirs, ["--hf-model-type", theirs.config.model_type])
 
 
 def test_hugging_face_gpt2_loads_in_pretrain(tmp_path):

@@ -113,6 +113,13 @@ CASES = {
                   capacity=0.75, drop="position", pad=1, **{"moe-ffn": 32}, train=1),
         ref=dict(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=4, ffn_hidden_size=128, max_seq_len=32, bias=False,
                  num_experts=4, moe_ffn_hidden_size=32, capacity_factor=0.75, drop_policy="position")),
+    # GPT-2-shaped experts with biases: fc2's bias weighted by the token's probability, as the
+    # whole expert output is (Megatron-Core's experts), and the fused bias-GELU in each expert.
+    "moe_gelu_experts_with_biases": dict(
+        args=dict(layers=2, hidden=32, heads=4, vocab=128, seq=8, batch=2, bias=1, mlp="gelu", experts=4,
+                  **{"moe-ffn": 40, "aux-coeff": 0.01}, train=1),
+        ref=dict(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=4, ffn_hidden_size=128, max_seq_len=32,
+                 bias=True, num_experts=4, moe_ffn_hidden_size=40, aux_coeff=0.01)),
     "no_positions": dict(
         args=dict(layers=2, hidden=32, heads=4, vocab=100, seq=8, batch=2, position="none"),
         ref=dict(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=4, ffn_hidden_size=128, position="none")),

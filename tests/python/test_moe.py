@@ -52,6 +52,46 @@ def test_data_and_pipeline_parallel_moe_runs_give_the_single_rank_losses(tmp_pat
     same(train(tmp_path, "dp2_dist_opt", ["--use-distributed-optimizer"], ranks=2), want)
 
 
+def test_expert_parallel_runs_give_the_single_rank_losses(tmp_path):
+    """The experts split over 2 or 4 ranks, tokens exchanged all-to-all or all-gathered, the
+    experts' gradients averaged over their expert-data-parallel replicas (sharded there with the
+    distributed optimizer) and their norm summed over the expert-parallel ranks."""
+    want = train(tmp_path, "single", [])
+    ep = ["--expert-model-parallel-size"]
+    same(train(tmp_path, "ep2_a2a", ep + ["2", "--moe-token-dispatcher-type", "alltoall"], ranks=2), want)
+    same(train(tmp_path, "ep2_dp4_ag_dist", ep + ["2", "--moe-token-dispatcher-type", "allgather",
+                                                  "--use-distributed-optimizer", "--overlap-grad-reduce"], ranks=4), want)
+    same(train(tmp_path, "ep4_a2a_dist", ep + ["4", "--moe-token-dispatcher-type", "alltoall",
+                                               "--use-distributed-optimizer"], ranks=4), want)
+    same(train(tmp_path, "ep2_pp2", ep + ["2", "--moe-token-dispatcher-type", "alltoall",
+                                          "--pipeline-model-parallel-size", "2"], ranks=4), want)
+
+
+def test_an_expert_parallel_run_saves_megatron_lms_rank_files_and_resumes_bit_for_bit(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    flags = ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", "alltoall"]
+    whole = train(tmp_path, "whole", flags, ranks=2)
+    train(tmp_path, "first", flags + ["--save", ckpt, "--save-interval", "2", "--exit-interval", "2"], ranks=2)
+    resumed = train(tmp_path, "resumed", flags + ["--load", ckpt], ranks=2)
+    assert resumed == whole[2:]
+    # One folder per expert-parallel rank (mp_rank_TT_EEE), each with its two experts under their
+    # local indices, as Megatron-LM's legacy checkpoints keep them.
+    iter_dir = ckpt / "iter_0000002"
+    assert sorted(p.name for p in iter_dir.iterdir()) == ["mp_rank_00_000", "mp_rank_00_001"]
+    halves = [torch.load(iter_dir / d / "model_optim_rng.pt", weights_only=True)["model"]
+              for d in ("mp_rank_00_000", "mp_rank_00_001")]
+    for model in halves:
+        experts = {k.split(".")[6] for k in model if ".mlp.experts.local_experts." in k}
+        assert experts == {"0", "1"}, sorted(model)
+    expert = "decoder.layers.0.mlp.experts.local_experts.0.linear_fc1.weight"
+    assert not torch.equal(halves[0][expert], halves[1][expert])  # experts 0 and 2
+    assert torch.equal(halves[0]["decoder.layers.0.mlp.router.weight"], halves[1]["decoder.layers.0.mlp.router.weight"])
+    # Another expert-parallel size cannot read these files, and says so.
+    proc = subprocess.run([program("pretrain_gpt"), *MODEL, *MOE, "--train-iters", "4", "--load", str(ckpt)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "this run has TP 1, PP 1, EP 1" in proc.stderr, proc.stderr[-2000:]
+
+
 def test_a_moe_run_resumes_bit_for_bit(tmp_path):
     ckpt = tmp_path / "ckpt"
     whole = train(tmp_path, "whole", [])
@@ -62,13 +102,59 @@ def test_a_moe_run_resumes_bit_for_bit(tmp_path):
     saved = torch.load(ckpt / "iter_0000002" / "mp_rank_00" / "model_optim_rng.pt", weights_only=True)
     assert saved["args"].moe_layer_freq == [1, 0, 1, 1] and saved["args"].num_experts == 4
     # What the converters cannot write for MoE layers yet is refused, nothing written.
-    for flags, message in ((["--export-hf", tmp_path / "hf"], "Hugging Face export of MoE models"),
+    for flags, message in ((["--export-hf", tmp_path / "hf"], "no Hugging Face architecture fits this checkpoint"),
                            (["--save", tmp_path / "tp2", "--target-tensor-parallel-size", "2"],
                             "not implemented with tensor parallelism yet")):
         proc = subprocess.run([program("convert_checkpoint"), "--load", str(ckpt), *map(str, flags)],
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 1 and message in proc.stderr, proc.stderr[-2000:]
     assert not (tmp_path / "hf").exists() and not (tmp_path / "tp2").exists()
+
+
+# Hugging Face's MoE members of the Llama family, small: their config, then what our dump tool
+# takes for the same model. Qwen2-MoE with a dense layer between MoE ones (mlp_only_layers) and
+# the top-k probabilities left unnormalised (norm_topk_prob false: --moe-router-pre-softmax).
+HF_MOE = {
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM",
+                dict(hidden_size=32, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, max_position_embeddings=16, vocab_size=250, num_local_experts=4,
+                     num_experts_per_tok=2, sliding_window=None),
+                dict(layers=2, norm="rmsnorm", eps=1e-5, mlp="swiglu", bias=0, position="rope", tied=0, groups=2,
+                     ffn=24, rotary_base=1000000, experts=4, moe_layers="1,1", moe_ffn=24, topk=2)),
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+                  dict(hidden_size=32, intermediate_size=40, moe_intermediate_size=24,
+                       shared_expert_intermediate_size=20, num_hidden_layers=3, num_attention_heads=4,
+                       num_key_value_heads=2, max_position_embeddings=16, vocab_size=250, num_experts=4,
+                       num_experts_per_tok=2, mlp_only_layers=[1], norm_topk_prob=False),
+                  dict(layers=3, norm="rmsnorm", eps=1e-6, mlp="swiglu", bias=0, qkv_bias=1, position="rope", tied=0,
+                       groups=2, ffn=40, experts=4, moe_layers="1,0,1", moe_ffn=24, topk=2, pre_softmax=1,
+                       shared_ffn=20, shared_gate=1)),
+}
+
+
+@pytest.mark.parametrize("family", sorted(HF_MOE))
+def test_hugging_face_moe_import_gives_their_logits_and_exports_back_bit_identical(tmp_path, family):
+    import transformers
+
+    from test_checkpoint import CONVERT, assert_exported_back, our_logits, run, saved_hf_model
+
+    config_class, model_class, kwargs, dump_opts = HF_MOE[family]
+    theirs = saved_hf_model(tmp_path, config_class, model_class, kwargs)
+    run([CONVERT, "--import-hf", str(tmp_path / "hf"), "--save", str(tmp_path / "ck"),
+         "--make-vocab-size-divisible-by", "8"])
+    state = torch.load(tmp_path / "ck" / "release" / "mp_rank_00" / "model_optim_rng.pt", weights_only=True)["model"]
+    assert "decoder.layers.0.mlp.experts.local_experts.3.linear_fc2.weight" in state
+    dump = our_logits(state, tmp_path, hidden=32, heads=4, vocab=250, divisible_by=8, max_seq=16, seq=16, batch=2,
+                      **dump_opts)
+    with torch.no_grad():
+        expected = theirs(dump["input_ids"]).logits
+    assert (dump["logits"][..., :250] - expected).abs().max().item() <= 1e-4
+
+    assert_exported_back(tmp_path, theirs)
+    config = transformers.AutoConfig.from_pretrained(str(tmp_path / "back"))
+    assert type(config).__name__ == config_class
+    for key, value in kwargs.items():
+        assert getattr(config, key) == value, key
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -83,7 +169,7 @@ def test_a_moe_run_resumes_bit_for_bit(tmp_path):
     (["--moe-router-score-function", "relu"], "--moe-router-score-function must be one of softmax, sigmoid"),
     (["--moe-router-enable-expert-bias"], "--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid"),
     (["--expert-model-parallel-size", "3"], "--num-experts (4) must be divisible by --expert-model-parallel-size (3)"),
-    (["--expert-model-parallel-size", "2"], "expert parallelism is not implemented yet"),
+    (["--expert-model-parallel-size", "2"], "--expert-model-parallel-size (2) must divide the data-parallel size (1)"),
 ])
 def test_moe_flags_megatron_refuses_or_not_yet_here_are_one_line(flags, message):
     proc = subprocess.run([program("pretrain_gpt"), *MODEL, *MOE, "--train-iters", "1", *flags],

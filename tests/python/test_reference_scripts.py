@@ -151,19 +151,15 @@ MIXTRAL_8X7B = (
     "--no-load-rng").split()
 
 
-def test_the_mixtral_script_parses_and_is_refused_only_for_expert_parallelism():
-    # Issue 46: when expert parallelism lands, the script as written starts.
+def test_the_mixtral_script_parses_and_would_start_as_written():
     proc = check_args(MIXTRAL_8X7B, 32)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "unknown flags" not in proc.stdout, proc.stdout
-    assert "refused: [arguments] --expert-model-parallel-size 8: expert parallelism is not implemented yet" \
-        in proc.stdout, proc.stdout
-    without_ep = MIXTRAL_8X7B[:]
-    without_ep[without_ep.index("--expert-model-parallel-size") + 1] = "1"
-    proc = check_args(without_ep, 32)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "pretrain_gpt would start: 32 ranks, tensor-parallel 1, pipeline-parallel 4, data-parallel 8" \
-        in proc.stdout, proc.stdout
+    assert "pretrain_gpt would start: 32 ranks, tensor-parallel 1, pipeline-parallel 4, data-parallel 8 " \
+        "(expert-parallel 8)" in proc.stdout, proc.stdout
+    # Its experts must fold into the data-parallel ranks: on 16 ranks, 4 are data-parallel.
+    proc = check_args(MIXTRAL_8X7B, 16)
+    assert proc.returncode == 2 and "--expert-model-parallel-size (8) must divide the data-parallel size (4)" \
+        in proc.stdout, proc.stdout + proc.stderr
 
 
 LLAMA3_8B_NOT_YET = ["--grad-reduce-in-bf16", "--cross-entropy-loss-fusion", "--fp8-format", "--fp8-amax-history-len",

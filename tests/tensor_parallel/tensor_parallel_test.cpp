@@ -85,6 +85,31 @@ TEST(Mappings, ForwardAndBackward) {
   EXPECT_TRUE(at::equal(gx, full_g));
 }
 
+// Expert parallelism's exchange: rank r sends r + j + 1 rows to rank j, each row naming its
+// source, destination and position; the gradient of each received row comes back to its origin.
+TEST(Mappings, AllToAllSendsUnevenRunsOfRowsAndTheirGradientsBack) {
+  auto g = world_tp_group();
+  const int n = tp::group_size(g), r = tp::group_rank(g);
+  auto rows = [](int from, int to) {
+    const int64_t count = from + to + 1;
+    return (at::arange(count, at::kFloat) + 1000 * from + 10 * to).unsqueeze(1).repeat({1, 3});
+  };
+  std::vector<at::Tensor> sent, expected;
+  std::vector<int64_t> input_splits, output_splits;
+  for (int j = 0; j < n; ++j) {
+    sent.push_back(rows(r, j));
+    expected.push_back(rows(j, r));
+    input_splits.push_back(r + j + 1);
+    output_splits.push_back(j + r + 1);
+  }
+  const at::Tensor x = at::cat(sent);
+  // d/dy of sum(y * y) is 2y: each origin row gets twice its own value back.
+  auto [y, gx] = fwd_bwd([&](const at::Tensor& t) { return tp::all_to_all(g, t, output_splits, input_splits); }, x,
+                         at::cat(expected) * 2);
+  EXPECT_TRUE(at::equal(y, at::cat(expected)));
+  EXPECT_TRUE(at::equal(gx, x * 2));
+}
+
 TEST(ShardLayout, ShardUnshardRoundTrip) {
   at::Tensor full = at::arange(48, at::kFloat).view({8, 6});
   for (int size : {1, 2, 4}) {

@@ -92,6 +92,9 @@ struct MEGATRON_API ModelParam {
   // (Megatron-LM's param.sequence_parallel): summed over the TP group after the data-parallel
   // reduction. The FSDP units do it (finalize_model_grads cannot: their whole gradients are gone).
   bool sequence_parallel = false;
+  // One of this rank's experts (models::common::ShardedParameter::expert_parallel): its buffer
+  // is reduced, and sharded, over the expert-data-parallel ranks.
+  bool expert_parallel = false;
   // For a parameter created without memory (tensor_parallel::DeferredParameterInit, under
   // ZeRO-3): writes its initial value into `view` (its shape, dtype and device).
   std::function<void(at::Tensor&)> initialize;
@@ -109,10 +112,12 @@ struct MEGATRON_API BufferMemory {
 class MEGATRON_API DistributedDataParallel {
  public:
   // data_parallel_group averages the gradients (nullptr or one rank: no data parallelism);
-  // tensor_parallel_group sums the sequence-parallel gradients of FSDP units.
+  // tensor_parallel_group sums the sequence-parallel gradients of FSDP units;
+  // expert_data_parallel_group averages the experts' gradients (nullptr: the data-parallel group).
   DistributedDataParallel(std::vector<ModelParam> params, DistributedDataParallelConfig config,
                           std::shared_ptr<comm::ProcessGroup> data_parallel_group,
-                          std::shared_ptr<comm::ProcessGroup> tensor_parallel_group = nullptr);
+                          std::shared_ptr<comm::ProcessGroup> tensor_parallel_group = nullptr,
+                          std::shared_ptr<comm::ProcessGroup> expert_data_parallel_group = nullptr);
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
@@ -125,11 +130,15 @@ class MEGATRON_API DistributedDataParallel {
   bool sharded() const { return sharded_; }
 
   // The buffers: one per parameter dtype for the parameters outside FSDP units (all of them
-  // without gradient sharding), then one per unit, in the order the model runs them.
+  // without gradient sharding), the experts' after the others', then one per unit, in the order
+  // the model runs them.
   size_t num_buffers() const { return buffers_.size(); }
   const ParamAndGradBuffer& buffer(size_t b) const { return *buffers_[b]; }
   // params() indices of buffer b's parameters, in the buffer's order.
   const std::vector<size_t>& buffer_params(size_t b) const { return buffer_params_[b]; }
+  // Whether buffer b holds experts' parameters, and the group it is reduced (and sharded) over.
+  bool expert_buffer(size_t b) const { return expert_buffer_[b]; }
+  const std::shared_ptr<comm::ProcessGroup>& buffer_group(size_t b) const { return buffer_group_[b]; }
   // The parameter group of each of buffer b's regions.
   const std::vector<int>& region_groups(size_t b) const { return region_groups_[b]; }
   // This rank's shard of region r of buffer b (nullptr when not sharded).
@@ -214,15 +223,20 @@ class MEGATRON_API DistributedDataParallel {
 
   std::vector<ModelParam> params_;
   DistributedDataParallelConfig config_;
-  std::shared_ptr<comm::ProcessGroup> dp_, tp_;
+  std::shared_ptr<comm::ProcessGroup> dp_, tp_, edp_;
+  double expert_grad_scale_ = 1.0;
   bool sharded_ = false;
   std::vector<std::unique_ptr<ParamAndGradBuffer>> buffers_;
   std::vector<std::vector<size_t>> buffer_params_;
   std::vector<std::vector<int>> region_groups_;
   std::vector<std::vector<std::unique_ptr<ParamShards>>> shards_;  // per buffer and region, when sharded
   std::vector<int64_t> buffer_fsdp_unit_;                          // per buffer: its unit's index, or -1
-  // Per buffer outside the units, with data parallelism.
+  std::vector<std::shared_ptr<comm::ProcessGroup>> buffer_group_;  // per buffer: dp_, or edp_ for experts
+  std::vector<bool> expert_buffer_;
+  // Per buffer outside the units whose group has more than one rank; buckets_[k] cuts
+  // buffers_[bucket_buffer_[k]].
   std::vector<std::unique_ptr<GradBuckets>> buckets_;
+  std::vector<size_t> bucket_buffer_;
   size_t root_buffers_ = 0;  // buffers_[0, root_buffers_) hold the parameters outside the units
   std::unique_ptr<FsdpUnits> fsdp_;
   std::map<std::string, size_t> fsdp_unit_index_;  // "" for the kept unit (ZeRO-3)

@@ -81,9 +81,11 @@ class MEGATRON_API MegatronOptimizer {
  public:
   // Updates the parameters `ddp` holds (which must outlive this and hold no shards: those take a
   // DistributedOptimizer). model_parallel_group (TP x PP) sums the norm and the overflow check;
-  // nullptr for a single rank.
+  // nullptr for a single rank. expert_model_parallel_group also sums the experts' part of the
+  // norms (each of its ranks holds other experts).
   MegatronOptimizer(distributed::DistributedDataParallel& ddp, OptimizerConfig config,
-                    std::shared_ptr<comm::ProcessGroup> model_parallel_group);
+                    std::shared_ptr<comm::ProcessGroup> model_parallel_group,
+                    std::shared_ptr<comm::ProcessGroup> expert_model_parallel_group = nullptr);
   virtual ~MegatronOptimizer();
   MegatronOptimizer(const MegatronOptimizer&) = delete;
   MegatronOptimizer& operator=(const MegatronOptimizer&) = delete;
@@ -149,7 +151,8 @@ class MEGATRON_API MegatronOptimizer {
   };
   // For DistributedOptimizer: the groups over the DDP's shards.
   MegatronOptimizer(distributed::DistributedDataParallel& ddp, OptimizerConfig config,
-                    std::shared_ptr<comm::ProcessGroup> model_parallel_group, bool sharded);
+                    std::shared_ptr<comm::ProcessGroup> model_parallel_group,
+                    std::shared_ptr<comm::ProcessGroup> expert_model_parallel_group, bool sharded);
 
   // The updated main parameters into the model (Megatron-LM's _copy_main_params_to_model_params).
   virtual void copy_main_params_to_model_params();
@@ -163,8 +166,12 @@ class MEGATRON_API MegatronOptimizer {
  private:
   const std::string& param_name(const UpdateGroup& g, size_t member) const;
   // Per group's flat tensor (its gradient or main parameters), the parts this rank counts in the
-  // norms: TP-replicated parameters and the tied copy once, with shards only this rank's part.
-  std::vector<at::Tensor> counted_pieces(const std::vector<at::Tensor>& flat) const;
+  // norms: TP-replicated parameters and the tied copy once, with shards only this rank's part;
+  // the experts' groups only, or only the others.
+  std::vector<at::Tensor> counted_pieces(const std::vector<at::Tensor>& flat, bool experts) const;
+  // {the others' sum of squares, the experts'} of the counted pieces of `flat`.
+  at::Tensor sums_of_squares(const std::vector<at::Tensor>& flat) const;
+  // [others, experts, ...] summed over the ranks holding the rest of the model.
   void sum_over_model(at::Tensor& t) const;
   at::Tensor reduce_norm(const std::vector<at::Tensor>& grads, const at::Tensor& skip) const;
   void update(const std::vector<at::Tensor>& grads, const at::Tensor& found_inf);
@@ -174,7 +181,7 @@ class MEGATRON_API MegatronOptimizer {
   void load_state_of(UpdateGroup& g, const std::map<std::string, at::Tensor>& s, const std::string& what);
 
   OptimizerConfig config_;
-  std::shared_ptr<comm::ProcessGroup> mp_;
+  std::shared_ptr<comm::ProcessGroup> mp_, ep_;
   std::vector<at::Tensor> main_params_;  // by DDP params() index, without shards: views of the groups' main
   std::optional<GradScaler> scaler_;
   double lr_, decoupled_lr_;
@@ -184,6 +191,7 @@ class MEGATRON_API MegatronOptimizer {
 // shards, else a MegatronOptimizer.
 MEGATRON_API std::unique_ptr<MegatronOptimizer> get_megatron_optimizer(
     const OptimizerConfig& config, distributed::DistributedDataParallel& ddp,
-    std::shared_ptr<comm::ProcessGroup> model_parallel_group);
+    std::shared_ptr<comm::ProcessGroup> model_parallel_group,
+    std::shared_ptr<comm::ProcessGroup> expert_model_parallel_group = nullptr);
 
 }  // namespace megatron::optimizer

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <vector>
 
 #include "megatron/comm/process_group.h"
 
@@ -40,6 +41,13 @@ MEGATRON_API at::Tensor gather_from_sequence_parallel_region(const at::Tensor& i
                                                              bool tensor_parallel_output_grad = true);
 // forward: reduce-scatter dim 0;  backward: all-gather dim 0.
 MEGATRON_API at::Tensor reduce_scatter_to_sequence_parallel_region(const at::Tensor& input, const GroupPtr& group);
+
+// Expert parallelism (Megatron-Core's tensor_parallel.all_to_all): input's rows go in runs,
+// input_splits[i] to group rank i, and output_splits[j] rows arrive from rank j, in rank order;
+// the backward sends the gradient rows back the same way. Empty lists: dim 0 split evenly.
+MEGATRON_API at::Tensor all_to_all(const GroupPtr& group, const at::Tensor& input,
+                                   const std::vector<int64_t>& output_splits = {},
+                                   const std::vector<int64_t>& input_splits = {});
 
 // Plain (non-autograd) helpers, also used by tests: all-gather along `dim`, slice along `dim`.
 MEGATRON_API at::Tensor all_gather_along_dim(const at::Tensor& input, const GroupPtr& group, int64_t dim);

@@ -1,6 +1,6 @@
 // Where checkpoints live, in Megatron-LM's legacy layout (docs/checkpoints.md):
 //   <dir>/latest_checkpointed_iteration.txt      the iteration that counts ("release" for imports)
-//   <dir>/iter_0000100/mp_rank_00[_000]/model_optim_rng.pt   one per TP [x PP] rank
+//   <dir>/iter_0000100/mp_rank_00[_000][_000]/model_optim_rng.pt   one per TP [x PP] [x EP] rank
 //                                      /distrib_optim.pt     with --use-distributed-optimizer
 //                                      /checksums.txt        size and CRC32 of each file
 // An iteration is staged as iter_N.tmp, renamed to iter_N, and only then named by the tracker.
@@ -21,10 +21,11 @@ constexpr const char* kDistribOptimFileName = "distrib_optim.pt";
 
 // "iter_0000100", or "release" for nullopt.
 MEGATRON_API std::string iteration_dir_name(std::optional<int64_t> iteration);
-// "mp_rank_01" without pipeline parallelism, else "mp_rank_01_002" (Megatron-LM's names).
-MEGATRON_API std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size);
-// The folder of tensor- and pipeline-parallel rank 0 in a saved iteration folder: mp_rank_00, or
-// mp_rank_00_000 when the checkpoint was saved with pipeline stages.
+// "mp_rank_01" without pipeline parallelism, else "mp_rank_01_002"; with expert parallelism the
+// expert-parallel rank follows: "mp_rank_01_003" or "mp_rank_01_002_003" (Megatron-LM's names).
+MEGATRON_API std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size, int ep_rank = 0, int ep_size = 1);
+// The folder of tensor-, pipeline- and expert-parallel rank 0 in a saved iteration folder:
+// mp_rank_00, mp_rank_00_000 (pipeline stages or expert parallelism), or mp_rank_00_000_000.
 MEGATRON_API std::string first_rank_dir(const std::string& iter_dir);
 // The layout a saved iteration folder shows ("TP 2, PP 1 (mp_rank_00 ... mp_rank_01)"), for errors.
 MEGATRON_API std::string describe_layout(const std::string& iter_dir);

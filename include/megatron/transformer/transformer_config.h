@@ -116,6 +116,12 @@ struct MEGATRON_API TransformerConfig {
   TORCH_ARG(std::optional<double>, moe_expert_capacity_factor) = std::nullopt;
   TORCH_ARG(std::string, moe_token_drop_policy) = "probs";  // | position
   TORCH_ARG(bool, moe_pad_expert_input_to_capacity) = false;
+  // How tokens reach the experts of other expert-parallel ranks (moe/token_dispatcher.h).
+  TORCH_ARG(std::string, moe_token_dispatcher_type) = "allgather";  // | alltoall
+  // Expert parallelism: the experts split over the ep_group's ranks, num_moe_experts /
+  // expert_model_parallel_size on each (nullptr group: one rank holds them all).
+  TORCH_ARG(int64_t, expert_model_parallel_size) = 1;
+  TORCH_ARG(std::shared_ptr<comm::ProcessGroup>, ep_group) = nullptr;
   // Shared by the MoE layers built from one config (finalize() makes it): the backward scale of
   // their auxiliary losses, which the schedule sets, and the values they record for the log.
   TORCH_ARG(std::shared_ptr<MoEAuxLossState>, moe_aux_loss_state) = nullptr;
@@ -130,6 +136,9 @@ struct MEGATRON_API TransformerConfig {
   int64_t head_dim() const { return kv_channels_.value(); }
   bool qkv_bias() const { return add_qkv_bias_.value(); }
   double output_layer_init_std() const;
+  // The experts this expert-parallel rank holds, and the global index of its first one.
+  int64_t num_local_experts() const { return num_moe_experts_.value_or(0) / expert_model_parallel_size_; }
+  int64_t local_expert_offset() const;
   // Whether layer `layer` (0-based, of the whole model) holds an MoE layer.
   bool is_moe_layer(int64_t layer) const;
 };

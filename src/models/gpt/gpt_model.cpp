@@ -111,10 +111,19 @@ std::vector<ShardedParameter> GPTModelImpl::sharded_parameters() const {
         const int64_t local_index = std::stoll(init_name.substr(prefix.size(), dot - prefix.size()));
         init_name = prefix + std::to_string(local_index + layer_offset) + init_name.substr(dot);
       }
+      // Local experts are seeded by their global index, so that any expert-parallel layout
+      // starts from the same model.
+      const std::string experts = ".mlp.experts.local_experts.";
+      const size_t at_expert = init_name.find(experts);
+      if (at_expert != std::string::npos) {
+        const size_t begin = at_expert + experts.size(), dot = init_name.find('.', begin);
+        const int64_t global = std::stoll(init_name.substr(begin, dot - begin)) + config.local_expert_offset();
+        init_name = init_name.substr(0, begin) + std::to_string(global) + init_name.substr(dot);
+      }
       // The last stage's copy of the tied embedding starts equal to the first stage's.
       if (name == "output_layer.weight" && options.share_embeddings_and_output_weights())
         init_name = "embedding.word_embeddings.weight";
-      found[name] = ShardedParameter{name, init_name, *p, init};
+      found[name] = ShardedParameter{name, init_name, *p, init, at_expert != std::string::npos};
     }
   }
   std::vector<ShardedParameter> out;

@@ -144,15 +144,14 @@ void validate_moe(const Arguments& a) {
   const int64_t ep = a.expert_model_parallel_size;
   MOE_CHECK(experts % ep == 0, "--num-experts (", experts, ") must be divisible by --expert-model-parallel-size (", ep,
             ")");
+  // Megatron-LM's rule: the experts' ranks are folded out of the data-parallel ones.
+  MOE_CHECK(a.data_parallel_size % ep == 0, "--expert-model-parallel-size (", ep,
+            ") must divide the data-parallel size (", a.data_parallel_size, ")");
   // What this build does not compute yet is refused by name rather than run another way.
-  MOE_CHECK(ep == 1, "--expert-model-parallel-size ", ep, ": expert parallelism is not implemented yet");
   MOE_CHECK(a.tensor_model_parallel_size == 1 && a.expert_tensor_parallel_size.value_or(1) == 1,
             "MoE layers with tensor parallelism (--tensor-model-parallel-size or --expert-tensor-parallel-size > 1) "
             "are not implemented yet");
   MOE_CHECK(!a.moe_router_enable_expert_bias, "--moe-router-enable-expert-bias is not implemented yet");
-  MOE_CHECK(a.disable_bias_linear,
-            "MoE layers with linear biases are not implemented yet: give --disable-bias-linear "
-            "(as Mixtral, Qwen3-MoE and OLMoE are built)");
   MOE_CHECK(!a.domino, "--domino with MoE layers is not implemented");
 }
 

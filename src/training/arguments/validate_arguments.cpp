@@ -315,8 +315,8 @@ void Arguments::validate(int64_t world) {
   detail::check_ranges(*this);  // first, so that an alias's error names the flag given
   resolve_aliases(*this);
   validate_network_size(*this);
-  detail::validate_moe(*this);
   validate_distributed(*this, world);
+  detail::validate_moe(*this);  // after the data-parallel size, which the experts fold into
   validate_training(*this);
   validate_learning_rate(*this);
   validate_mixed_precision(*this);

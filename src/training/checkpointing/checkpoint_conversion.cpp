@@ -107,6 +107,9 @@ FullCheckpoint read_full(const std::string& dir, std::optional<int64_t> step) {
   const RankCheckpoint first = RankCheckpoint::read(first_rank_dir(iter_dir.string()), true);
   f.a = first.args;
   const auto& a = f.a;
+  TORCH_CHECK(a.expert_model_parallel_size == 1, "[convert_checkpoint] ", iter_dir.string(),
+              " was saved with --expert-model-parallel-size ", a.expert_model_parallel_size,
+              ": converting expert-parallel checkpoints is not implemented yet (resume it with the same layout)");
   const int tp = static_cast<int>(a.tensor_model_parallel_size), pp = static_cast<int>(a.pipeline_model_parallel_size);
   std::map<std::string, std::vector<at::Tensor>> shards;
   std::map<std::string, std::map<std::string, std::vector<at::Tensor>>> optim_shards;

@@ -37,12 +37,11 @@ std::string iteration_dir_name(std::optional<int64_t> iteration) {
   return buf;
 }
 
-std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size) {
-  char buf[32];
-  if (pp_size == 1)
-    std::snprintf(buf, sizeof(buf), "mp_rank_%02d", tp_rank);
-  else
-    std::snprintf(buf, sizeof(buf), "mp_rank_%02d_%03d", tp_rank, pp_rank);
+std::string rank_dir_name(int tp_rank, int pp_rank, int pp_size, int ep_rank, int ep_size) {
+  char buf[48];
+  int n = std::snprintf(buf, sizeof(buf), "mp_rank_%02d", tp_rank);
+  if (pp_size > 1) n += std::snprintf(buf + n, sizeof(buf) - n, "_%03d", pp_rank);
+  if (ep_size > 1) std::snprintf(buf + n, sizeof(buf) - n, "_%03d", ep_rank);
   return buf;
 }
 
@@ -74,8 +73,10 @@ std::vector<int64_t> list_iterations(const std::string& dir) {
 }
 
 std::string first_rank_dir(const std::string& iter_dir) {
-  const bool pipelined = !fs::is_directory(fs::path(iter_dir) / rank_dir_name(0, 0, 1));
-  return (fs::path(iter_dir) / rank_dir_name(0, 0, pipelined ? 2 : 1)).string();
+  // Without pipeline or expert parallelism, with one of them, with both.
+  for (const auto& name : {rank_dir_name(0, 0, 1), rank_dir_name(0, 0, 2), rank_dir_name(0, 0, 2, 0, 2)})
+    if (fs::is_directory(fs::path(iter_dir) / name)) return (fs::path(iter_dir) / name).string();
+  return (fs::path(iter_dir) / rank_dir_name(0, 0, 2)).string();
 }
 
 std::string describe_layout(const std::string& iter_dir) {
@@ -84,13 +85,16 @@ std::string describe_layout(const std::string& iter_dir) {
   for (const auto& e : fs::directory_iterator(iter_dir, ec))
     if (e.path().filename().string().rfind("mp_rank_", 0) == 0) names.insert(e.path().filename().string());
   if (names.empty()) return "no mp_rank_* folders";
-  std::set<std::string> tp, pp;
+  // mp_rank_TT[_PPP][_EEE]: with one suffix the folder names alone do not say PP from EP.
+  std::set<std::string> tp, pp, ep;
   for (const auto& n : names) {
     tp.insert(n.substr(8, 2));
-    if (n.size() > 10) pp.insert(n.substr(11));
+    if (n.size() > 10) pp.insert(n.substr(11, 3));
+    if (n.size() > 14) ep.insert(n.substr(15));
   }
-  return "TP " + std::to_string(tp.size()) + ", PP " + std::to_string(std::max<size_t>(1, pp.size())) + " (" +
-         *names.begin() + (names.size() > 1 ? " ... " + *names.rbegin() : "") + ")";
+  return "TP " + std::to_string(tp.size()) + ", PP " + std::to_string(std::max<size_t>(1, pp.size())) +
+         (ep.empty() ? std::string() : ", EP " + std::to_string(ep.size())) + " (" + *names.begin() +
+         (names.size() > 1 ? " ... " + *names.rbegin() : "") + ")";
 }
 
 void write_tracker(const std::string& dir, std::optional<int64_t> iteration) {

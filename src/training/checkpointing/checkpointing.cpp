@@ -91,10 +91,12 @@ std::string rank_dir_of(const Arguments& args, const ParallelState& ps, const st
   TORCH_CHECK(fs::is_directory(iter_dir), "[checkpointing] ", iter_dir, " does not exist");
   const std::string rank_dir =
       join(iter_dir, rank_dir_name(ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank(),
-                                   ps.get_pipeline_model_parallel_world_size()));
+                                   ps.get_pipeline_model_parallel_world_size(), ps.get_expert_model_parallel_rank(),
+                                   ps.get_expert_model_parallel_world_size()));
   TORCH_CHECK(fs::is_directory(rank_dir), "[checkpointing] ", rank_dir, " does not exist: ", iter_dir,
               " was saved with ", describe_layout(iter_dir), ", this run has TP ", args.tensor_model_parallel_size,
-              ", PP ", args.pipeline_model_parallel_size, "; reshard it with convert_checkpoint");
+              ", PP ", args.pipeline_model_parallel_size, ", EP ", args.expert_model_parallel_size,
+              "; reshard it with convert_checkpoint");
   return rank_dir;
 }
 

@@ -52,11 +52,14 @@ PendingSave begin_save(const Arguments& args, const ParallelState& ps, const Tra
   std::map<std::string, RankCheckpoint::TensorMap> param_state;
   if (!args.no_save_optim) param_state = state.optimizer->param_state();
   if (state.optimizer) state.optimizer->ddp().gather_params();  // ZeRO-3: the parameters whole while read
-  if (ps.get_data_parallel_rank() == 0) {
+  // One writer per (TP, PP, EP) rank: the first of its expert-data-parallel replicas (with one
+  // expert-parallel rank, the data-parallel rank 0), as Megatron-LM's legacy save.
+  if (ps.get_expert_data_parallel_rank() == 0) {
     save.rank = detail::rank_checkpoint(args, ps, state, std::move(param_state));
     if (host_copy) detail::copy_to_host(*save.rank);
     save.rank_name = rank_dir_name(ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank(),
-                                   ps.get_pipeline_model_parallel_world_size());
+                                   ps.get_pipeline_model_parallel_world_size(), ps.get_expert_model_parallel_rank(),
+                                   ps.get_expert_model_parallel_world_size());
   }
   param_state.clear();
   // ZeRO-3's gathered parameters go once nothing reads them: after the host copy, or after the

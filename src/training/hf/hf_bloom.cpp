@@ -80,6 +80,7 @@ Architecture bloom_architecture() {
     if (s.max_position_embeddings == 0) s.max_position_embeddings = 2048;
   };
   a.mismatch = [](const Arguments& s) -> std::string {
+    if (s.num_experts) return "has no mixture-of-experts layers (--num-experts)";
     if (s.position_embedding_type != "alibi") return "needs ALiBi (--position-embedding-type alibi)";
     if (!s.embed_layernorm) return "needs the LayerNorm on the word embeddings (--embed-layernorm)";
     if (s.normalization != "LayerNorm" || s.swiglu || !s.openai_gelu || s.disable_bias_linear)

@@ -65,8 +65,6 @@ std::map<std::string, at::Tensor> load_hf_weights(const std::string& dir) {
 
 void export_hf(const FullCheckpoint& f, const ConvertOptions& o) {
   const std::string& out_dir = o.export_hf;
-  TORCH_CHECK(!f.a.num_experts, "[convert_checkpoint] --export-hf: Hugging Face export of MoE models (--num-experts ",
-              f.a.num_experts.value_or(0), ") is not implemented yet");
   Arguments a = f.a;  // the tokenizer files may have moved since training
   if (!o.vocab_file.empty()) a.vocab_file = o.vocab_file;
   if (!o.merge_file.empty()) a.merge_file = o.merge_file;

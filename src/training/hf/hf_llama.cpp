@@ -12,14 +12,7 @@ namespace megatron::training::hf {
 
 using nlohmann::json;
 
-namespace {
-
-// Which linear layers carry a bias, per architecture.
-struct Biases {
-  When qkv, proj, mlp;
-};
-
-std::vector<TensorRule> llama_tensors(const Biases& b) {
+std::vector<TensorRule> llama_tensors(const LlamaBiases& b) {
   const std::string L = "decoder.layers.{i}.", H = "model.layers.{i}.";
   return {
       {"embedding.word_embeddings.weight", {"model.embed_tokens.weight"}, Transform::kCopy, When::kAlways, true},
@@ -29,19 +22,36 @@ std::vector<TensorRule> llama_tensors(const Biases& b) {
        {H + "self_attn.q_proj.weight", H + "self_attn.k_proj.weight", H + "self_attn.v_proj.weight"},
        Transform::kQkv},
       {L + "self_attention.linear_proj.weight", {H + "self_attn.o_proj.weight"}},
-      {L + "mlp.linear_fc1.weight", {H + "mlp.gate_proj.weight", H + "mlp.up_proj.weight"}, Transform::kGateUp},
-      {L + "mlp.linear_fc2.weight", {H + "mlp.down_proj.weight"}},
+      {L + "mlp.linear_fc1.weight",
+       {H + "mlp.gate_proj.weight", H + "mlp.up_proj.weight"},
+       Transform::kGateUp,
+       When::kAlways,
+       false,
+       Layers::kDense},
+      {L + "mlp.linear_fc2.weight",
+       {H + "mlp.down_proj.weight"},
+       Transform::kCopy,
+       When::kAlways,
+       false,
+       Layers::kDense},
       {L + "self_attention.linear_qkv.bias",
        {H + "self_attn.q_proj.bias", H + "self_attn.k_proj.bias", H + "self_attn.v_proj.bias"},
        Transform::kQkv,
        b.qkv},
       {L + "self_attention.linear_proj.bias", {H + "self_attn.o_proj.bias"}, Transform::kCopy, b.proj},
-      {L + "mlp.linear_fc1.bias", {H + "mlp.gate_proj.bias", H + "mlp.up_proj.bias"}, Transform::kGateUp, b.mlp},
-      {L + "mlp.linear_fc2.bias", {H + "mlp.down_proj.bias"}, Transform::kCopy, b.mlp},
+      {L + "mlp.linear_fc1.bias",
+       {H + "mlp.gate_proj.bias", H + "mlp.up_proj.bias"},
+       Transform::kGateUp,
+       b.mlp,
+       false,
+       Layers::kDense},
+      {L + "mlp.linear_fc2.bias", {H + "mlp.down_proj.bias"}, Transform::kCopy, b.mlp, false, Layers::kDense},
       {"decoder.final_layernorm.weight", {"model.norm.weight"}, Transform::kNormWeight},
       {"output_layer.weight", {"lm_head.weight"}, Transform::kCopy, When::kUntied, true},
   };
 }
+
+namespace {
 
 // RoPE's base and Llama 3's scaling. transformers 5 reads "rope_parameters", earlier versions
 // and other readers "rope_theta" and "rope_scaling": all three are written, the same values.
@@ -71,6 +81,8 @@ void read_rope(const json* v, Arguments& s, const std::string& where) {
   s.rope_scaling_original_max_position_embeddings =
       positive_int_or(member(v, "original_max_position_embeddings"), 8192, "original_max_position_embeddings", where);
 }
+
+}  // namespace
 
 // A window no shorter than the context changes nothing; a shorter one is attention this
 // project does not compute. Without the key MistralConfig uses 4096 tokens.
@@ -123,8 +135,10 @@ void llama_fixed(Arguments& s) {
   s.position_embedding_type = "rope";
 }
 
-// What every table of the family needs; "" when the settings have it.
-std::string llama_mismatch(const Arguments& s) {
+std::string llama_mismatch(const Arguments& s, bool with_experts) {
+  if (s.num_experts.has_value() != with_experts)
+    return with_experts ? "has mixture-of-experts layers (--num-experts)"
+                        : "has no mixture-of-experts layers (--num-experts)";
   if (s.position_embedding_type != "rope") return "needs rotary positions";
   if (s.normalization != "RMSNorm" || !s.swiglu || s.rotary_percent != 1.0) {
     std::ostringstream m;
@@ -136,8 +150,6 @@ std::string llama_mismatch(const Arguments& s) {
   if (s.embed_layernorm) return "has no LayerNorm on the word embeddings (--embed-layernorm)";
   return "";
 }
-
-}  // namespace
 
 Architecture llama_architecture() {
   Architecture a;
@@ -163,28 +175,38 @@ Architecture llama_architecture() {
   return a;
 }
 
+ConfigRule qwen2_sliding_window() {
+  return {"use_sliding_window", [](const Arguments&) { return std::string("false"); },
+          [](const json* v, Arguments&, const std::string& where) {
+            TORCH_CHECK(!bool_or(v, false), "[convert_checkpoint] ", where,
+                        ": sliding-window attention (use_sliding_window) is not supported");
+          }};
+}
+
+void qwen2_fixed(Arguments& s) {
+  llama_fixed(s);
+  s.disable_bias_linear = true;
+  s.add_qkv_bias = true;
+}
+
+std::string qwen2_biases_mismatch(const Arguments& s) {
+  if (!s.disable_bias_linear || !s.add_qkv_bias)
+    return "needs biases on q/k/v only (--disable-bias-linear --add-qkv-bias)";
+  return "";
+}
+
 Architecture qwen2_architecture() {
   Architecture a;
   a.model_type = "qwen2";
   a.class_name = "Qwen2ForCausalLM";
   a.tensors = llama_tensors({When::kAlways, When::kNever, When::kNever});
   a.config = llama_config();
-  a.config.push_back({"use_sliding_window", [](const Arguments&) { return std::string("false"); },
-                      [](const json* v, Arguments&, const std::string& where) {
-                        TORCH_CHECK(!bool_or(v, false), "[convert_checkpoint] ", where,
-                                    ": sliding-window attention (use_sliding_window) is not supported");
-                      }});
+  a.config.push_back(qwen2_sliding_window());
   common_tail(a.config, /*tied_by_default=*/false);
-  a.fixed = [](Arguments& s) {
-    llama_fixed(s);
-    s.disable_bias_linear = true;
-    s.add_qkv_bias = true;
-  };
+  a.fixed = qwen2_fixed;
   a.mismatch = [](const Arguments& s) -> std::string {
     if (auto m = llama_mismatch(s); !m.empty()) return m;
-    if (!s.disable_bias_linear || !s.add_qkv_bias)
-      return "needs biases on q/k/v only (--disable-bias-linear --add-qkv-bias)";
-    return "";
+    return qwen2_biases_mismatch(s);
   };
   return a;
 }

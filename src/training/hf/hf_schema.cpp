@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "input_files.h"
+#include "training/arguments/moe_arguments.h"
 
 namespace megatron::training::hf {
 
@@ -62,11 +63,19 @@ std::optional<std::vector<int64_t>> expected_shape(const std::string& name, cons
   const int64_t h = a.hidden_size, v = a.vocab_size.value_or(0);
   const int64_t d = a.kv_channels.value_or(h / a.num_attention_heads);
   const int64_t q = a.num_attention_heads * d, kv = a.num_query_groups * d;
-  const int64_t ffn = a.ffn_hidden_size.value_or(4 * h), fc1 = a.swiglu ? 2 * ffn : ffn;
   auto ends = [&](const char* suffix) {
     const std::string s = suffix;
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
   };
+  auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
+  // An MoE layer's MLPs: the experts', the shared expert's, each of its own width.
+  const int64_t dense_ffn = a.ffn_hidden_size.value_or(4 * h);
+  const int64_t ffn = has(".mlp.experts.")          ? a.moe_ffn_hidden_size.value_or(dense_ffn)
+                      : has(".mlp.shared_experts.") ? a.moe_shared_expert_intermediate_size.value_or(0)
+                                                    : dense_ffn;
+  const int64_t fc1 = a.swiglu ? 2 * ffn : ffn;
+  if (ends("mlp.router.weight")) return {{a.num_experts.value_or(0), h}};
+  if (ends("shared_experts.gate_weight")) return {{1, h}};
   if (name == "embedding.word_embeddings.weight" || name == "output_layer.weight") return {{v, h}};
   if (name == "embedding.position_embeddings.weight") return {{a.max_position_embeddings, h}};
   if (ends("norm.weight") || ends("norm.bias")) return {{h}};
@@ -128,9 +137,9 @@ void common_tail(std::vector<ConfigRule>& rules, bool tied_by_default) {
 
 namespace {
 
-// The {i} of a layer rule.
-std::string at_layer(const std::string& pattern, int64_t i) {
-  const size_t at = pattern.find("{i}");
+// The {i} of a layer rule, or the {e} of an expert's.
+std::string at_index(const std::string& pattern, const char* field, int64_t i) {
+  const size_t at = pattern.find(field);
   return at == std::string::npos ? pattern : pattern.substr(0, at) + std::to_string(i) + pattern.substr(at + 3);
 }
 
@@ -216,16 +225,24 @@ at::Tensor from_hf(const TensorRule& r, const std::vector<at::Tensor>& p, const 
   TORCH_INTERNAL_ASSERT(false);
 }
 
-// Calls fn(rule, megatron name, hf names) for every tensor the settings have, layers expanded.
+// Calls fn(rule, megatron name, hf names) for every tensor the settings have, layers (of the
+// rule's kind) and experts expanded.
 template <typename F>
 void walk(const Architecture& arch, const Arguments& a, F&& fn) {
+  const auto moe = a.num_experts ? detail::moe_layer_pattern(a.moe_layer_freq, a.num_layers)
+                                 : std::vector<int64_t>(static_cast<size_t>(a.num_layers), 0);
   for (const auto& r : arch.tensors) {
     if (!present(r, a)) continue;
     const bool per_layer = r.megatron.find("{i}") != std::string::npos;
+    const bool per_expert = r.megatron.find("{e}") != std::string::npos;
     for (int64_t i = 0; i < (per_layer ? a.num_layers : 1); ++i) {
-      std::vector<std::string> hf;
-      for (const auto& h : r.hf) hf.push_back(at_layer(h, i));
-      fn(r, at_layer(r.megatron, i), hf);
+      if (per_layer && r.layers != Layers::kAll && (moe[static_cast<size_t>(i)] != 0) != (r.layers == Layers::kMoE))
+        continue;
+      for (int64_t e = 0; e < (per_expert ? a.num_experts.value_or(0) : 1); ++e) {
+        std::vector<std::string> hf;
+        for (const auto& h : r.hf) hf.push_back(at_index(at_index(h, "{i}", i), "{e}", e));
+        fn(r, at_index(at_index(r.megatron, "{i}", i), "{e}", e), hf);
+      }
     }
   }
 }
@@ -233,8 +250,9 @@ void walk(const Architecture& arch, const Arguments& a, F&& fn) {
 }  // namespace
 
 const std::vector<Architecture>& architectures() {
-  static const std::vector<Architecture> all = {gpt2_architecture(), llama_architecture(), qwen2_architecture(),
-                                                mistral_architecture(), bloom_architecture()};
+  static const std::vector<Architecture> all = {
+      gpt2_architecture(),    llama_architecture(),     qwen2_architecture(), mistral_architecture(),
+      mixtral_architecture(), qwen2_moe_architecture(), bloom_architecture()};
   return all;
 }
 

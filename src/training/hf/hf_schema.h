@@ -29,13 +29,16 @@ enum class Transform {
 
 // When a tensor exists.
 enum class When { kAlways, kWithBias, kUntied, kNever };
+// Which layers a "{i}" rule covers: all, those with a dense MLP, or the MoE ones (--moe-layer-freq).
+enum class Layers { kAll, kDense, kMoE };
 
 struct TensorRule {
-  std::string megatron;         // "{i}" stands for a layer number
-  std::vector<std::string> hf;  // the Hugging Face names, "{i}" likewise
+  std::string megatron;         // "{i}" stands for a layer number, "{e}" for an expert's
+  std::vector<std::string> hf;  // the Hugging Face names, "{i}" and "{e}" likewise
   Transform transform = Transform::kCopy;
   When when = When::kAlways;
   bool vocab_rows = false;  // rows are the vocabulary: export keeps the true vocabulary's
+  Layers layers = Layers::kAll;
 };
 
 // One config.json key and the setting it carries.
@@ -66,7 +69,26 @@ Architecture gpt2_architecture();
 Architecture llama_architecture();
 Architecture qwen2_architecture();
 Architecture mistral_architecture();
+Architecture mixtral_architecture();
+Architecture qwen2_moe_architecture();
 Architecture bloom_architecture();
+
+// The Llama family's parts (hf_llama.cpp), which its MoE members (hf_moe.cpp) extend: the tensors
+// of a layer with these biases (its MLP rules for the dense layers only), the config keys every
+// member has, the settings it fixes, what it needs ("" when the settings have it; with_experts:
+// the MoE members' question), Mistral's sliding-window refusal, and Qwen 2's key, settings and
+// biases.
+struct LlamaBiases {
+  When qkv, proj, mlp;
+};
+std::vector<TensorRule> llama_tensors(const LlamaBiases& b);
+std::vector<ConfigRule> llama_config();
+void llama_fixed(Arguments& s);
+std::string llama_mismatch(const Arguments& s, bool with_experts = false);
+void refuse_sliding_window(const nlohmann::json* v, Arguments& s, const std::string& where);
+ConfigRule qwen2_sliding_window();
+void qwen2_fixed(Arguments& s);
+std::string qwen2_biases_mismatch(const Arguments& s);
 const std::vector<Architecture>& architectures();
 // The architecture whose model_type is `type`, or whose settings these are (the first that fits,
 // or the one named by model_type when given: "mistral" for a Llama without biases); one clear

@@ -61,7 +61,10 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
         .moe_shared_expert_gate(a.moe_shared_expert_gate)
         .moe_expert_capacity_factor(a.moe_expert_capacity_factor)
         .moe_token_drop_policy(a.moe_token_drop_policy)
-        .moe_pad_expert_input_to_capacity(a.moe_pad_expert_input_to_capacity);
+        .moe_pad_expert_input_to_capacity(a.moe_pad_expert_input_to_capacity)
+        .moe_token_dispatcher_type(a.moe_token_dispatcher_type)
+        .expert_model_parallel_size(a.expert_model_parallel_size)
+        .ep_group(ctx.parallel_state.expert_model_parallel_group_ptr());
   }
   return c.finalize();
 }

@@ -97,9 +97,10 @@ Initialized initialize_megatron(const Arguments& args, std::shared_ptr<comm::Pro
   const auto vpp = args.virtual_pipeline_model_parallel_size;
   // Before any group is made from them: ranks with other parallel sizes would build other groups.
   check_ranks_have_the_same_arguments(args, *world);
-  auto ps = ParallelState::initialize_model_parallel(world, static_cast<int>(args.tensor_model_parallel_size),
-                                                     static_cast<int>(args.pipeline_model_parallel_size),
-                                                     vpp ? std::optional<int>(static_cast<int>(*vpp)) : std::nullopt);
+  auto ps = ParallelState::initialize_model_parallel(
+      world, static_cast<int>(args.tensor_model_parallel_size), static_cast<int>(args.pipeline_model_parallel_size),
+      vpp ? std::optional<int>(static_cast<int>(*vpp)) : std::nullopt,
+      /*context_parallel_size=*/1, static_cast<int>(args.expert_model_parallel_size));
   log_layout(args, ps);
   // Megatron-LM's _set_random_seed: one seed per pipeline stage, TP-region states per TP rank.
   const uint64_t seed = stage_seed(args, ps);

@@ -80,6 +80,7 @@ std::vector<distributed::ModelParam> model_params(const Model& model, int tp_ran
                                            optimizer::is_embedding_or_output_name(p.name);
         mp.fsdp_unit = chunk_unit(prefix, lm->param_unit(p.name));
         mp.sequence_parallel = lm->has_sequence_parallel_grad(p);
+        mp.expert_parallel = p.expert_parallel;
         mp.gather_wait_unit = chunk_unit(prefix, lm->gather_wait_unit(p.name));
         if (tensor_parallel::DeferredParameterInit::deferred(p.param))
           mp.initialize = [lm, p](at::Tensor& view) { lm->initialize_parameter(p, view); };
@@ -116,7 +117,8 @@ std::unique_ptr<distributed::DistributedDataParallel> wrap_with_ddp(const Traini
   const auto config = ddp_config_from_args(ctx.args);
   auto ddp = std::make_unique<distributed::DistributedDataParallel>(
       std::move(params), config, ps.get_world_group().size() > 1 ? ps.data_parallel_group_ptr() : nullptr,
-      ps.tensor_model_parallel_group_ptr());
+      ps.tensor_model_parallel_group_ptr(),
+      ps.get_world_group().size() > 1 ? ps.expert_data_parallel_group_ptr() : nullptr);
   // Under ZeRO-2/3 each decoder layer calls its unit's hooks around its forward (gathering its
   // parameters under ZeRO-3), and under ZeRO-3 a GPT model gathers those outside the layers as its
   // forward begins; with --overlap-param-gather each waits for its part of the gather.
@@ -170,7 +172,8 @@ std::unique_ptr<optimizer::MegatronOptimizer> get_megatron_optimizer(const Train
                                                                      std::optional<int64_t> model_peak_bytes) {
   const auto& args = ctx.args;
   auto optim = optimizer::get_megatron_optimizer(optimizer_config_from_args(args), ddp,
-                                                 ctx.parallel_state.model_parallel_group_ptr());
+                                                 ctx.parallel_state.model_parallel_group_ptr(),
+                                                 ctx.parallel_state.expert_model_parallel_group_ptr());
   log_memory_after_setup(ctx, *optim, model_peak_bytes);
   if (ddp.grad_bucket_count() > 0)
     log_rank_0(LogLevel::kInfo,

@@ -1,11 +1,10 @@
-// The MoE layer at one expert-parallel rank: route, permute, experts, unpermute (Megatron-Core's
-// allgather and alltoall dispatchers do exactly this when expert parallelism is 1).
+// The MoE layer at one expert-parallel rank: route, dispatch, this rank's experts, combine.
 #include "megatron/transformer/moe/moe_layer.h"
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
-#include "megatron/readback.h"
+#include "megatron/transformer/moe/token_dispatcher.h"
 
 namespace megatron::transformer {
 
@@ -15,7 +14,7 @@ SequentialMLPImpl::SequentialMLPImpl(const TransformerConfig& config_) : config(
 
 void SequentialMLPImpl::reset() {
   local_experts = register_module("local_experts", torch::nn::ModuleList());
-  for (int64_t i = 0; i < *config.num_moe_experts(); ++i)
+  for (int64_t i = 0; i < config.num_local_experts(); ++i)
     local_experts->push_back(MLP(config, config.moe_ffn_hidden_size()));
 }
 
@@ -49,21 +48,13 @@ void MoELayerImpl::reset() {
 at::Tensor MoELayerImpl::forward(const at::Tensor& hidden) {
   const at::Tensor shared = shared_experts ? shared_experts(hidden) : at::Tensor();
   auto [probs, routing_map] = router(hidden);
-  const at::Tensor x = hidden.reshape({-1, hidden.size(-1)});
-  const int64_t tokens = x.size(0);
-  // Permute: the (expert, token) pairs of the routing map in expert-major order, tokens ascending.
-  const at::Tensor pairs = routing_map.t().flatten().nonzero().squeeze(1);
-  const at::Tensor token_of = pairs.remainder(tokens);
-  // The host needs the split sizes (one device read per MoE layer and micro-batch, as
-  // Megatron-Core's SequentialMLP; a grouped GEMM would not).
-  const at::Tensor counts = read_to_host(routing_map.sum(0));
-  const std::vector<int64_t> per_expert(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + counts.numel());
-  const at::Tensor out_tokens =
-      experts(x.index_select(0, token_of), per_expert, probs.t().flatten().index_select(0, pairs));
-  // Unpermute: each token's expert outputs summed in the experts' output dtype.
-  const at::Tensor routed = at::zeros({tokens, x.size(1)}, out_tokens.options()).index_add(0, token_of, out_tokens);
-  at::Tensor out = routed.view(hidden.sizes()).to(hidden.scalar_type());
-  return shared.defined() ? out + shared : out;
+  const auto dispatcher = make_token_dispatcher(config);
+  const auto in = dispatcher->token_dispatch(hidden.reshape({-1, hidden.size(-1)}), probs, routing_map);
+  const at::Tensor out =
+      dispatcher->token_combine(experts(in.tokens, in.tokens_per_expert, in.probs)).view(hidden.sizes());
+  // Each token's expert outputs are summed in the experts' output dtype.
+  const at::Tensor routed = out.to(hidden.scalar_type());
+  return shared.defined() ? routed + shared : routed;
 }
 
 }  // namespace megatron::transformer

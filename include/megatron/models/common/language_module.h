@@ -31,6 +31,10 @@ struct MEGATRON_API ShardedParameter {
   std::string init_name;  // global name the initialisation is seeded with
   at::Tensor param;       // this rank's shard
   tensor_parallel::ParamInit init;
+  // A parameter of one of this rank's experts (Megatron-LM's allreduce=False): other
+  // expert-parallel ranks hold other experts, so its gradient is averaged over the
+  // expert-data-parallel ranks only and its norm summed over the expert-parallel ones.
+  bool expert_parallel = false;
 };
 
 class MEGATRON_API LanguageModule : public transformer::MegatronModule {

@@ -1,6 +1,6 @@
 // MoELayer (megatron/core/transformer/moe/moe_layer.py) in place of a layer's MLP: the router
-// picks each token's experts; the tokens are permuted expert by expert (ascending token order
-// within an expert, as Megatron-Core's permute), each expert MLP scales its activation by the
+// picks each token's experts; the token dispatcher (token_dispatcher.h) brings each token to the
+// rank holding its expert, grouped expert by expert, each expert MLP scales its activation by the
 // token's probability before linear_fc2, and the outputs are summed back per token; the shared
 // expert (with its optional sigmoid gate) adds its output. Parameter names are Megatron-Core's
 // SequentialMLP ones: mlp.router.weight, mlp.experts.local_experts.I.linear_fc1.weight, ...,
@@ -20,7 +20,8 @@
 
 namespace megatron::transformer {
 
-// The local experts, run one after another on their tokens.
+// This expert-parallel rank's experts (num_local_experts; local_experts.I is global expert
+// local_expert_offset + I), run one after another on their tokens.
 class MEGATRON_API SequentialMLPImpl : public torch::nn::Cloneable<SequentialMLPImpl> {
  public:
   explicit SequentialMLPImpl(const TransformerConfig& config);
