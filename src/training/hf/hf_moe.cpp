@@ -130,10 +130,9 @@ Architecture qwen2_moe_architecture() {
                                     " has no \"shared_expert_intermediate_size\"");
                       }});
   // Renormalising the top-k of the softmax over all experts is the softmax over the top-k.
-  a.config.push_back({"norm_topk_prob", [](const Arguments& s) { return json_bool(!s.moe_router_pre_softmax); },
-                      [](const json* v, Arguments& s, const std::string&) {
-                        s.moe_router_pre_softmax = !bool_or(v, false);
-                      }});
+  a.config.push_back(
+      {"norm_topk_prob", [](const Arguments& s) { return json_bool(!s.moe_router_pre_softmax); },
+       [](const json* v, Arguments& s, const std::string&) { s.moe_router_pre_softmax = !bool_or(v, false); }});
   // Layer i has experts when (i + 1) % decoder_sparse_step == 0 and i is not in mlp_only_layers;
   // written back as step 1 and the dense layers listed.
   a.config.push_back({"decoder_sparse_step", [](const Arguments&) { return std::string("1"); },

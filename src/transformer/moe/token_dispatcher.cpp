@@ -4,7 +4,6 @@
 
 #include <ATen/ATen.h>
 
-
 #include "megatron/readback.h"
 #include "megatron/tensor_parallel/mappings.h"
 
