@@ -51,8 +51,9 @@ fi
 # event-file reader, which reads what --tensorboard-dir writes; nltk for the punkt sentence
 # splitter that --split-sentences reproduces (pinned: its versions split differently);
 # megatron-core for its datasets and GPT model, which test_megatron_core.py checks ours against
-# (pinned: 0.16.1 is the newest that installs on Python 3.11).
-PY_PACKAGES=(numpy pytest tokenizers tiktoken sentencepiece matplotlib transformers safetensors scikit-build-core pybind11-stubgen==2.5.5 deepspeed
+# (pinned: 0.16.1 is the newest that installs on Python 3.11); pytest-xdist runs the Python tests
+# on every core (scripts/test.sh).
+PY_PACKAGES=(numpy pytest pytest-xdist tokenizers tiktoken sentencepiece matplotlib transformers safetensors scikit-build-core pybind11-stubgen==2.5.5 deepspeed
   tensorboard nltk==3.10.4 megatron-core==0.16.1)
 
 venv_ready() {

@@ -10,6 +10,10 @@ BUILD_DIR="${1:-$ROOT/build}"
 PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
 VOCAB_SIZE="${VOCAB_SIZE:-8192}"
 DATA="$ROOT/data"
+# One builder at a time: test processes running side by side (pytest -n) may all ask for it.
+mkdir -p "$DATA"
+exec 9>"$DATA/.prepare.lock"
+flock 9
 
 [ -f "$DATA/corpus/python_docs.jsonl" ] ||
   "$PYTHON" "$ROOT/tools/make_corpus.py" --output "$DATA/corpus/python_docs.jsonl"
