@@ -25,6 +25,9 @@ std::array<std::shared_ptr<const MegatronDataset>, 3> build_splits(const std::sh
   std::array<std::shared_ptr<const MegatronDataset>, 3> out;
   for (int s = 0; s < 3; ++s) {
     if (!ranges[s]) continue;
+    // A split asked for no samples needs no documents (--eval-iters 0 with a split too thin for the
+    // corpus, as Megatron-LM's Mixtral script's 99990,8,2 is for a small one).
+    if (sizes[s] == 0 && ranges[s]->first == ranges[s]->second) continue;
     out[s] = std::make_shared<GPTDataset>(low, *ranges[s], sizes[s], static_cast<Split>(s), config);
   }
   return out;

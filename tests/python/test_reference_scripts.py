@@ -162,6 +162,36 @@ def test_the_mixtral_script_parses_and_would_start_as_written():
         in proc.stdout, proc.stdout + proc.stderr
 
 
+def test_the_mixtral_script_scaled_down_trains_with_its_experts_over_two_ranks(tmp_path, default_data):  # noqa: F811
+    """Its flags as written but for sizes and paths: 2 layers, EP 2 x PP 2 x DP 2 on 4 ranks (eight
+    experts, four a rank, tokens all-to-all), bf16, the distributed optimizer with both overlaps; its
+    Llama 2 tokenizer a SentencePiece model trained here, its data the first 2000 documents of the
+    default corpus in that tokenizer. No evaluation: its 99990,8,2 split leaves so few documents no
+    validation or test ones."""
+    from data_helpers import run as run_tool
+    from test_sentencepiece import CONFIGS, train as train_sentencepiece
+    model = train_sentencepiece(tmp_path, "llama2", **CONFIGS["llama2_bpe"])
+    corpus = tmp_path / "docs.jsonl"
+    with open(os.path.join(os.path.dirname(default_data[1]), "corpus", "python_docs.jsonl")) as f:
+        corpus.write_text("".join(line for _, line in zip(range(2000), f)))
+    run_tool("preprocess_data", "--input", corpus, "--output-prefix", tmp_path / "mixtral", "--tokenizer-type",
+             "Llama2Tokenizer", "--tokenizer-model", model, "--append-eod", "--workers", 2)
+    sizes = {**SCALED, "--tensor-model-parallel-size": "1", "--expert-model-parallel-size": "2",
+             "--num-query-groups": "2", "--eval-iters": "0"}
+    paths = {"--data-path": str(tmp_path / "mixtral_text_document"), "--tokenizer-model": str(model),
+             "--save": str(tmp_path / "ckpt"), "--load": str(tmp_path / "ckpt"),
+             "--tensorboard-dir": str(tmp_path / "tb")}
+    flags = [sizes.get(prev, paths.get(prev, flag)) if prev in sizes or prev in paths else flag
+             for prev, flag in zip([None] + MIXTRAL_8X7B[:-1], MIXTRAL_8X7B)]
+    proc = subprocess.run(MPIRUN + ["-np", "4", program("pretrain_gpt"), *flags],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "iteration        3/       3 |" in proc.stdout and " load_balancing_loss: " in proc.stdout, proc.stdout[-3000:]
+    # Each expert-parallel rank of each stage wrote its own experts (mp_rank_TT_PPP_EEE).
+    assert sorted(p.name for p in (tmp_path / "ckpt" / "iter_0000003").iterdir()) == [
+        "mp_rank_00_000_000", "mp_rank_00_000_001", "mp_rank_00_001_000", "mp_rank_00_001_001"]
+
+
 LLAMA3_8B_NOT_YET = ["--grad-reduce-in-bf16", "--cross-entropy-loss-fusion", "--fp8-format", "--fp8-amax-history-len",
                      "--fp8-amax-compute-algo", "--fp8-param-gather", "--context-parallel-size"]
 
