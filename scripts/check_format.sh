@@ -4,7 +4,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | grep -v -e '^third_party/' -e '^src/tokenizer/unicode_tables.cpp$')
+# Tracked files and new ones not yet added (not the ignored: build trees, third_party/gpu-deps).
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cpp' '*.h' '*.cu' '*.cuh' |
+  grep -v -e '^third_party/' -e '^src/tokenizer/unicode_tables.cpp$')
 if [[ "${1:-}" == --fix ]]; then
   clang-format -i "${files[@]}"
 else
