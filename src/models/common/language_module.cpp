@@ -22,6 +22,14 @@ int64_t vocab_size_with_padding(int64_t vocab_size, int64_t divisible_by, int64_
   return (vocab_size + multiple - 1) / multiple * multiple;
 }
 
+std::string shift_index(const std::string& name, const std::string& part, int64_t delta) {
+  const size_t at = name.find(part);
+  if (at == std::string::npos) return name;
+  const size_t begin = at + part.size(), end = name.find('.', begin);
+  const int64_t index = std::stoll(name.substr(begin, end - begin));
+  return name.substr(0, begin) + std::to_string(index + delta) + (end == std::string::npos ? "" : name.substr(end));
+}
+
 void LanguageModule::initialize_parameter(const ShardedParameter& p, at::Tensor& view) const {
   TORCH_CHECK(false, "[language_module] parameter ", p.name,
               " was created without memory, and this model does not say how to initialise it");

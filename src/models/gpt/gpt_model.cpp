@@ -103,27 +103,15 @@ std::vector<ShardedParameter> GPTModelImpl::sharded_parameters() const {
       const std::string name = item.key().empty() ? local : item.key() + "." + local;
       const at::Tensor* p = params.find(local);
       TORCH_INTERNAL_ASSERT(p, "parameter ", name, " declared but not registered");
-      std::string init_name = name;
-      // Layers are numbered per stage in names but seeded by their global index.
-      const std::string prefix = "decoder.layers.";
-      if (init_name.rfind(prefix, 0) == 0) {
-        const size_t dot = init_name.find('.', prefix.size());
-        const int64_t local_index = std::stoll(init_name.substr(prefix.size(), dot - prefix.size()));
-        init_name = prefix + std::to_string(local_index + layer_offset) + init_name.substr(dot);
-      }
-      // Local experts are seeded by their global index, so that any expert-parallel layout
-      // starts from the same model.
-      const std::string experts = ".mlp.experts.local_experts.";
-      const size_t at_expert = init_name.find(experts);
-      if (at_expert != std::string::npos) {
-        const size_t begin = at_expert + experts.size(), dot = init_name.find('.', begin);
-        const int64_t global = std::stoll(init_name.substr(begin, dot - begin)) + config.local_expert_offset();
-        init_name = init_name.substr(0, begin) + std::to_string(global) + init_name.substr(dot);
-      }
+      // Layers and local experts are seeded by their global index, so that any pipeline or
+      // expert-parallel layout starts from the same model.
+      std::string init_name = common::shift_index(common::shift_index(name, common::kLayersPart, layer_offset),
+                                                  common::kLocalExpertsPart, config.local_expert_offset());
       // The last stage's copy of the tied embedding starts equal to the first stage's.
       if (name == "output_layer.weight" && options.share_embeddings_and_output_weights())
         init_name = "embedding.word_embeddings.weight";
-      found[name] = ShardedParameter{name, init_name, *p, init, at_expert != std::string::npos};
+      const bool expert = name.find(common::kLocalExpertsPart) != std::string::npos;
+      found[name] = ShardedParameter{name, init_name, *p, init, expert};
     }
   }
   std::vector<ShardedParameter> out;
@@ -149,7 +137,7 @@ void GPTModelImpl::initialize_parameters(uint64_t seed) {
 }
 
 namespace {
-const std::string kLayers = "decoder.layers.";
+const std::string kLayers = common::kLayersPart;
 }  // namespace
 
 std::string GPTModelImpl::param_unit(const std::string& name) const {

@@ -61,11 +61,7 @@ int64_t layer_offset(const Arguments& a, int64_t p, int64_t v) {
 
 // "decoder.layers.3.x" -> "decoder.layers.<3 + delta>.x"; other names unchanged.
 std::string shift_layer(const std::string& name, int64_t delta) {
-  const std::string prefix = "decoder.layers.";
-  if (name.rfind(prefix, 0) != 0) return name;
-  const size_t dot = name.find('.', prefix.size());
-  const int64_t i = std::stoll(name.substr(prefix.size(), dot - prefix.size()));
-  return prefix + std::to_string(i + delta) + name.substr(dot);
+  return models::common::shift_index(name, models::common::kLayersPart, delta);
 }
 
 // Which global names model chunk v of stage p holds.

@@ -86,7 +86,7 @@ class AllToAllDispatcher : public MoETokenDispatcher {
                                   const at::Tensor& routing_map) override {
     const auto& group = config_.ep_group();
     const int ep = tp::group_size(group), me = tp::group_rank(group);
-    const int64_t local = config_.num_local_experts();
+    const int64_t local = config_.num_local_experts(), first = config_.local_expert_offset();
     perm_ = permute(probs, routing_map);
     const at::Tensor tokens = hidden.index_select(0, perm_.token_of);
     // Every rank's tokens per expert ([ep, E]), in one device read: the splits of both exchanges.
@@ -102,7 +102,7 @@ class AllToAllDispatcher : public MoETokenDispatcher {
     for (int r = 0; r < ep; ++r) {
       for (int64_t l = 0; l < local; ++l) {
         send_[r] += count(me, r * local + l);
-        const int64_t n = count(r, me * local + l);
+        const int64_t n = count(r, first + l);
         recv_[r] += n;
         chunk_sizes_.push_back(n);  // arriving from rank r for local expert l, in (r, l) order
         out.tokens_per_expert[l] += n;

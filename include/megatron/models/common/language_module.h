@@ -82,6 +82,14 @@ class MEGATRON_API LanguageModule : public transformer::MegatronModule {
   virtual void initialize_parameter(const ShardedParameter& p, at::Tensor& view) const;
 };
 
+// Layers and local experts are numbered per pipeline stage and per expert-parallel rank in
+// parameter names, globally in initialisation seeds and whole-model checkpoints: `name` with the
+// number after its first `part` (kLayersPart, kLocalExpertsPart) moved by delta; a name without
+// `part` unchanged.
+inline constexpr const char* kLayersPart = "decoder.layers.";
+inline constexpr const char* kLocalExpertsPart = ".mlp.experts.local_experts.";
+MEGATRON_API std::string shift_index(const std::string& name, const std::string& part, int64_t delta);
+
 // The padded vocabulary of a language model's embedding and output layer:
 // ceil(vocab / (divisible_by * tp)) * divisible_by * tp  (Megatron's _vocab_size_with_padding), or
 // pad_vocab_size_to when given (Megatron-DeepSpeed's --pad-vocab-size-to; at least the vocabulary
