@@ -25,9 +25,9 @@ std::array<std::shared_ptr<const MegatronDataset>, 3> build_splits(const std::sh
   std::array<std::shared_ptr<const MegatronDataset>, 3> out;
   for (int s = 0; s < 3; ++s) {
     if (!ranges[s]) continue;
-    // A split asked for no samples needs no documents (--eval-iters 0 with a split too thin for the
-    // corpus, as Megatron-LM's Mixtral script's 99990,8,2 is for a small one).
-    if (sizes[s] == 0 && ranges[s]->first == ranges[s]->second) continue;
+    // A split asked for no samples (--eval-iters 0) is not built: its indices would cost a shuffle
+    // of a whole epoch that nothing reads, and it may get no documents (Mixtral's 99990,8,2).
+    if (sizes[s] == 0) continue;
     out[s] = std::make_shared<GPTDataset>(low, *ranges[s], sizes[s], static_cast<Split>(s), config);
   }
   return out;
@@ -157,9 +157,10 @@ std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets(
     return out;
   }
   // Several prefixes without weights: blend by their sizes.
-  for (const auto& prefix : blend.prefixes) {
-    per_prefix.push_back(build_splits(low_level(prefix), {std::nullopt, std::nullopt, std::nullopt}, config));
-  }
+  std::array<std::optional<int64_t>, 3> whole;  // each prefix's whole split, unless none is asked for
+  for (int s = 0; s < 3; ++s)
+    if (sizes[s] == 0) whole[s] = 0;
+  for (const auto& prefix : blend.prefixes) per_prefix.push_back(build_splits(low_level(prefix), whole, config));
   for (int s = 0; s < 3; ++s) {
     if (!per_prefix[0][s]) continue;
     std::vector<std::shared_ptr<const MegatronDataset>> parts;
