@@ -78,6 +78,7 @@ ParallelState::Layout ParallelState::rank_layout(int world_size, int tp, int pp,
   layout.tensor_model_parallel = along(true, false, false, false);
   layout.context_parallel = along(false, true, false, false);
   layout.data_parallel = along(false, false, true, false);
+  layout.data_parallel_with_context_parallel = along(false, true, true, false);
   layout.pipeline_model_parallel = along(false, false, false, true);
   layout.model_parallel = along(true, false, false, true);
   // Experts: rank = etp + ETP * (ep + EP * (edp + EDP * pp)), the same ranks, pipeline stages
@@ -131,6 +132,8 @@ ParallelState ParallelState::initialize_model_parallel(std::shared_ptr<comm::Pro
   state.tp_ = mine(layout.tensor_model_parallel, "tp");
   state.cp_ = mine(layout.context_parallel, "cp");
   state.dp_ = mine(layout.data_parallel, "dp");
+  // Without context parallelism the same ranks: the group is shared, not made twice.
+  state.dp_cp_ = cp == 1 ? state.dp_ : mine(layout.data_parallel_with_context_parallel, "dp_cp");
   state.pp_ = mine(layout.pipeline_model_parallel, "pp");
   state.mp_ = mine(layout.model_parallel, "mp");
   state.embedding_ = mine(layout.embedding, "embedding");
@@ -139,8 +142,8 @@ ParallelState ParallelState::initialize_model_parallel(std::shared_ptr<comm::Pro
   state.etp_ = mine(layout.expert_tensor_parallel, "etp");
   state.etp_ep_ = mine(layout.expert_tensor_and_model_parallel, "etp_ep");
   state.edp_ = mine(layout.expert_data_parallel, "edp");
-  TORCH_INTERNAL_ASSERT(state.tp_ && state.cp_ && state.dp_ && state.pp_ && state.mp_ && state.ep_ && state.etp_ &&
-                        state.etp_ep_ && state.edp_);
+  TORCH_INTERNAL_ASSERT(state.tp_ && state.cp_ && state.dp_ && state.dp_cp_ && state.pp_ && state.mp_ && state.ep_ &&
+                        state.etp_ && state.etp_ep_ && state.edp_);
   return state;
 }
 

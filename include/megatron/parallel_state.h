@@ -32,6 +32,8 @@ class MEGATRON_API ParallelState {
   struct Layout {
     std::vector<std::vector<int>> tensor_model_parallel, pipeline_model_parallel, data_parallel, context_parallel,
         model_parallel, embedding, position_embedding;
+    // Data x context parallel: the ranks that hold the same parameters (gradients reduce over it).
+    std::vector<std::vector<int>> data_parallel_with_context_parallel;
     // The experts' folding of the same ranks.
     std::vector<std::vector<int>> expert_model_parallel, expert_tensor_parallel, expert_tensor_and_model_parallel,
         expert_data_parallel;
@@ -46,13 +48,20 @@ class MEGATRON_API ParallelState {
   comm::ProcessGroup& get_world_group() const { return *world_; }
   comm::ProcessGroup& get_tensor_model_parallel_group() const { return *tp_; }
   comm::ProcessGroup& get_pipeline_model_parallel_group() const { return *pp_; }
-  comm::ProcessGroup& get_data_parallel_group() const { return *dp_; }
+  // with_context_parallel (Megatron's name): the data-parallel ranks of every context-parallel
+  // rank, the ranks that hold the same parameters; without: those that read other samples.
+  comm::ProcessGroup& get_data_parallel_group(bool with_context_parallel = false) const {
+    return *data_parallel_group_ptr(with_context_parallel);
+  }
   comm::ProcessGroup& get_context_parallel_group() const { return *cp_; }
   comm::ProcessGroup& get_model_parallel_group() const { return *mp_; }
   std::shared_ptr<comm::ProcessGroup> get_embedding_group() const { return embedding_; }
   std::shared_ptr<comm::ProcessGroup> get_position_embedding_group() const { return position_embedding_; }
   std::shared_ptr<comm::ProcessGroup> tensor_model_parallel_group_ptr() const { return tp_; }
-  std::shared_ptr<comm::ProcessGroup> data_parallel_group_ptr() const { return dp_; }
+  std::shared_ptr<comm::ProcessGroup> data_parallel_group_ptr(bool with_context_parallel = false) const {
+    return with_context_parallel ? dp_cp_ : dp_;
+  }
+  std::shared_ptr<comm::ProcessGroup> context_parallel_group_ptr() const { return cp_; }
   std::shared_ptr<comm::ProcessGroup> model_parallel_group_ptr() const { return mp_; }
   // Expert groups: EP spreads the experts, expert TP splits each one, expert DP holds replicas of
   // the same experts (its gradients are reduced over it, as dense ones are over DP x CP).
@@ -69,8 +78,12 @@ class MEGATRON_API ParallelState {
   int get_tensor_model_parallel_rank() const { return tp_->rank(); }
   int get_pipeline_model_parallel_world_size() const { return pp_->size(); }
   int get_pipeline_model_parallel_rank() const { return pp_->rank(); }
-  int get_data_parallel_world_size() const { return dp_->size(); }
-  int get_data_parallel_rank() const { return dp_->rank(); }
+  int get_data_parallel_world_size(bool with_context_parallel = false) const {
+    return get_data_parallel_group(with_context_parallel).size();
+  }
+  int get_data_parallel_rank(bool with_context_parallel = false) const {
+    return get_data_parallel_group(with_context_parallel).rank();
+  }
   int get_context_parallel_world_size() const { return cp_->size(); }
   int get_context_parallel_rank() const { return cp_->rank(); }
   int get_expert_model_parallel_world_size() const { return ep_->size(); }
@@ -99,7 +112,7 @@ class MEGATRON_API ParallelState {
 
  private:
   ParallelState() = default;
-  std::shared_ptr<comm::ProcessGroup> world_, tp_, pp_, dp_, cp_, mp_, embedding_, position_embedding_;
+  std::shared_ptr<comm::ProcessGroup> world_, tp_, pp_, dp_, cp_, dp_cp_, mp_, embedding_, position_embedding_;
   std::shared_ptr<comm::ProcessGroup> ep_, etp_, etp_ep_, edp_;
   std::optional<int> vpp_size_;
 };

@@ -8,7 +8,7 @@ import numpy.typing
 import torch
 import torch._C.cpp.nn
 import typing
-__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'HuggingFaceTokenizer', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'MoELayer', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'SentencePieceTokenizer', 'ShardLayout', 'ShardedParameter', 'Split', 'TikTokenizer', 'Tokenizer', 'TopKRouter', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'check_args', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
+__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'HuggingFaceTokenizer', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'MoELayer', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'SentencePieceTokenizer', 'ShardLayout', 'ShardedParameter', 'Split', 'TikTokenizer', 'Tokenizer', 'TopKRouter', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'check_args', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_batch_on_this_cp_rank', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
 class Activation:
     """
     Members:
@@ -260,6 +260,22 @@ class Arguments:
         """
     @config_file.setter
     def config_file(self, arg0: str) -> None:
+        ...
+    @property
+    def context_parallel_size(self) -> int:
+        """
+        ranks the sequence is split over: each holds 2 of its 2 x N chunks, attention exchanges keys and values
+        """
+    @context_parallel_size.setter
+    def context_parallel_size(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def cp_comm_type(self) -> list[str]:
+        """
+        p2p (a ring, overlapped) | all_gather | a2a (all-to-all over heads): how attention exchanges keys and values over the context-parallel ranks; one value, or one per layer
+        """
+    @cp_comm_type.setter
+    def cp_comm_type(self, arg0: collections.abc.Sequence[str]) -> None:
         ...
     @property
     def data_cache_path(self) -> str:
@@ -556,6 +572,14 @@ class Arguments:
         """
     @hidden_size.setter
     def hidden_size(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def hierarchical_context_parallel_sizes(self) -> list[int]:
+        """
+        refused: the inner and outer sizes of cp-comm-type a2a+p2p, which is not implemented
+        """
+    @hierarchical_context_parallel_sizes.setter
+    def hierarchical_context_parallel_sizes(self, arg0: collections.abc.Sequence[typing.SupportsInt]) -> None:
         ...
     @property
     def hysteresis(self) -> int:
@@ -2587,13 +2611,15 @@ class ParallelState:
         ...
     def get_context_parallel_world_size(self) -> int:
         ...
-    def get_data_parallel_group(self) -> ProcessGroup:
-        ...
-    def get_data_parallel_rank(self) -> int:
+    def get_data_parallel_group(self, with_context_parallel: bool = False) -> ProcessGroup:
+        """
+        with_context_parallel: the ranks holding the same parameters (gradients reduce over them).
+        """
+    def get_data_parallel_rank(self, with_context_parallel: bool = False) -> int:
         ...
     def get_data_parallel_src_rank(self) -> int:
         ...
-    def get_data_parallel_world_size(self) -> int:
+    def get_data_parallel_world_size(self, with_context_parallel: bool = False) -> int:
         ...
     def get_embedding_group(self) -> ProcessGroup:
         """
@@ -3288,6 +3314,10 @@ def gather_from_sequence_parallel_region(input: torch.Tensor, group: ProcessGrou
 def gather_from_tensor_model_parallel_region(input: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
     """
     forward: all-gather the last dim; backward: this rank's slice.
+    """
+def get_batch_on_this_cp_rank(batch: collections.abc.Mapping[str, torch.Tensor], cp_size: typing.SupportsInt, cp_rank: typing.SupportsInt) -> dict[str, torch.Tensor]:
+    """
+    Each tensor of the batch cut along the sequence (the attention mask along its query rows) to context-parallel rank cp_rank's chunks cp_rank and 2 x cp_size - 1 - cp_rank of 2 x cp_size.
     """
 def get_ltor_masks_and_position_ids(data: torch.Tensor, eod_token: typing.SupportsInt, reset_position_ids: bool, reset_attention_mask: bool, eod_mask_loss: bool) -> tuple:
     """

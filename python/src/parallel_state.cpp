@@ -55,7 +55,11 @@ void init_parallel_state(py::module_& m) {
       .def("get_tensor_model_parallel_group", [](const Self& s) { return s->tensor_model_parallel_group_ptr(); })
       .def("get_pipeline_model_parallel_group",
            [alias](const Self& s) { return alias(s, s->get_pipeline_model_parallel_group()); })
-      .def("get_data_parallel_group", [](const Self& s) { return s->data_parallel_group_ptr(); })
+      .def(
+          "get_data_parallel_group",
+          [](const Self& s, bool with_context_parallel) { return s->data_parallel_group_ptr(with_context_parallel); },
+          py::arg("with_context_parallel") = false,
+          "with_context_parallel: the ranks holding the same parameters (gradients reduce over them).")
       .def("get_context_parallel_group", [alias](const Self& s) { return alias(s, s->get_context_parallel_group()); })
       .def("get_model_parallel_group", [](const Self& s) { return s->model_parallel_group_ptr(); })
       .def("get_embedding_group", &ParallelState::get_embedding_group,
@@ -68,8 +72,9 @@ void init_parallel_state(py::module_& m) {
       .def("get_tensor_model_parallel_rank", &ParallelState::get_tensor_model_parallel_rank)
       .def("get_pipeline_model_parallel_world_size", &ParallelState::get_pipeline_model_parallel_world_size)
       .def("get_pipeline_model_parallel_rank", &ParallelState::get_pipeline_model_parallel_rank)
-      .def("get_data_parallel_world_size", &ParallelState::get_data_parallel_world_size)
-      .def("get_data_parallel_rank", &ParallelState::get_data_parallel_rank)
+      .def("get_data_parallel_world_size", &ParallelState::get_data_parallel_world_size,
+           py::arg("with_context_parallel") = false)
+      .def("get_data_parallel_rank", &ParallelState::get_data_parallel_rank, py::arg("with_context_parallel") = false)
       .def("get_context_parallel_world_size", &ParallelState::get_context_parallel_world_size)
       .def("get_context_parallel_rank", &ParallelState::get_context_parallel_rank)
       .def("get_expert_model_parallel_group",

@@ -223,6 +223,10 @@ void init_training(py::module_& m) {
       py::arg("args"),
       "The tokenizer the flags name (--tokenizer-type, NullTokenizer when empty; --vocab-file, "
       "--merge-file, --tokenizer-model, --vocab-size).");
+  m.def("get_batch_on_this_cp_rank", &tr::get_batch_on_this_cp_rank, py::arg("batch"), py::arg("cp_size"),
+        py::arg("cp_rank"),
+        "Each tensor of the batch cut along the sequence (the attention mask along its query rows) to context-parallel "
+        "rank cp_rank's chunks cp_rank and 2 x cp_size - 1 - cp_rank of 2 x cp_size.");
   m.def(
       "gpt_loss_func",
       [](const at::Tensor& loss_mask, const at::Tensor& output_tensor) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "megatron/transformer/context_parallel.h"
 #include "megatron/transformer/moe/moe_utils.h"
 
 namespace megatron::transformer {
@@ -25,6 +26,14 @@ double TransformerConfig::output_layer_init_std() const {
 bool TransformerConfig::is_moe_layer(int64_t layer) const {
   if (!num_moe_experts_) return false;
   return moe_layer_pattern_.empty() || moe_layer_pattern_.at(static_cast<size_t>(layer)) != 0;
+}
+
+int TransformerConfig::context_parallel_size() const {
+  return cp_group_ ? cp_group_->size() : 1;
+}
+
+std::string TransformerConfig::cp_comm_type_of(int64_t layer) const {
+  return cp_comm_type_.size() == 1 ? cp_comm_type_[0] : cp_comm_type_.at(static_cast<size_t>(layer));
 }
 
 int64_t TransformerConfig::local_expert_offset() const {
@@ -135,6 +144,16 @@ TransformerConfig TransformerConfig::finalize() const {
                 c.num_layers_, ")] with full recompute");
   }
   finalize_moe(c);
+  TORCH_CHECK(c.cp_comm_type_.size() == 1 || static_cast<int64_t>(c.cp_comm_type_.size()) == c.num_layers_,
+              "[transformer_config] cp_comm_type takes one value or one per layer (", c.num_layers_, "), got ",
+              c.cp_comm_type_.size());
+  for (const auto& type : c.cp_comm_type_) parse_cp_comm_type(type);
+  if (c.context_parallel_size() > 1) {
+    TORCH_CHECK(c.attention_dropout_ == 0.0, "[transformer_config] attention_dropout (", c.attention_dropout_,
+                ") must be 0 with context parallelism");
+    TORCH_CHECK(!c.domino_, "[transformer_config] domino with context parallelism is not implemented");
+    TORCH_CHECK(!c.num_moe_experts_, "[transformer_config] MoE layers with context parallelism are not implemented");
+  }
   if (c.tp_group_) {
     TORCH_CHECK(c.tp_group_->size() == tp, "[transformer_config] tp_group has ", c.tp_group_->size(),
                 " ranks but tensor_model_parallel_size is ", tp);

@@ -15,7 +15,7 @@ TransformerLayerImpl::TransformerLayerImpl(const TransformerConfig& config_, int
 
 void TransformerLayerImpl::reset() {
   input_layernorm = register_module("input_layernorm", Norm(config));
-  self_attention = register_module("self_attention", SelfAttention(config));
+  self_attention = register_module("self_attention", SelfAttention(config, layer_number));
   pre_mlp_layernorm = register_module("pre_mlp_layernorm", Norm(config));
   if (config.is_moe_layer(layer_number))
     moe_mlp = register_module("mlp", MoELayer(config));

@@ -88,6 +88,9 @@ struct MEGATRON_API Arguments {
   // --- parallelism
   int64_t tensor_model_parallel_size = 1;
   int64_t pipeline_model_parallel_size = 1;
+  int64_t context_parallel_size = 1;
+  std::vector<std::string> cp_comm_type = {"p2p"};  // one, or one per layer
+  std::vector<int64_t> hierarchical_context_parallel_sizes;
   // Interleaved 1F1B: layers per model chunk (or chunks per stage); sets
   // virtual_pipeline_model_parallel_size.
   std::optional<int64_t> num_layers_per_virtual_pipeline_stage;

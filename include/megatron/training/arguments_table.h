@@ -162,6 +162,13 @@ enum class ArgSaved { kSaved, kNotSaved };
     "CUDA: ATen's bias add, GELU and bias-gradient sum instead of the fused bias-GELU kernels")                     \
   X(distributed, tensor_model_parallel_size, kSaved, positive(), "tensor-parallel ranks")                           \
   X(distributed, pipeline_model_parallel_size, kSaved, positive(), "pipeline stages")                               \
+  X(distributed, context_parallel_size, kSaved, positive(),                                                         \
+    "ranks the sequence is split over: each holds 2 of its 2 x N chunks, attention exchanges keys and values")       \
+  X(distributed, cp_comm_type, kSaved, any(),                                                                       \
+    "p2p (a ring, overlapped) | all_gather | a2a (all-to-all over heads): how attention exchanges keys and "        \
+    "values over the context-parallel ranks; one value, or one per layer")                                          \
+  X(distributed, hierarchical_context_parallel_sizes, kSaved, positive(),                                           \
+    "refused: the inner and outer sizes of cp-comm-type a2a+p2p, which is not implemented")                         \
   X(distributed, num_layers_per_virtual_pipeline_stage, kSaved, positive(),                                         \
     "layers per model chunk: the interleaved 1F1B schedule")                                                        \
   X(distributed, num_virtual_stages_per_pipeline_rank, kSaved, positive(),                                          \

@@ -38,6 +38,12 @@ MEGATRON_API Datasets gpt_datasets_provider(const TrainingContext& ctx, const st
 // The next micro-batch with its tensors on `device`; running out of samples is an error.
 MEGATRON_API datasets::Batch get_batch(datasets::BatchIterator& data_iterator, c10::Device device);
 
+// Megatron-LM's get_batch_on_this_cp_rank: tokens, labels, loss_mask, position_ids and
+// attention_mask cut along the sequence (dimension 1; the mask's query dimension 2) to
+// context-parallel rank cp_rank's two of 2 x cp_size chunks, chunks cp_rank and
+// 2 x cp_size - 1 - cp_rank; other tensors pass through. cp_size 1: the batch as is.
+MEGATRON_API datasets::Batch get_batch_on_this_cp_rank(datasets::Batch batch, int cp_size, int cp_rank);
+
 // (the per-token losses summed where loss_mask is 1, the number of those tokens).
 MEGATRON_API std::pair<at::Tensor, at::Tensor> gpt_loss_sum(const at::Tensor& loss_mask,
                                                             const at::Tensor& output_tensor);
@@ -46,7 +52,9 @@ MEGATRON_API LossResult gpt_loss_func(const at::Tensor& loss_mask, const at::Ten
 
 // One micro-batch through a GPTModel: (per-token loss [b, s], loss_func bound to its loss mask).
 // The batch needs "tokens", "labels" and "loss_mask"; "position_ids" and "attention_mask" are
-// used when present.
+// used when present. With context parallelism (the model's cp_group) each rank keeps its chunks
+// of the sequence (get_batch_on_this_cp_rank) and its loss is the mean over its own tokens, as in
+// Megatron-LM: the gradients' average over the context-parallel ranks makes the whole mean.
 MEGATRON_API std::pair<at::Tensor, LossFunc> gpt_forward_step(datasets::BatchIterator& data_iterator,
                                                               torch::nn::Module& model);
 

@@ -22,10 +22,12 @@ MEGATRON_API at::Tensor apply_rotary_pos_emb(const at::Tensor& t, const at::Tens
 
 class MEGATRON_API SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
  public:
-  explicit SelfAttentionImpl(const TransformerConfig& config);
+  // layer_number: the layer's 0-based index in the whole model (its cp_comm_type).
+  explicit SelfAttentionImpl(const TransformerConfig& config, int64_t layer_number = 0);
   void reset() override;
   // hidden [s, b, h] ([s/tp, b, h] with sequence parallelism) -> same shape.
-  // attention_mask: undefined (causal) or bool [b or 1, 1, s, s] with true = masked out.
+  // attention_mask: undefined (causal) or bool [b or 1, 1, s, s] with true = masked out. With
+  // context parallelism s is this rank's two chunks and only the causal mask is allowed.
   // rotary_pos_emb: undefined or freqs [s, 1, 1, rot_dim].
   at::Tensor forward(const at::Tensor& hidden, const at::Tensor& attention_mask = {},
                      const at::Tensor& rotary_pos_emb = {});
@@ -38,6 +40,7 @@ class MEGATRON_API SelfAttentionImpl : public torch::nn::Cloneable<SelfAttention
   at::Tensor context(const at::Tensor& mixed_qkv, const at::Tensor& attention_mask, const at::Tensor& rotary_pos_emb);
 
   TransformerConfig config;
+  int64_t layer_number = 0;
   int64_t heads_per_partition = 0, groups_per_partition = 0;
   tensor_parallel::ColumnParallelLinear linear_qkv{nullptr};
   tensor_parallel::RowParallelLinear linear_proj{nullptr};

@@ -85,6 +85,11 @@ struct MEGATRON_API TransformerConfig {
   // one half's tensor-parallel all-reduces running under the other half's compute; across layers
   // too unless domino_intra_layer_overlap. Needs an even micro-batch, no sequence parallelism and
   // no full recompute.
+  // Context parallelism (context_parallel.h): the sequence split over cp_group's ranks (nullptr:
+  // one rank holds it whole); attention exchanges keys and values by cp_comm_type, one value for
+  // every layer or one per layer of the whole model ("p2p" | "all_gather" | "a2a").
+  TORCH_ARG(std::shared_ptr<comm::ProcessGroup>, cp_group) = nullptr;
+  TORCH_ARG(std::vector<std::string>, cp_comm_type) = {"p2p"};
   TORCH_ARG(bool, domino) = false;
   TORCH_ARG(bool, domino_intra_layer_overlap) = false;
   // RNG states for dropout inside TP regions (see tensor_parallel/random.h); nullptr: the
@@ -141,6 +146,9 @@ struct MEGATRON_API TransformerConfig {
   int64_t local_expert_offset() const;
   // Whether layer `layer` (0-based, of the whole model) holds an MoE layer.
   bool is_moe_layer(int64_t layer) const;
+  // The context-parallel ranks (1 without a cp_group) and how layer `layer` attends over them.
+  int context_parallel_size() const;
+  std::string cp_comm_type_of(int64_t layer) const;
 };
 
 MEGATRON_API const char* to_string(Normalization n);

@@ -14,6 +14,19 @@ def average_losses_across_data_parallel_group(losses):
     return averaged / ps.get_data_parallel_world_size()
 
 
+def get_batch_on_this_cp_rank(batch):
+    """Megatron-LM's: each tensor of the batch (a dict; None values pass through) cut along the
+    sequence to this context-parallel rank's two of 2 x CP chunks, r and 2 x CP - 1 - r (the
+    attention mask along its query rows). At CP 1 the batch as it is."""
+    ps = global_vars.get_parallel_state()
+    cp = ps.get_context_parallel_world_size()
+    if cp == 1:
+        return batch
+    cut = _C.get_batch_on_this_cp_rank({k: v for k, v in batch.items() if v is not None}, cp,
+                                       ps.get_context_parallel_rank())
+    return {k: cut.get(k) for k in batch}
+
+
 def get_blend_and_blend_per_split(args):
     """(blend, blend_per_split) of the flags: the --data-path blend, and None (separate
     train/valid/test data paths are not implemented)."""

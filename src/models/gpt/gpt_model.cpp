@@ -10,6 +10,7 @@
 #include "megatron/models/common/serialization.h"
 #include "megatron/tensor_parallel/cross_entropy.h"
 #include "megatron/tensor_parallel/mappings.h"
+#include "megatron/transformer/context_parallel.h"
 #include "megatron/transformer/domino.h"
 #include "megatron/transformer/moe/moe_utils.h"
 
@@ -189,14 +190,18 @@ void GPTModelImpl::allreduce_sequence_parallel_grads() {
 at::Tensor GPTModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& position_ids_in,
                                  const at::Tensor& attention_mask, const at::Tensor& labels) {
   if (param_gather) param_gather->before_forward();
+  const int cp = config.context_parallel_size(), cp_rank = cp > 1 ? config.cp_group()->rank() : 0;
   at::Tensor decoder_input;
   std::optional<transformer::DominoHalves> domino_input;  // --domino: the embedding's halves, reduces in flight
   if (options.pre_process()) {
     TORCH_CHECK(input_ids.defined() && input_ids.dim() == 2, "[gpt_model] input_ids must be [b, s], got ",
                 input_ids.defined() ? input_ids.sizes() : at::IntArrayRef{});
     at::Tensor position_ids = position_ids_in;
-    if (!position_ids.defined())
-      position_ids = at::arange(input_ids.size(1), input_ids.options()).unsqueeze(0).expand_as(input_ids);
+    if (!position_ids.defined())  // this context-parallel rank's positions
+      position_ids = transformer::slice_for_context_parallel_rank(
+                         at::arange(input_ids.size(1) * cp, input_ids.options()), 0, cp, cp_rank)
+                         .unsqueeze(0)
+                         .expand_as(input_ids);
     if (config.domino())
       domino_input = common::domino_embedding_forward(*embedding, input_ids, position_ids);
     else
@@ -207,7 +212,9 @@ at::Tensor GPTModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& 
     TORCH_CHECK(input_ids.defined(),
                 "[gpt_model] rotary embeddings need input_ids (for the "
                 "sequence length) on every stage");
-    rope = rotary_pos_emb->forward(input_ids.size(1), input_ids.device());
+    // The whole sequence's angles, cut to this context-parallel rank's chunks.
+    rope = transformer::slice_for_context_parallel_rank(
+        rotary_pos_emb->forward(input_ids.size(1) * cp, input_ids.device()), 0, cp, cp_rank);
   }
   at::Tensor mask = attention_mask;
   if (options.position_embedding_type() == PositionEmbeddingType::kAlibi) {

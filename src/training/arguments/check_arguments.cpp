@@ -31,7 +31,9 @@ bool check_arguments(const std::vector<std::string>& args, int64_t world_size, s
       }
   }
   out << program << " would start: " << world_size << " ranks, tensor-parallel " << a.tensor_model_parallel_size
-      << ", pipeline-parallel " << a.pipeline_model_parallel_size << ", data-parallel " << a.data_parallel_size;
+      << ", pipeline-parallel " << a.pipeline_model_parallel_size;
+  if (a.context_parallel_size > 1) out << ", context-parallel " << a.context_parallel_size;
+  out << ", data-parallel " << a.data_parallel_size;
   if (a.expert_model_parallel_size > 1) out << " (expert-parallel " << a.expert_model_parallel_size << ")";
   out << ", " << a.num_microbatches << " micro-batches of " << a.micro_batch_size << " per step, ";
   if (a.train_iters)

@@ -14,6 +14,7 @@
 #include "megatron/training/arguments.h"
 #include "megatron/training/num_microbatches_calculator.h"
 #include "training/arguments/argument_ranges.h"
+#include "training/arguments/context_parallel_arguments.h"
 #include "training/arguments/moe_arguments.h"
 
 namespace megatron::training {
@@ -105,9 +106,9 @@ void validate_network_size(Arguments& a) {
 }
 
 void validate_distributed(Arguments& a, int64_t world) {
-  const int64_t tp = a.tensor_model_parallel_size, pp = a.pipeline_model_parallel_size;
-  ARG_CHECK(world % (tp * pp) == 0, "world size (", world, ") is not divisible by --tensor-model-parallel-size (", tp,
-            ") x --pipeline-model-parallel-size (", pp, ")");
+  const int64_t tp = a.tensor_model_parallel_size, pp = a.pipeline_model_parallel_size, cp = a.context_parallel_size;
+  ARG_CHECK(world % (tp * pp * cp) == 0, "world size (", world, ") is not divisible by --tensor-model-parallel-size (",
+            tp, ") x --pipeline-model-parallel-size (", pp, ") x --context-parallel-size (", cp, ")");
   ARG_CHECK(a.pp_partition_method.empty() || a.pp_partition_method == "type:transformer", "--pp-partition-method ",
             a.pp_partition_method,
             ": pipeline stages here hold an equal share of the transformer layers (type:transformer); an uneven "
@@ -135,7 +136,7 @@ void validate_distributed(Arguments& a, int64_t world) {
             "the interleaved schedule (--num-layers-per-virtual-pipeline-stage) needs "
             "--pipeline-model-parallel-size > 1 (got ",
             pp, ")");
-  a.data_parallel_size = world / (tp * pp);
+  a.data_parallel_size = world / (tp * pp * cp);
   ARG_CHECK(a.num_attention_heads % tp == 0, "--num-attention-heads (", a.num_attention_heads,
             ") is not divisible by --tensor-model-parallel-size (", tp, ")");
   ARG_CHECK(a.num_query_groups % tp == 0, "--num-query-groups (", a.num_query_groups,
@@ -316,6 +317,7 @@ void Arguments::validate(int64_t world) {
   resolve_aliases(*this);
   validate_network_size(*this);
   validate_distributed(*this, world);
+  detail::validate_context_parallel(*this);
   detail::validate_moe(*this);  // after the data-parallel size, which the experts fold into
   validate_training(*this);
   validate_learning_rate(*this);

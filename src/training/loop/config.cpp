@@ -30,6 +30,8 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
       .virtual_pipeline_model_parallel_size(a.virtual_pipeline_model_parallel_size)
       .tp_group(ctx.parallel_state.tensor_model_parallel_group_ptr())
       .sequence_parallel(a.sequence_parallel)
+      .cp_group(ctx.parallel_state.context_parallel_group_ptr())
+      .cp_comm_type(a.cp_comm_type)
       .persist_layer_norm(!a.no_persist_layer_norm)
       .bias_gelu_fusion(!a.no_bias_gelu_fusion)
       .domino(a.domino)

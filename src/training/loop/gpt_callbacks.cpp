@@ -9,6 +9,7 @@
 #include "megatron/logging.h"
 #include "megatron/models/gpt/gpt_model.h"
 #include "megatron/training/config.h"
+#include "megatron/transformer/context_parallel.h"
 
 namespace megatron::training {
 
@@ -79,6 +80,18 @@ datasets::Batch get_batch(datasets::BatchIterator& data_iterator, c10::Device de
   return std::move(*batch);
 }
 
+datasets::Batch get_batch_on_this_cp_rank(datasets::Batch batch, int cp_size, int cp_rank) {
+  if (cp_size == 1) return batch;
+  // The GPT micro-batch's tensors; others (the raw "text" of s + 1 tokens) pass through.
+  for (const char* name : {"tokens", "labels", "loss_mask", "position_ids", "attention_mask"}) {
+    auto it = batch.find(name);
+    if (it == batch.end() || !it->second.defined()) continue;
+    it->second = transformer::slice_for_context_parallel_rank(it->second, it->first == "attention_mask" ? 2 : 1,
+                                                              cp_size, cp_rank);
+  }
+  return batch;
+}
+
 std::pair<at::Tensor, at::Tensor> gpt_loss_sum(const at::Tensor& loss_mask, const at::Tensor& output_tensor) {
   auto losses =
       (output_tensor.scalar_type() == at::kFloat ? output_tensor : output_tensor.to(at::kFloat)).reshape({-1});
@@ -96,7 +109,9 @@ std::pair<at::Tensor, LossFunc> gpt_forward_step(datasets::BatchIterator& data_i
   auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(&model);
   TORCH_CHECK(gpt, "[pretrain_gpt] forward_step expects a GPTModel, found ", model.name());
   auto device = gpt->parameters().front().device();
-  auto batch = get_batch(data_iterator, device);
+  const int cp = gpt->config.context_parallel_size();
+  auto batch =
+      get_batch_on_this_cp_rank(get_batch(data_iterator, device), cp, cp > 1 ? gpt->config.cp_group()->rank() : 0);
   auto field = [&](const char* name, bool required) {
     auto it = batch.find(name);
     TORCH_CHECK(!required || (it != batch.end() && it->second.defined()),

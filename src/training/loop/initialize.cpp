@@ -59,6 +59,9 @@ void log_layout(const Arguments& args, const ParallelState& ps) {
                                   std::to_string(ps.get_tensor_model_parallel_world_size()));
   log_rank_0(LogLevel::kInfo, "> initialized pipeline model parallel with size " +
                                   std::to_string(ps.get_pipeline_model_parallel_world_size()));
+  if (ps.get_context_parallel_world_size() > 1)
+    log_rank_0(LogLevel::kInfo,
+               "> initialized context parallel with size " + std::to_string(ps.get_context_parallel_world_size()));
   log_rank_0(LogLevel::kInfo,
              "> initialized data parallel with size " + std::to_string(ps.get_data_parallel_world_size()));
   log_rank_0(LogLevel::kInfo, "> intra-op threads per rank: " + std::to_string(at::get_num_threads()));
@@ -99,8 +102,8 @@ Initialized initialize_megatron(const Arguments& args, std::shared_ptr<comm::Pro
   check_ranks_have_the_same_arguments(args, *world);
   auto ps = ParallelState::initialize_model_parallel(
       world, static_cast<int>(args.tensor_model_parallel_size), static_cast<int>(args.pipeline_model_parallel_size),
-      vpp ? std::optional<int>(static_cast<int>(*vpp)) : std::nullopt,
-      /*context_parallel_size=*/1, static_cast<int>(args.expert_model_parallel_size));
+      vpp ? std::optional<int>(static_cast<int>(*vpp)) : std::nullopt, static_cast<int>(args.context_parallel_size),
+      static_cast<int>(args.expert_model_parallel_size));
   log_layout(args, ps);
   // Megatron-LM's _set_random_seed: one seed per pipeline stage, TP-region states per TP rank.
   const uint64_t seed = stage_seed(args, ps);

@@ -116,7 +116,7 @@ std::unique_ptr<distributed::DistributedDataParallel> wrap_with_ddp(const Traini
                               "): " + std::to_string(local_params));
   const auto config = ddp_config_from_args(ctx.args);
   auto ddp = std::make_unique<distributed::DistributedDataParallel>(
-      std::move(params), config, ps.get_world_group().size() > 1 ? ps.data_parallel_group_ptr() : nullptr,
+      std::move(params), config, ps.get_world_group().size() > 1 ? ps.data_parallel_group_ptr(true) : nullptr,
       ps.tensor_model_parallel_group_ptr(),
       ps.get_world_group().size() > 1 ? ps.expert_data_parallel_group_ptr() : nullptr);
   // Under ZeRO-2/3 each decoder layer calls its unit's hooks around its forward (gathering its

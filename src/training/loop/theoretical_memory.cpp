@@ -35,7 +35,9 @@ MemoryEstimate theoretical_memory(const Arguments& a, int64_t pipeline_rank, int
   const double fc1 = a.swiglu ? 2 * ffn : ffn;
   const double v = static_cast<double>(models::common::vocab_size_with_padding(
       vocab_size, a.make_vocab_size_divisible_by, a.tensor_model_parallel_size, a.pad_vocab_size_to));
-  const double s = static_cast<double>(a.seq_length), b = static_cast<double>(a.micro_batch_size);
+  // A context-parallel rank holds 1/CP of the sequence (attention's gathered keys aside).
+  const double s = static_cast<double>(a.seq_length / a.context_parallel_size),
+               b = static_cast<double>(a.micro_batch_size);
   const bool first = pipeline_rank == 0, last = pipeline_rank + 1 == a.pipeline_model_parallel_size;
   const double layers = static_cast<double>(a.num_layers) / pp;
 

@@ -96,7 +96,7 @@ void Trainer::set_train(bool on) {
 pipeline_parallel::ScheduleOptions Trainer::schedule_options(bool forward_only) const {
   pipeline_parallel::ScheduleOptions o;
   o.num_microbatches = args_.num_microbatches;
-  o.seq_length = args_.seq_length;
+  o.seq_length = args_.seq_length / args_.context_parallel_size;  // what one rank's stages pass
   o.micro_batch_size = args_.micro_batch_size;
   o.hidden_size = args_.hidden_size;
   o.sequence_parallel = args_.sequence_parallel;
@@ -115,17 +115,17 @@ void Trainer::add_metrics(MetricsAccumulator& metrics, const pipeline_parallel::
 
 // Megatron-LM's finalize_model_grads with --calculate-per-token-loss: the gradients of summed
 // losses, divided by the tokens of the whole batch (the last stage's count, summed over
-// data-parallel ranks and sent to every stage). They arrive averaged over data-parallel ranks,
-// hence the data-parallel size.
+// data- and context-parallel ranks and sent to every stage). They arrive averaged over those
+// ranks, hence their number.
 at::Tensor Trainer::per_token_grad_scale(const pipeline_parallel::ForwardBackwardResult& fb) const {
   if (!args_.calculate_per_token_loss) return {};
   at::Tensor tokens = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(ctx_.device));
   for (const auto& n : fb.num_tokens) tokens += n.to(tokens.device(), at::kDouble);
-  ps_.get_data_parallel_group().all_reduce(tokens, comm::ReduceOp::kSum);
+  ps_.get_data_parallel_group(true).all_reduce(tokens, comm::ReduceOp::kSum);
   if (ps_.get_pipeline_model_parallel_world_size() > 1)
     ps_.get_pipeline_model_parallel_group().all_reduce(tokens,
                                                        comm::ReduceOp::kSum);  // only the last stage's is non-zero
-  return static_cast<double>(args_.data_parallel_size) / tokens.clamp_min(1.0);
+  return static_cast<double>(ps_.get_data_parallel_world_size(true)) / tokens.clamp_min(1.0);
 }
 
 // After the forward passes every hooked module has waited for its buckets (or ZeRO-2 unit) of the
@@ -159,7 +159,7 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   ddp.start_grad_sync(options.num_microbatches);
   const double loss_scale = optim.loss_scale();
   if (loss_scale != 1.0) options.grad_scale_func = [loss_scale](const at::Tensor& loss) { return loss * loss_scale; };
-  // The losses, averaged over data-parallel ranks with a last entry, non-zero where a rank's loss
+  // The losses, averaged over data- and context-parallel ranks with a last entry, non-zero where a rank's loss
   // was not finite (the optimizer carries that flag to every rank sharing the model). Launched as
   // the last loss is known, so that it travels before the gradient buckets rather than after them.
   MetricsAccumulator metrics;
@@ -167,7 +167,7 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   auto launch_losses = [&](const pipeline_parallel::ForwardBackwardResult& so_far) {
     add_metrics(metrics, so_far);
     const at::Tensor nonfinite = so_far.loss_finite.defined() ? at::logical_not(so_far.loss_finite) : at::Tensor();
-    losses = metrics.launch(ps_.get_data_parallel_group(), nonfinite);
+    losses = metrics.launch(ps_.get_data_parallel_group(true), nonfinite);
   };
   options.after_last_loss = launch_losses;
   // A throw before the wait (pretrain() survives one for its caller) must not leave the
@@ -308,7 +308,7 @@ std::map<std::string, double> Trainer::evaluate(const Iterators& its) {
     add_metrics(metrics, fb);
   }
   set_train(true);
-  return metrics.average(ps_.get_data_parallel_group());
+  return metrics.average(ps_.get_data_parallel_group(true));
 }
 
 void Trainer::evaluate_final() {
