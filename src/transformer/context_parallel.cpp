@@ -54,6 +54,13 @@ at::Tensor positions_of(int n, int rank, int64_t c, const at::TensorOptions& opt
   return at::cat({first, first + (2 * n - 1 - 2 * rank) * c});
 }
 
+// Every rank's positions, in rank order: the rows an all-gather or all-to-all of the sequence gives.
+at::Tensor all_positions(int n, int64_t c, const at::TensorOptions& options) {
+  std::vector<at::Tensor> all;
+  for (int j = 0; j < n; ++j) all.push_back(positions_of(n, j, c, options));
+  return at::cat(all);
+}
+
 // [b, ng, s, d] -> [b, np, s, d]: each key/value head serves np/ng consecutive query heads.
 at::Tensor expand_heads(const at::Tensor& kv, int64_t np) {
   return kv.size(1) == np ? kv : kv.repeat_interleave(np / kv.size(1), 1);
@@ -235,9 +242,7 @@ at::Tensor context_parallel_attention(const at::Tensor& q, const at::Tensor& k, 
     case CPCommType::kP2P: return RingAttention::apply(q, k, v, cp_group);
     case CPCommType::kAllGather: {
       at::Tensor mine = positions_of(n, cp_group->rank(), c, q.options());
-      std::vector<at::Tensor> all;
-      for (int j = 0; j < n; ++j) all.push_back(positions_of(n, j, c, q.options()));
-      at::Tensor keep = mine.unsqueeze(1) >= at::cat(all).unsqueeze(0);  // causal by global position
+      at::Tensor keep = mine.unsqueeze(1) >= all_positions(n, c, q.options()).unsqueeze(0);  // causal by position
       return at::scaled_dot_product_attention(q, expand_heads(gather_sequence(k, cp_group), np),
                                               expand_heads(gather_sequence(v, cp_group), np), keep);
     }
@@ -245,9 +250,7 @@ at::Tensor context_parallel_attention(const at::Tensor& q, const at::Tensor& k, 
       TORCH_CHECK(np % n == 0 && ng % n == 0, "[context_parallel] a2a needs the attention heads (", np,
                   ") and key/value heads (", ng, ") of this rank divisible by the context-parallel size (", n, ")");
       // The gathered rows are in rank order; sorted by position, full causal attention applies.
-      std::vector<at::Tensor> all;
-      for (int j = 0; j < n; ++j) all.push_back(positions_of(n, j, c, q.options()));
-      at::Tensor order = at::argsort(at::cat(all)), back = at::argsort(order);
+      at::Tensor order = at::argsort(all_positions(n, c, q.options())), back = at::argsort(order);
       auto full = [&](const at::Tensor& x) { return heads_to_sequence(x, cp_group).index_select(2, order); };
       at::Tensor context = at::scaled_dot_product_attention(full(q), expand_heads(full(k), np / n),
                                                             expand_heads(full(v), np / n), {}, 0.0, true);
