@@ -133,3 +133,20 @@ def check_args(flags, world_size):
     env = dict(os.environ, WORLD_SIZE=str(world_size))
     return subprocess.run([program("pretrain_gpt"), "--check-args", *map(str, flags)], capture_output=True, text=True,
                           timeout=60, env=env)
+
+
+def test_bf16_runs_stay_within_half_precision_of_the_single_rank_run(tmp_path):
+    want = train(tmp_path, "single_bf16", ["--bf16"])
+    for comm_type in ("p2p", "a2a"):
+        got = train(tmp_path, f"cp2_{comm_type}_bf16", CP + ["2", "--cp-comm-type", comm_type, "--bf16"], ranks=2)
+        assert [r[0] for r in got] == [r[0] for r in want]
+        assert [r[1:] for r in got] == [pytest.approx(r[1:], rel=5e-3) for r in want], comm_type
+
+
+def test_get_batch_on_this_cp_rank_from_python():
+    import torch
+    import megatron_cpp
+    batch = {"tokens": torch.arange(32).view(2, 16), "text": torch.arange(34).view(2, 17)}
+    cut = megatron_cpp._C.get_batch_on_this_cp_rank(batch, 4, 1)  # chunks 1 and 6 of 8
+    assert cut["tokens"][1].tolist() == [18, 19, 28, 29]
+    assert torch.equal(cut["text"], batch["text"])  # not a GPT micro-batch tensor: as it was
