@@ -152,7 +152,6 @@ TransformerConfig TransformerConfig::finalize() const {
     TORCH_CHECK(c.attention_dropout_ == 0.0, "[transformer_config] attention_dropout (", c.attention_dropout_,
                 ") must be 0 with context parallelism");
     TORCH_CHECK(!c.domino_, "[transformer_config] domino with context parallelism is not implemented");
-    TORCH_CHECK(!c.num_moe_experts_, "[transformer_config] MoE layers with context parallelism are not implemented");
   }
   if (c.tp_group_) {
     TORCH_CHECK(c.tp_group_->size() == tp, "[transformer_config] tp_group has ", c.tp_group_->size(),

@@ -19,7 +19,7 @@ MODEL = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4
          "--position-embedding-type", "rope", "--seed", "5"]
 
 
-def train(tmp_path, name, flags, ranks=1, iters=4, model=MODEL):
+def train(tmp_path, name, flags, ranks=1, iters=4, model=MODEL, extra=()):
     metrics = tmp_path / f"{name}.jsonl"
     cmd = [program("pretrain_gpt"), *model, "--train-iters", str(iters), "--metrics-file", str(metrics),
            *map(str, flags)]
@@ -28,7 +28,7 @@ def train(tmp_path, name, flags, ranks=1, iters=4, model=MODEL):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     rows = [json.loads(line) for line in open(metrics)]
-    return [(r["iteration"], r["lm loss"], r["grad_norm"]) for r in rows if r["type"] == "train"]
+    return [(r["iteration"], r["lm loss"], r["grad_norm"], *(r[k] for k in extra)) for r in rows if r["type"] == "train"]
 
 
 def same(got, want, name=""):
@@ -62,6 +62,31 @@ def test_each_layout_gives_the_single_rank_losses(tmp_path, positions):
         got = train(tmp_path, name, flags, ranks=ranks, model=model)
         assert len(got) == len(want), name
         same(got, want, name)
+
+
+def test_the_interleaved_schedule_at_cp2_gives_the_single_rank_losses(tmp_path):
+    four = [*MODEL[:1], "4", *MODEL[2:]]  # --num-layers 4: two stages of two one-layer chunks
+    want = train(tmp_path, "single4", [], model=four)
+    same(train(tmp_path, "cp2_pp2_vp", CP + ["2", "--pipeline-model-parallel-size", "2",
+                                             "--num-layers-per-virtual-pipeline-stage", "1"], ranks=4, model=four),
+         want, "cp2_pp2_vp")
+
+
+MOE = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "48", "--moe-aux-loss-coeff", "1e-2",
+       "--moe-z-loss-coeff", "1e-3", "--moe-token-dispatcher-type", "alltoall"]
+
+
+@pytest.mark.parametrize("balancing", ["aux_loss", "seq_aux_loss"])
+def test_moe_layers_at_cp2_give_the_single_rank_losses(tmp_path, balancing):
+    """The load-balancing loss counts tokens over the CP ranks; losses, norms and the logged
+    auxiliary losses are the single-rank run's, with the experts also split over the CP ranks."""
+    flags = [*MOE, "--moe-router-load-balancing-type", balancing]
+    extra = ("load_balancing_loss" if balancing == "aux_loss" else "seq_load_balancing_loss", "z_loss")
+    want = train(tmp_path, "single", flags, extra=extra)
+    assert all(0.5 < r[3] < 4 for r in want), want
+    same(train(tmp_path, "cp2", flags + CP + ["2"], ranks=2, extra=extra), want, "cp2")
+    same(train(tmp_path, "cp2_ep2", flags + CP + ["2", "--expert-model-parallel-size", "2"], ranks=2, extra=extra), want,
+         "cp2_ep2")
 
 
 def test_activation_memory_per_rank_at_cp4_is_at_most_a_third_of_cp1s(tmp_path):

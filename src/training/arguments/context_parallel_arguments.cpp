@@ -43,7 +43,6 @@ void validate_context_parallel(Arguments& a) {
   CP_CHECK(a.attention_dropout == 0.0, "--attention-dropout (", a.attention_dropout,
            ") must be 0 with --context-parallel-size > 1 (dropout inside the split attention is not implemented)");
   CP_CHECK(!a.domino, "--domino does not compose with --context-parallel-size > 1 yet; drop one");
-  CP_CHECK(!a.num_experts, "MoE layers (--num-experts) with --context-parallel-size > 1 are not implemented yet");
 }
 
 }  // namespace megatron::training::detail

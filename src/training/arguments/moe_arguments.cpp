@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <string>
 
 namespace megatron::training::detail {
 namespace {
@@ -144,9 +145,13 @@ void validate_moe(const Arguments& a) {
   const int64_t ep = a.expert_model_parallel_size;
   MOE_CHECK(experts % ep == 0, "--num-experts (", experts, ") must be divisible by --expert-model-parallel-size (", ep,
             ")");
-  // Megatron-LM's rule: the experts' ranks are folded out of the data-parallel ones.
-  MOE_CHECK(a.data_parallel_size % ep == 0, "--expert-model-parallel-size (", ep,
-            ") must divide the data-parallel size (", a.data_parallel_size, ")");
+  // Megatron-LM's rule: the experts' ranks are folded out of the data- (and context-) parallel ones.
+  const int64_t folded = a.data_parallel_size * a.context_parallel_size;
+  MOE_CHECK(folded % ep == 0, "--expert-model-parallel-size (", ep, ") must divide the data-parallel size (",
+            a.data_parallel_size, ")",
+            a.context_parallel_size > 1 ? " x --context-parallel-size (" + std::to_string(a.context_parallel_size) +
+                                              ") = " + std::to_string(folded)
+                                        : std::string());
   // What this build does not compute yet is refused by name rather than run another way.
   MOE_CHECK(a.tensor_model_parallel_size == 1 && a.expert_tensor_parallel_size.value_or(1) == 1,
             "MoE layers with tensor parallelism (--tensor-model-parallel-size or --expert-tensor-parallel-size > 1) "

@@ -35,7 +35,10 @@ MoeAuxLosses reduce_moe_aux_losses(const Arguments& args, const ParallelState& p
     values.push_back(s.defined() ? s.to(device, at::kFloat).reshape({}) : at::zeros({}, at::TensorOptions(device)));
   out.values = at::stack(values);
   if (ps.get_pipeline_model_parallel_world_size() > 1) ps.get_pipeline_model_parallel_group().all_reduce(out.values);
-  if (ps.get_data_parallel_world_size() > 1) ps.get_data_parallel_group().all_reduce(out.values, comm::ReduceOp::kAvg);
+  // Over the data- and context-parallel ranks: each CP rank's load-balancing loss is its share of
+  // the whole times CP (router.cpp), its z-loss the mean over its own tokens.
+  if (ps.get_data_parallel_world_size(true) > 1)
+    ps.get_data_parallel_group(true).all_reduce(out.values, comm::ReduceOp::kAvg);
   const auto pattern = moe_layer_pattern(args.moe_layer_freq, args.num_layers);
   const int64_t moe_layers = std::accumulate(pattern.begin(), pattern.end(), int64_t{0});
   out.values = out.values / static_cast<double>(std::max<int64_t>(1, moe_layers) * num_microbatches);

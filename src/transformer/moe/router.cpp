@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "megatron/comm/process_group.h"
 #include "megatron/transformer/moe/moe_utils.h"
 
 namespace megatron::transformer {
@@ -120,19 +121,31 @@ std::pair<at::Tensor, at::Tensor> TopKRouterImpl::forward(const at::Tensor& hidd
     probs = probs * routing_map;
   }
 
-  // Load balancing, joined to the gradient through the probabilities.
+  // Load balancing, joined to the gradient through the probabilities. With context parallelism
+  // a sequence's tokens are spread over the CP ranks (Megatron-Core's tp_cp reduce group): the
+  // tokens per expert are counted over all of them and each rank's loss is its own tokens' share
+  // of the whole; times CP, since the gradients are averaged over the CP ranks (Megatron-Core
+  // scales the auxiliary losses' backward by CP instead), and logged likewise.
   const auto& balancing = c.moe_router_load_balancing_type();
   const double coeff = c.moe_aux_loss_coeff();
   if (training && coeff > 0 && balancing != "none") {
     auto [scores, map] = aux_loss_scores(logits, c);
+    const int cp = c.context_parallel_size();
+    auto counted = [&](at::Tensor per_expert) {
+      if (cp > 1) c.cp_group()->all_reduce(per_expert);
+      return per_expert;
+    };
     at::Tensor loss;
     if (balancing == "aux_loss") {
-      loss = switch_load_balancing_loss(scores, map.sum(0), tokens, experts, k, coeff);
+      loss =
+          cp * switch_load_balancing_loss(scores, counted(map.sum(0).to(at::kFloat)), tokens * cp, experts, k, coeff);
       state->record("load_balancing_loss", loss / coeff);
     } else {  // seq_aux_loss: each sequence balanced on its own, averaged over the batch
       const int64_t batch = hidden.size(1), seq = tokens / batch;
-      loss = switch_load_balancing_loss(scores.reshape({seq, batch * experts}),
-                                        map.reshape({seq, batch * experts}).sum(0), seq, experts, k, coeff) /
+      loss = cp *
+             switch_load_balancing_loss(scores.reshape({seq, batch * experts}),
+                                        counted(map.reshape({seq, batch * experts}).sum(0).to(at::kFloat)), seq * cp,
+                                        experts, k, coeff) /
              static_cast<double>(batch);
       state->record("seq_load_balancing_loss", loss / coeff);
     }
