@@ -178,8 +178,10 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     at::Tensor dout = grads[0].to(q.scalar_type()).contiguous();
     at::Tensor dq = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
     at::Tensor kv = at::stack({k, v}).contiguous(), incoming = at::empty_like(kv);
-    // The key/value gradients of the block in hand travel with it and are home after N passes.
+    // The key/value gradients of the block in hand travel with it and are home after N passes;
+    // each pass runs under the next block's compute, as the key/value blocks' do.
     at::Tensor dkv = at::zeros({2, k.size(0), ng, s, k.size(3)}, dq.options()), dkv_in = at::empty_like(dkv);
+    comm::WorkHandle dkv_pending;
     for (int i = 0; i < n; ++i) {
       comm::WorkHandle pending = i + 1 < n ? pass_along(g, kv, incoming) : nullptr;
       const Step st = step_of(i, r, n, c);
@@ -189,16 +191,20 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
           expand_heads(kv[0].narrow(2, 0, st.kv_len), np), expand_heads(kv[1].narrow(2, 0, st.kv_len), np),
           out.narrow(2, st.q_from, rows), lse.narrow(2, st.q_from, rows), st.causal, scale);
       dq.narrow(2, st.q_from, rows).add_(dq_b);
+      if (dkv_pending) {  // this block's gradients so far, from the previous rank
+        dkv_pending->wait();
+        std::swap(dkv, dkv_in);
+      }
       dkv[0].narrow(2, 0, st.kv_len).add_(fold_heads(dk_b, ng));
       dkv[1].narrow(2, 0, st.kv_len).add_(fold_heads(dv_b, ng));
       if (pending) {
         pending->wait();
         std::swap(kv, incoming);
       }
-      pass_along(g, dkv, dkv_in)->wait();
-      std::swap(dkv, dkv_in);
+      dkv_pending = pass_along(g, dkv, dkv_in);
     }
-    return {dq.to(q.scalar_type()), dkv[0].to(k.scalar_type()), dkv[1].to(v.scalar_type()), at::Tensor()};
+    dkv_pending->wait();  // this rank's own block's gradients, home
+    return {dq.to(q.scalar_type()), dkv_in[0].to(k.scalar_type()), dkv_in[1].to(v.scalar_type()), at::Tensor()};
   }
 };
 
