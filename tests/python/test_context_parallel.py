@@ -175,3 +175,7 @@ def test_get_batch_on_this_cp_rank_from_python():
     cut = megatron_cpp._C.get_batch_on_this_cp_rank(batch, 4, 1)  # chunks 1 and 6 of 8
     assert cut["tokens"][1].tolist() == [18, 19, 28, 29]
     assert torch.equal(cut["text"], batch["text"])  # not a GPT micro-batch tensor: as it was
+    # Megatron-LM's two module paths name the one function.
+    from megatron_cpp.core.utils import get_batch_on_this_cp_rank
+    from megatron_cpp.training.utils import get_batch_on_this_cp_rank as training_one
+    assert get_batch_on_this_cp_rank is training_one
