@@ -18,8 +18,8 @@ _FORWARDED = [
 
 
 def _forward(name):
-    def call():
-        return getattr(global_vars.get_parallel_state(), name)()
+    def call(*args, **kwargs):  # get_data_parallel_*(with_context_parallel=...) takes Megatron-LM's argument
+        return getattr(global_vars.get_parallel_state(), name)(*args, **kwargs)
     call.__name__ = call.__qualname__ = name
     call.__doc__ = f"ParallelState.{name}() of the run in progress."
     return call
