@@ -36,8 +36,11 @@ function(megatron_add_test name)
       add_test(NAME ${name}.torchrun${n}
                COMMAND "${MEGATRON_PYTHON_EXECUTABLE}" -m torch.distributed.run --standalone --nproc-per-node ${n}
                        --no-python $<TARGET_FILE:${name}>)
+      # TMPDIR: torchrun's own folders (torchelastic_*) stay in the build tree, not in /tmp.
+      set(_tmp "${CMAKE_CURRENT_BINARY_DIR}/${name}.torchrun${n}.tmp")
+      file(MAKE_DIRECTORY "${_tmp}")
       set_tests_properties(${name}.torchrun${n} PROPERTIES LABELS "distributed;${arg_LABELS}" TIMEOUT 180
-                           PROCESSORS 2)
+                           PROCESSORS 2 ENVIRONMENT "TMPDIR=${_tmp}")
     endforeach()
   endif()
   foreach(n IN LISTS arg_MPI_RANKS)

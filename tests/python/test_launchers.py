@@ -63,8 +63,9 @@ pretrain(train_valid_test_datasets_provider, model_provider, ModelType.encoder_o
 def launched(cmd, tmp_path, name, timeout=300):
     """Runs a launcher command; the metrics file its ranks wrote."""
     metrics_file = tmp_path / f"{name}.jsonl"
-    proc = subprocess.run(cmd + ["--metrics-file", str(metrics_file)], capture_output=True, text=True, env=ENV,
-                          timeout=timeout)
+    # TMPDIR: the launchers' own folders (torchrun's torchelastic_*) go with the test's.
+    proc = subprocess.run(cmd + ["--metrics-file", str(metrics_file)], capture_output=True, text=True,
+                          env={**ENV, "TMPDIR": str(tmp_path)}, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return metrics(metrics_file)
 

@@ -89,7 +89,7 @@ def megatron_core_logits(iter_dir: Path, ids: torch.Tensor, model: dict, tmp_pat
               str(free_port())]
     proc = subprocess.run([*launch, DRIVER, str(iter_dir), str(tmp_path / "ids.pt"), str(tmp_path / "theirs.pt"),
                            str(tmp_path / "model.json")], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)})  # torchrun's folders
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return torch.load(tmp_path / "theirs.pt")["logits"]
 

@@ -435,7 +435,8 @@ def megatron_lm_driver(mode: str, ck: Path, ids: Path, out: Path, *flags: str, t
     proc = subprocess.run([*launch, DRIVER, mode, str(ck), str(ids), str(out), "--", *MEGATRON_FLAGS, *flags,
                            "--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp)],
                           capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "MEGATRON_LM_DIR": MEGATRON_LM, "OMP_NUM_THREADS": "1"})
+                          env={**os.environ, "MEGATRON_LM_DIR": MEGATRON_LM, "OMP_NUM_THREADS": "1",
+                               "TMPDIR": str(out.parent)})  # torchrun's folders go with the test's
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return torch.load(out)
 
@@ -557,7 +558,8 @@ def test_megatron_lm_convert_reads_ours_and_what_it_saves_resumes_here(tmp_path,
                            "--load-dir", str(tmp_path / "ck"), "--save-dir", str(tmp_path / "theirs"),
                            "--target-tensor-parallel-size", str(target)],
                           capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "MEGATRON_LM_DIR": MEGATRON_LM, "OMP_NUM_THREADS": "1"})
+                          env={**os.environ, "MEGATRON_LM_DIR": MEGATRON_LM, "OMP_NUM_THREADS": "1",
+                               "TMPDIR": str(out.parent)})  # torchrun's folders go with the test's
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     flags = ["--no-load-optim", "--tensor-model-parallel-size", str(target), *NO_DROPOUT]
     theirs = run([PRETRAIN, *tiny(3, "--load", str(tmp_path / "theirs"), *flags)], np=target).stdout
