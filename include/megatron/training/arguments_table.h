@@ -164,7 +164,7 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(distributed, pipeline_model_parallel_size, kSaved, positive(), "pipeline stages")                               \
   X(distributed, context_parallel_size, kSaved, positive(),                                                         \
     "ranks the sequence is split over: each holds 2 of its 2 x N chunks, attention exchanges keys and values")       \
-  X(distributed, cp_comm_type, kSaved, any(),                                                                       \
+  X(distributed, cp_comm_type, kSaved, one_of("p2p|all_gather|a2a|a2a+p2p"),                                       \
     "p2p (a ring, overlapped) | all_gather | a2a (all-to-all over heads): how attention exchanges keys and "        \
     "values over the context-parallel ranks; one value, or one per layer")                                          \
   X(distributed, hierarchical_context_parallel_sizes, kSaved, positive(),                                           \

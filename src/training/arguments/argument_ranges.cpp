@@ -68,9 +68,11 @@ template <typename T>
 void check_field(const std::string& flag, const std::optional<T>& v, const std::optional<T>&, const ArgCheck& c) {
   if (v) check_field(flag, *v, *v, c);
 }
+// Each element; a string element is checked against the choices even where it equals the
+// field's default element (a list has no unset element).
 template <typename T>
 void check_field(const std::string& flag, const std::vector<T>& v, const std::vector<T>&, const ArgCheck& c) {
-  for (const auto& x : v) check_field(flag, x, x, c);
+  for (const auto& x : v) check_field(flag, x, T{}, c);
 }
 
 }  // namespace
