@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "megatron/tensor_parallel/random.h"
-#include "megatron/transformer/context_parallel.h"
 #include "megatron/transformer/norm.h"
 #include "output_projection.h"
 
@@ -39,7 +38,7 @@ at::Tensor apply_rotary_pos_emb(const at::Tensor& t, const at::Tensor& freqs, bo
 // --- SelfAttention ---------------------------------------------------------------------------
 
 SelfAttentionImpl::SelfAttentionImpl(const TransformerConfig& config_, int64_t layer_number_)
-    : config(config_.finalize()), layer_number(layer_number_) {
+    : config(config_.finalize()), cp_comm_type(config.cp_comm_type_of(layer_number_)) {
   reset();
 }
 
@@ -71,8 +70,7 @@ at::Tensor SelfAttentionImpl::core_attention(const at::Tensor& q, const at::Tens
   if (config.context_parallel_size() > 1) {
     TORCH_CHECK(!attention_mask.defined(),
                 "[attention] context parallelism supports the causal mask only (no --reset-attention-mask, no ALiBi)");
-    at::Tensor context = context_parallel_attention(
-        query, key, value, parse_cp_comm_type(config.cp_comm_type_of(layer_number)), config.cp_group());
+    at::Tensor context = context_parallel_attention(query, key, value, cp_comm_type, config.cp_group());
     return context.permute({2, 0, 1, 3}).reshape({s, b, np * hn});
   }
   if (ng != np) {  // each key/value head serves np/ng consecutive query heads

@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "megatron/transformer/context_parallel.h"
 #include "megatron/transformer/moe/moe_utils.h"
 
 namespace megatron::transformer {
@@ -32,8 +31,13 @@ int TransformerConfig::context_parallel_size() const {
   return cp_group_ ? cp_group_->size() : 1;
 }
 
-std::string TransformerConfig::cp_comm_type_of(int64_t layer) const {
-  return cp_comm_type_.size() == 1 ? cp_comm_type_[0] : cp_comm_type_.at(static_cast<size_t>(layer));
+int TransformerConfig::context_parallel_rank() const {
+  return cp_group_ ? cp_group_->rank() : 0;
+}
+
+CPCommType TransformerConfig::cp_comm_type_of(int64_t layer) const {
+  return parse_cp_comm_type(cp_comm_type_.size() == 1 ? cp_comm_type_[0]
+                                                      : cp_comm_type_.at(static_cast<size_t>(layer)));
 }
 
 int64_t TransformerConfig::local_expert_offset() const {

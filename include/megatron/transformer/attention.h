@@ -40,7 +40,7 @@ class MEGATRON_API SelfAttentionImpl : public torch::nn::Cloneable<SelfAttention
   at::Tensor context(const at::Tensor& mixed_qkv, const at::Tensor& attention_mask, const at::Tensor& rotary_pos_emb);
 
   TransformerConfig config;
-  int64_t layer_number = 0;
+  CPCommType cp_comm_type = CPCommType::kP2P;  // this layer's (context parallelism)
   int64_t heads_per_partition = 0, groups_per_partition = 0;
   tensor_parallel::ColumnParallelLinear linear_qkv{nullptr};
   tensor_parallel::RowParallelLinear linear_proj{nullptr};

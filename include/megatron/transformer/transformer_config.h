@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "megatron/comm/process_group.h"
+#include "megatron/transformer/context_parallel.h"
 
 namespace megatron::tensor_parallel {
 class RngTracker;
@@ -146,9 +147,11 @@ struct MEGATRON_API TransformerConfig {
   int64_t local_expert_offset() const;
   // Whether layer `layer` (0-based, of the whole model) holds an MoE layer.
   bool is_moe_layer(int64_t layer) const;
-  // The context-parallel ranks (1 without a cp_group) and how layer `layer` attends over them.
+  // The context-parallel ranks (1 without a cp_group), this rank's place among them, and how
+  // layer `layer` attends over them.
   int context_parallel_size() const;
-  std::string cp_comm_type_of(int64_t layer) const;
+  int context_parallel_rank() const;
+  CPCommType cp_comm_type_of(int64_t layer) const;
 };
 
 MEGATRON_API const char* to_string(Normalization n);

@@ -190,7 +190,7 @@ void GPTModelImpl::allreduce_sequence_parallel_grads() {
 at::Tensor GPTModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& position_ids_in,
                                  const at::Tensor& attention_mask, const at::Tensor& labels) {
   if (param_gather) param_gather->before_forward();
-  const int cp = config.context_parallel_size(), cp_rank = cp > 1 ? config.cp_group()->rank() : 0;
+  const int cp = config.context_parallel_size(), cp_rank = config.context_parallel_rank();
   at::Tensor decoder_input;
   std::optional<transformer::DominoHalves> domino_input;  // --domino: the embedding's halves, reduces in flight
   if (options.pre_process()) {

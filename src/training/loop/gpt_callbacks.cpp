@@ -109,9 +109,8 @@ std::pair<at::Tensor, LossFunc> gpt_forward_step(datasets::BatchIterator& data_i
   auto* gpt = dynamic_cast<models::gpt::GPTModelImpl*>(&model);
   TORCH_CHECK(gpt, "[pretrain_gpt] forward_step expects a GPTModel, found ", model.name());
   auto device = gpt->parameters().front().device();
-  const int cp = gpt->config.context_parallel_size();
-  auto batch =
-      get_batch_on_this_cp_rank(get_batch(data_iterator, device), cp, cp > 1 ? gpt->config.cp_group()->rank() : 0);
+  auto batch = get_batch_on_this_cp_rank(get_batch(data_iterator, device), gpt->config.context_parallel_size(),
+                                         gpt->config.context_parallel_rank());
   auto field = [&](const char* name, bool required) {
     auto it = batch.find(name);
     TORCH_CHECK(!required || (it != batch.end() && it->second.defined()),
