@@ -33,6 +33,13 @@ def program(name):
     return path
 
 
+def check_args(flags, world_size):
+    """pretrain_gpt --check-args FLAGS at WORLD_SIZE=world_size: the completed process."""
+    env = dict(os.environ, WORLD_SIZE=str(world_size))
+    return subprocess.run([program("pretrain_gpt"), "--check-args", *map(str, flags)], capture_output=True, text=True,
+                          timeout=60, env=env)
+
+
 def run(name, *args, check=True):
     proc = subprocess.run([program(name), *map(str, args)], capture_output=True, text=True)
     if check and proc.returncode != 0:

@@ -4,13 +4,12 @@ the single-rank run's losses and gradient norms; a checkpoint saved at CP 2 resu
 CP 4 with the uninterrupted run's losses; what does not compose is one line. The attention
 itself is tests/transformer/context_parallel_test.cpp's."""
 import json
-import os
 import re
 import subprocess
 
 import pytest
 
-from data_helpers import MPIRUN, program
+from data_helpers import MPIRUN, check_args, program
 
 MODEL = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
          "--micro-batch-size", "2", "--global-batch-size", "8", "--lr", "3e-3", "--log-interval", "1",
@@ -152,12 +151,6 @@ def test_check_args_names_the_context_parallel_size():
     proc = check_args([*MODEL, "--train-iters", "1", *CP, "2", "--tensor-model-parallel-size", "2"], 8)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "tensor-parallel 2, pipeline-parallel 1, context-parallel 2, data-parallel 2" in proc.stdout, proc.stdout
-
-
-def check_args(flags, world_size):
-    env = dict(os.environ, WORLD_SIZE=str(world_size))
-    return subprocess.run([program("pretrain_gpt"), "--check-args", *map(str, flags)], capture_output=True, text=True,
-                          timeout=60, env=env)
 
 
 def test_bf16_runs_stay_within_half_precision_of_the_single_rank_run(tmp_path):

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 import megatron_cpp
-from data_helpers import MPIRUN, program
+from data_helpers import MPIRUN, check_args, program
 from test_pretrain_gpt import default_data  # noqa: F401  (the fixture)
 
 # The scripts' command lines with their shell variables expanded to the scripts' own values and
@@ -82,12 +82,6 @@ STARTING = {
     "domino_llama_7b": (DOMINO_LLAMA_7B, 2),
     "domino_llama_13b": (DOMINO_LLAMA_13B, 2),
 }
-
-
-def check_args(flags, world_size):
-    env = dict(os.environ, WORLD_SIZE=str(world_size))
-    return subprocess.run([program("pretrain_gpt"), "--check-args", *flags], capture_output=True, text=True,
-                          timeout=60, env=env)
 
 
 def flag_value(flags, name):
