@@ -168,7 +168,7 @@ class Arguments:
     @property
     def auto_detect_ckpt_format(self) -> bool:
         """
-        accepted, no effect: --load is read in the torch format, the one format read here
+        accepted, no effect: --load's format is always detected from its files
         """
     @auto_detect_ckpt_format.setter
     def auto_detect_ckpt_format(self, arg0: bool) -> None:
@@ -208,7 +208,7 @@ class Arguments:
     @property
     def ckpt_assume_constant_structure(self) -> bool:
         """
-        accepted, no effect: an option of torch_dist checkpoints; checkpoints here are in the torch format
+        accepted, no effect: an option of megatron-core's torch_dist writer; torch_dist saves here are fully parallel, loads strict
         """
     @ckpt_assume_constant_structure.setter
     def ckpt_assume_constant_structure(self, arg0: bool) -> None:
@@ -216,7 +216,7 @@ class Arguments:
     @property
     def ckpt_format(self) -> str:
         """
-        torch: Megatron-LM's per-rank model_optim_rng.pt files, the format written and read here (torch_dist is not)
+        the format --save writes: torch (default), Megatron-LM's per-rank model_optim_rng.pt files; torch_dist, megatron-core's sharded files, which load at any TP/PP/DP. --load reads either
         """
     @ckpt_format.setter
     def ckpt_format(self, arg0: str) -> None:
@@ -224,7 +224,7 @@ class Arguments:
     @property
     def ckpt_fully_parallel_load(self) -> bool:
         """
-        accepted, no effect: an option of torch_dist checkpoints; checkpoints here are in the torch format
+        accepted, no effect: an option of megatron-core's torch_dist writer; torch_dist saves here are fully parallel, loads strict
         """
     @ckpt_fully_parallel_load.setter
     def ckpt_fully_parallel_load(self, arg0: bool) -> None:
@@ -232,7 +232,7 @@ class Arguments:
     @property
     def ckpt_fully_parallel_save(self) -> bool:
         """
-        accepted, no effect: an option of torch_dist checkpoints; checkpoints here are in the torch format
+        accepted, no effect: an option of megatron-core's torch_dist writer; torch_dist saves here are fully parallel, loads strict
         """
     @ckpt_fully_parallel_save.setter
     def ckpt_fully_parallel_save(self, arg0: bool) -> None:
@@ -392,7 +392,7 @@ class Arguments:
     @property
     def dist_ckpt_optim_fully_reshardable(self) -> bool:
         """
-        accepted, no effect: an option of torch_dist checkpoints; checkpoints here are in the torch format
+        accepted, no effect: an option of megatron-core's torch_dist writer; torch_dist saves here are fully parallel, loads strict
         """
     @dist_ckpt_optim_fully_reshardable.setter
     def dist_ckpt_optim_fully_reshardable(self, arg0: bool) -> None:
@@ -400,7 +400,7 @@ class Arguments:
     @property
     def dist_ckpt_strictness(self) -> str:
         """
-        accepted, no effect: an option of torch_dist checkpoints; checkpoints here are in the torch format
+        accepted, no effect: an option of megatron-core's torch_dist writer; torch_dist saves here are fully parallel, loads strict
         """
     @dist_ckpt_strictness.setter
     def dist_ckpt_strictness(self, arg0: str) -> None:
@@ -1136,7 +1136,7 @@ class Arguments:
     @property
     def no_ckpt_fully_parallel_save(self) -> bool:
         """
-        accepted, no effect: an option of torch_dist checkpoints; checkpoints here are in the torch format
+        accepted, no effect: an option of megatron-core's torch_dist writer; torch_dist saves here are fully parallel, loads strict
         """
     @no_ckpt_fully_parallel_save.setter
     def no_ckpt_fully_parallel_save(self, arg0: bool) -> None:

@@ -1,6 +1,6 @@
 """Writes the fuzz targets' seed corpora (tests/fuzz/corpus/<target>/), small valid inputs and a
 few near misses, with numpy, safetensors and torch rather than the C++ code under test.
-    .venv/bin/python tests/fuzz/make_seed_corpus.py"""
+    .venv/bin/python tests/fuzz/make_seed_corpus.py [TARGET ...]"""
 import io
 import json
 import os
@@ -159,6 +159,27 @@ def checkpoint_pickle():
     put("checkpoint_pickle", "global", b"\x80\x02cos\nsystem\n.")
 
 
-for make in [indexed_dataset, gpt2_tokenizer, hf_tokenizer, tiktoken, sentencepiece, punkt, npy, safetensors, config_toml, deepspeed_json, tracker, checkpoint,
-             checkpoint_pickle]:
-    make()
+def dcp_metadata():
+    """.metadata as torch.distributed.checkpoint writes it (protocol 4, memoised), the same object
+    at protocol 2 (as ours are written), a chunk outside its tensor, and near misses."""
+    import pickle
+    import tempfile
+    from torch.distributed.checkpoint import FileSystemReader, save
+    with tempfile.TemporaryDirectory() as tmp:
+        save({"w": torch.arange(6.0).reshape(2, 3), "b": torch.zeros(2, dtype=torch.bfloat16)}, checkpoint_id=tmp,
+             no_dist=True)
+        raw = open(os.path.join(tmp, ".metadata"), "rb").read()
+        metadata = FileSystemReader(tmp).read_metadata()
+    metadata.storage_meta = None
+    put("dcp_metadata", "torch_dcp", raw)
+    put("dcp_metadata", "protocol2", pickle.dumps(metadata, protocol=2))
+    put("dcp_metadata", "cut", raw[: len(raw) // 2])
+    metadata.state_dict_metadata["w"].chunks[0].offsets = torch.Size([5, 0])
+    put("dcp_metadata", "outside", pickle.dumps(metadata, protocol=2))
+
+
+TARGETS = [indexed_dataset, gpt2_tokenizer, hf_tokenizer, tiktoken, sentencepiece, punkt, npy, safetensors, config_toml,
+           deepspeed_json, tracker, checkpoint, checkpoint_pickle, dcp_metadata]
+for make in TARGETS:  # all, or those named: make_seed_corpus.py dcp_metadata
+    if len(sys.argv) == 1 or make.__name__ in sys.argv[1:]:
+        make()

@@ -1,6 +1,7 @@
 """megatron-core's GPT model (the package pinned from PyPI, local layers, CPU, gloo) given one of our
 checkpoints, as a subprocess of test_megatron_core.py: each tensor-parallel rank loads its
-mp_rank_XX file strictly into megatron.core's GPTModel and the logits of IDS, gathered over TP,
+mp_rank_XX file (or, from a torch_dist folder, its shards through megatron.core's
+dist_checkpointing) strictly into megatron.core's GPTModel and the logits of IDS, gathered over TP,
 go to OUT.
 
     torchrun --nproc-per-node TP megatron_core_driver.py ITER_DIR IDS OUT MODEL_JSON
@@ -20,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 warnings.filterwarnings("ignore")  # Apex and Transformer Engine are absent: megatron-core says so
+from megatron.core import dist_checkpointing  # noqa: E402
 from megatron.core import parallel_state as mpu  # noqa: E402
 from megatron.core.models.gpt import GPTModel  # noqa: E402
 from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec  # noqa: E402
@@ -52,7 +54,10 @@ def main() -> None:
     layers = get_gpt_decoder_block_spec(config, use_transformer_engine=False, normalization=config.normalization)
     model = GPTModel(config=config, transformer_layer_spec=layers, **spec["model"])
     rank = mpu.get_tensor_model_parallel_rank()
-    state = torch.load(os.path.join(iter_dir, f"mp_rank_{rank:02d}", "model_optim_rng.pt"), weights_only=True)
+    if os.path.exists(os.path.join(iter_dir, "metadata.json")):  # torch_dist, as its load_checkpoint loads it
+        state = {"model": dist_checkpointing.load({"model": model.sharded_state_dict()}, iter_dir)["model"]}
+    else:
+        state = torch.load(os.path.join(iter_dir, f"mp_rank_{rank:02d}", "model_optim_rng.pt"), weights_only=True)
     model.load_state_dict(state["model"], strict=True)  # as its load_checkpoint loads the legacy format
     logits = gathered_logits(model, torch.load(ids_path))
     if torch.distributed.get_rank() == 0:

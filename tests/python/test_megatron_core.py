@@ -150,3 +150,17 @@ def test_megatron_core_gpt_model_loads_our_checkpoint_and_gives_our_logits(tmp_p
     theirs = megatron_core_logits(tmp_path / "ck" / "iter_0000002", ours["input_ids"], case, tmp_path, tp)
     assert theirs.shape == ours["logits"].shape
     assert (theirs - ours["logits"]).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("case, tp", [(GPT2, 1), (GPT2, 2), (LLAMA, 2)], ids=["gpt2_tp1", "gpt2_tp2", "llama_tp2"])
+def test_megatron_core_dist_checkpointing_loads_our_torch_dist_checkpoint(tmp_path, case, tp):
+    """Its dist_checkpointing.load of its GPTModel's sharded_state_dict, from the torch_dist
+    checkpoint of a run whose twin (same seed and layout) saved the legacy format: our logits."""
+    for name, fmt in (("dist", "torch_dist"), ("ck", "torch")):
+        run([PRETRAIN, *tiny(2, "--save", str(tmp_path / name), "--ckpt-format", fmt, "--tensor-model-parallel-size",
+                             str(tp), *case["flags"], *NO_DROPOUT)], np=tp)
+    run([CONVERT, "--load", str(tmp_path / "ck"), "--save", str(tmp_path / "tp1"), "--target-tensor-parallel-size", "1"])
+    state = torch.load(tmp_path / "tp1" / "iter_0000002" / "mp_rank_00" / "model_optim_rng.pt", weights_only=True)
+    ours = our_logits(state["model"], tmp_path, **case["dump"])
+    theirs = megatron_core_logits(tmp_path / "dist" / "iter_0000002", ours["input_ids"], case, tmp_path, tp)
+    assert (theirs - ours["logits"]).abs().max().item() <= 1e-5

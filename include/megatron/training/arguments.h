@@ -218,7 +218,7 @@ struct MEGATRON_API Arguments {
   bool ignore_memory_check = false;             // train even when the estimate exceeds free memory
   bool exit_signal_handler = false;             // SIGTERM: save a checkpoint after the current iteration, stop
   std::string kill_switch_path;                 // stop without saving once this file exists
-  std::string ckpt_format = "torch";            // torch: Megatron-LM's legacy per-rank files (the one written here)
+  std::string ckpt_format = "torch";            // what --save writes: torch (per-rank files) or torch_dist
   std::optional<int64_t> exit_interval;         // stop (saving to --save first) when iteration % N == 0
   std::optional<double> exit_duration_in_mins;  // stop (saving first) once training has run this long
 

@@ -81,7 +81,8 @@ enum class ArgSaved { kSaved, kNotSaved };
 
 // The reason the attention switches of Megatron-LM's scripts change nothing here.
 #define MEGATRON_ARG_SDPA "attention is at::scaled_dot_product_attention (flash / memory-efficient kernels on CUDA)"
-#define MEGATRON_ARG_DIST_CKPT "an option of torch_dist checkpoints; checkpoints here are in the torch format"
+#define MEGATRON_ARG_DIST_CKPT \
+  "an option of megatron-core's torch_dist writer; torch_dist saves here are fully parallel, loads strict"
 
 // X(group, field, saved, check, help), in the struct's order: the checkpoint's args dict keeps it.
 // clang-format off
@@ -336,7 +337,8 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(training, kill_switch_path, kNotSaved, any(),                                                                   \
     "stop, without saving, before the next iteration once this file exists (Megatron-DeepSpeed's)")                 \
   X(checkpointing, ckpt_format, kNotSaved, one_of("torch|torch_dist"),                                              \
-    "torch: Megatron-LM's per-rank model_optim_rng.pt files, the format written and read here (torch_dist is not)") \
+    "the format --save writes: torch (default), Megatron-LM's per-rank model_optim_rng.pt files; torch_dist, "      \
+    "megatron-core's sharded files, which load at any TP/PP/DP. --load reads either")                              \
   X(training, exit_interval, kNotSaved, positive(),                                                                 \
     "stop when the iteration is a multiple of this, saving a checkpoint to --save first")                           \
   X(training, exit_duration_in_mins, kNotSaved, positive(),                                                         \
@@ -395,7 +397,7 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(ignored, ckpt_fully_parallel_load, kNotSaved, any(), "accepted, no effect: " MEGATRON_ARG_DIST_CKPT)            \
   X(ignored, ckpt_assume_constant_structure, kNotSaved, any(), "accepted, no effect: " MEGATRON_ARG_DIST_CKPT)      \
   X(ignored, auto_detect_ckpt_format, kNotSaved, any(),                                                             \
-    "accepted, no effect: --load is read in the torch format, the one format read here")                            \
+    "accepted, no effect: --load's format is always detected from its files")                                     \
   X(ignored, use_persistent_ckpt_worker, kNotSaved, any(),                                                          \
     "accepted, no effect: --async-save always writes on a background thread of the training process")               \
   X(ignored, pp_partition_method, kNotSaved, any(),                                                                \

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace megatron::training {
@@ -23,6 +24,10 @@ struct MEGATRON_API WrittenFile {
 // Writes `value` as a torch.save archive to path (whose folder must exist): flushed and
 // fsync'ed; errors (disk full, permissions) throw naming the file. Returns the CRC32 and size.
 MEGATRON_API WrittenFile write_checkpoint_file(const std::string& path, const c10::IValue& value);
+// Writes several torch.save archives back to back into path (PyTorch Distributed Checkpoint's
+// .distcp files), flushed and fsync'ed; ranges gets each one's (offset, length).
+MEGATRON_API WrittenFile write_archives_file(const std::string& path, const std::vector<c10::IValue>& values,
+                                             std::vector<std::pair<uint64_t, uint64_t>>& ranges);
 // Reads one file, checking it against its folder's checksums.txt when there is one; a missing,
 // truncated or corrupt file throws one line naming it.
 MEGATRON_API c10::IValue read_checkpoint_file(const std::string& path);

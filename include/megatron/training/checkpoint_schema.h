@@ -82,6 +82,10 @@ struct MEGATRON_API RankCheckpoint {
   // Reads <rank_dir>'s files (distrib_optim.pt only with read_optimizer); a missing key or a
   // value of the wrong kind throws one line naming the file.
   static RankCheckpoint read(const std::string& rank_dir, bool read_optimizer);
+  // The same from a model_optim_rng.pt dict already read; sharded: torch_dist's common.pt, whose
+  // tensors are in the sharded files (its model entries may be absent or empty).
+  static RankCheckpoint from_dict(const c10::impl::GenericDict& d, const std::string& file, const std::string& rank_dir,
+                                  bool read_optimizer, bool sharded);
 };
 
 }  // namespace megatron::training

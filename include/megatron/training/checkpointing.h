@@ -12,6 +12,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,5 +88,9 @@ MEGATRON_API std::unique_ptr<SaveDirLock> lock_save_dir(const Arguments& args, c
 // no checkpoint (training starts from scratch); throws on mismatched arguments and unreadable
 // files (with --load-fallback it tries older iterations first).
 MEGATRON_API bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingState& state);
+
+// The tensors of a torch_dist checkpoint folder (an iteration's) and their global shapes, from
+// its .metadata, checked as a load checks it; a malformed one throws one line naming the file.
+MEGATRON_API std::map<std::string, std::vector<int64_t>> torch_dist_tensor_shapes(const std::string& iter_dir);
 
 }  // namespace megatron::training

@@ -57,7 +57,8 @@ c10::impl::GenericDict new_dict() {
 }  // namespace
 
 c10::IValue unpickle(const uint8_t* data, size_t size, const StorageLookup& storage, const std::string& where) {
-  enum class Kind : uint8_t { kValue, kGlobal, kObject, kOrderedDict };
+  // kPairs: a dict keyed by objects (DCP's MetadataIndex), kept as a list of (key, value) tuples.
+  enum class Kind : uint8_t { kValue, kGlobal, kObject, kOrderedDict, kPairs };
   struct Slot {
     c10::IValue value;
     uint32_t nesting;  // 0 for a scalar, 1 + the deepest element for a container
@@ -122,11 +123,19 @@ c10::IValue unpickle(const uint8_t* data, size_t size, const StorageLookup& stor
   };
   // Dict keys must be scalars or flat tuples of them (distrib_optim.pt keys a buffer by its
   // (param dtype, grad dtype); dict_key below): deeper keys could cost time exponential in their depth.
+  // An object key (DCP's MetadataIndex) makes the dict a list of pairs, where nothing hashes it;
+  // returns whether there is one.
   auto scalar_keys = [&](size_t first) {
+    bool objects = false;
     for (size_t i = first; i < stack.size(); i += 2) {
       const Slot& key = values[stack[i]];
+      if (key.kind == Kind::kObject) {
+        objects = true;
+        continue;
+      }
       if (key.nesting > 1 || (key.nesting == 1 && !key.value.isTuple())) fail("a dict key that is a container");
     }
+    return objects;
   };
   // APPEND(S), SETITEM(S), BUILD: the top n values go into the container at stack[at].
   auto add_to = [&](size_t at, size_t n) {
@@ -159,7 +168,20 @@ c10::IValue unpickle(const uint8_t* data, size_t size, const StorageLookup& stor
     }
     return repr + (key.toTupleRef().elements().size() == 1 ? ",)" : ")");
   };
-  auto into_dict = [&](Slot& target, const std::vector<c10::IValue>& kv) {
+  auto into_dict = [&](Slot& target, const std::vector<c10::IValue>& kv, bool object_keys) {
+    if (object_keys && target.kind == Kind::kValue && target.value.isGenericDict()) {
+      c10::impl::GenericList pairs(c10::AnyType::get());
+      for (const auto& e : target.value.toGenericDict())
+        pairs.push_back(c10::ivalue::Tuple::create(std::vector<c10::IValue>{e.key(), e.value()}));
+      target.value = pairs;
+      target.kind = Kind::kPairs;
+    }
+    if (target.kind == Kind::kPairs) {
+      auto pairs = target.value.toList();
+      for (size_t i = 0; i + 1 < kv.size(); i += 2)
+        pairs.push_back(c10::ivalue::Tuple::create(std::vector<c10::IValue>{kv[i], kv[i + 1]}));
+      return;
+    }
     if (!target.value.isGenericDict()) fail("SETITEMS into a ", target.value.tagKind(), ", not a dict");
     auto d = target.value.toGenericDict();
     for (size_t i = 0; i + 1 < kv.size(); i += 2) d.insert_or_assign(dict_key(kv[i]), kv[i + 1]);
@@ -260,7 +282,8 @@ c10::IValue unpickle(const uint8_t* data, size_t size, const StorageLookup& stor
     }
   };
 
-  if (*take(1) != 0x80 || *take(1) != 2) fail("it does not start with PROTO 2 (torch.save's protocol)");
+  // torch.save writes protocol 2; PyTorch Distributed Checkpoint's .metadata, Python's default (4).
+  if (*take(1) != 0x80 || *take(1) < 2 || data[pos - 1] > 5) fail("it does not start with PROTO 2 to 5");
   while (true) {
     const uint8_t op = *take(1);
     switch (op) {
@@ -309,8 +332,15 @@ c10::IValue unpickle(const uint8_t* data, size_t size, const StorageLookup& stor
       }
       case 'X':
       case 'T':
-      case 'U': {  // BINUNICODE, BINSTRING, SHORT_BINSTRING
-        const size_t n = op == 'U' ? little(1) : little(4);
+      case 'U':
+      case 0x8c:
+      case 0x8d:
+      case 'C':
+      case 'B':
+      case 0x8e: {  // BINUNICODE, BINSTRING, SHORT_BINSTRING, SHORT_BINUNICODE, BINUNICODE8; bytes as strings
+        const size_t n = (op == 'U' || op == 0x8c || op == 'C') ? little(1)
+                         : (op == 0x8d || op == 0x8e)           ? little(8)
+                                                                : little(4);
         const uint8_t* b = take(n);
         push(std::string(reinterpret_cast<const char*>(b), n), 0);
         break;
@@ -324,6 +354,13 @@ c10::IValue unpickle(const uint8_t* data, size_t size, const StorageLookup& stor
         memo[id] = stack.back();
         break;
       }
+      case 0x94:  // MEMOIZE: the next memo index
+        if (stack.empty()) fail("MEMOIZE on an empty stack");
+        memo.push_back(stack.back());
+        break;
+      case 0x95:  // FRAME: a length to read ahead, which this reader does not need
+        take(8);
+        break;
       case 'h':
       case 'j': {  // BINGET, LONG_BINGET: the same value again
         const size_t id = op == 'h' ? little(1) : little(4);
@@ -331,8 +368,21 @@ c10::IValue unpickle(const uint8_t* data, size_t size, const StorageLookup& stor
         stack.push_back(memo[id]);
         break;
       }
-      case 'c': {  // GLOBAL: a name, never resolved to code
-        const std::string module = line(), name = line();
+      case 'c':     // GLOBAL: a name, never resolved to code
+      case 0x93: {  // STACK_GLOBAL: the same, its module and name from the stack
+        std::string module, name;
+        if (op == 'c') {
+          module = line();
+          name = line();
+        } else {
+          need(2);
+          const Slot &m = values[stack[stack.size() - 2]], &n = values[stack.back()];
+          if (m.kind != Kind::kValue || !m.value.isString() || n.kind != Kind::kValue || !n.value.isString())
+            fail("STACK_GLOBAL of something other than two strings");
+          module = m.value.toStringRef();
+          name = n.value.toStringRef();
+          stack.resize(stack.size() - 2);
+        }
         if (!checkpoint_global(module, name)) fail("the global ", module, ".", name, " is not one a checkpoint holds");
         const std::string global = module + "." + name;
         push(global, 0, Kind::kGlobal, global);
@@ -359,11 +409,11 @@ c10::IValue unpickle(const uint8_t* data, size_t size, const StorageLookup& stor
       case 'd': {  // DICT
         const size_t mark = pop_mark();
         if ((stack.size() - mark) % 2) fail("DICT over an odd number of values");
-        scalar_keys(mark);
+        const bool object_keys = scalar_keys(mark);
         uint32_t deepest = 0;
         const auto kv = pop(stack.size() - mark, &deepest);
         push(new_dict(), deepest + 1);
-        into_dict(values[stack.back()], kv);
+        into_dict(values[stack.back()], kv, object_keys);
         break;
       }
       case 'a':
@@ -380,9 +430,9 @@ c10::IValue unpickle(const uint8_t* data, size_t size, const StorageLookup& stor
         const size_t at = op == 's' ? (need(3), stack.size() - 3) : pop_mark() - 1;
         if (at + 1 == 0) fail("SETITEMS without a dict below its MARK");
         if ((stack.size() - at - 1) % 2) fail("SETITEMS over an odd number of values");
-        scalar_keys(at + 1);
-        Slot& target = values[stack[at]];
-        into_dict(target, add_to(at, stack.size() - at - 1));
+        const bool object_keys = scalar_keys(at + 1);
+        const auto kv = add_to(at, stack.size() - at - 1);
+        into_dict(values[stack[at]], kv, object_keys);
         break;
       }
       case 0x81:   // NEWOBJ: cls.__new__(cls, *args), an object dict
@@ -437,7 +487,7 @@ c10::IValue unpickle(const uint8_t* data, size_t size, const StorageLookup& stor
       default: {
         char hex[8];
         std::snprintf(hex, sizeof hex, "0x%02x", op);
-        fail("opcode ", hex, " is not one of pickle protocol 2");
+        fail("opcode ", hex, " is not one this reader takes");
       }
     }
   }

@@ -13,7 +13,8 @@ namespace megatron::models::common::detail {
 // The storage an archive holds under data/<key>.
 using StorageLookup = std::function<c10::Storage(const std::string& key)>;
 
-// Reads a protocol-2 pickle (torch.save's) into IValues: tensors over their storages, and the
+// Reads a pickle of protocol 2 (torch.save's) to 4 (PyTorch Distributed Checkpoint's .metadata)
+// into IValues: tensors over their storages, and the
 // Python values Megatron-LM checkpoints carry as plain data: an object (argparse.Namespace, an
 // enum, a numpy array) is a dict with "__class__", its attributes, and "__args__" / "__state__"
 // where it has them; a bare global (a torch dtype) is its dotted name; bytes are a string.

@@ -139,7 +139,7 @@ void add_megatron_lm_names(GenericDict& d, const Arguments& a) {
       d.insert_or_assign("moe_layer_freq", pattern);
     }
   }
-  d.insert("ckpt_format", "torch");
+  d.insert("ckpt_format", a.ckpt_format);
   // --mock-data without --tokenizer-type draws ids as Megatron-LM's NullTokenizer does.
   if (a.tokenizer_type.empty()) d.insert_or_assign("tokenizer_type", "NullTokenizer");
 }

@@ -281,10 +281,6 @@ void validate_data(const Arguments& a) {
 }
 
 void validate_checkpointing(const Arguments& a) {
-  ARG_CHECK(a.ckpt_format == "torch",
-            "--ckpt-format torch_dist (PyTorch Distributed Checkpoint files) is not "
-            "written or read here: use --ckpt-format torch, Megatron-LM's per-rank layout, or convert the checkpoint "
-            "with Megatron-LM's tools/checkpoint");
   ARG_CHECK(!a.exit_signal_handler || !a.save.empty(), "--exit-signal-handler needs --save (where to save on SIGTERM)");
   ARG_CHECK(!a.load.empty() || !(a.finetune || a.ckpt_step || a.load_fallback),
             a.finetune ? "--finetune" : (a.ckpt_step ? "--ckpt-step" : "--load-fallback"), " needs --load");

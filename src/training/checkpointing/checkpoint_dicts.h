@@ -50,6 +50,12 @@ inline double get_double(const GenericDict& d, const char* key, const std::strin
 // A model dict key as our local layers name it: Megatron-LM's Transformer Engine layers hold the
 // norm before a linear layer inside it; "" for their per-module FP8 metadata (_extra_state).
 std::string local_layer_name(std::string name);
+// The other way, as megatron-core's torch_dist checkpoints name the local layers' norms
+// (pre_mlp_layernorm stays itself in a layer without a dense MLP).
+std::string fused_layer_name(const std::string& name, bool dense_mlp);
+// One rank's RNG state as Megatron-LM's rng_state dict, and back.
+GenericDict rng_dict(const RankCheckpoint::RngState& r);
+RankCheckpoint::RngState read_rng(const c10::IValue& v, const std::string& file);
 // opt_param_scheduler (Megatron-LM's keys; steps are samples).
 RankCheckpoint::SchedulerState read_scheduler(const GenericDict& d, const std::string& file);
 // Every parameter of a (Megatron-LM) model dict in its key order, which is its named_parameters()

@@ -191,6 +191,20 @@ WrittenFile write_checkpoint_file(const std::string& path, const c10::IValue& va
   return out.close();
 }
 
+WrittenFile write_archives_file(const std::string& path, const std::vector<c10::IValue>& values,
+                                std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+  FileWriter out(path);
+  const int rank = comm::LauncherEnv::from_environment().rank;
+  ranges.clear();
+  for (const auto& value : values) {
+    const uint64_t start = out.bytes();
+    models::common::write_archive(value, [&](const void* data, size_t size) { out.write(data, size); });
+    ranges.emplace_back(start, out.bytes() - start);
+    if (ranges.size() == 2) fault_point("save:mid_file", rank);
+  }
+  return out.close();
+}
+
 c10::IValue read_checkpoint_file(const std::string& path) {
   TORCH_CHECK(fs::is_regular_file(path), "[checkpointing] ", path, " does not exist");
   const auto parent = fs::path(path).parent_path().string();

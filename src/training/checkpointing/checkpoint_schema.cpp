@@ -140,7 +140,9 @@ GenericDict scheduler_dict(const RankCheckpoint::SchedulerState& s) {
   return d;
 }
 
-GenericDict rng_dict(const RankCheckpoint::RngState& r) {
+}  // namespace
+
+GenericDict detail::rng_dict(const RankCheckpoint::RngState& r) {
   auto d = new_dict();
   if (r.host_seed) {
     d.insert("random_rng_state", detail::python_random_state(*r.host_seed));
@@ -151,6 +153,8 @@ GenericDict rng_dict(const RankCheckpoint::RngState& r) {
   d.insert("rng_tracker_states", tensor_dict(r.rng_tracker_states));
   return d;
 }
+
+namespace {
 
 RankCheckpoint::OptimizerState read_optimizer(const GenericDict& d, const std::string& rank_dir,
                                               const std::string& file) {
@@ -174,7 +178,9 @@ RankCheckpoint::OptimizerState read_optimizer(const GenericDict& d, const std::s
   return o;
 }
 
-RankCheckpoint::RngState read_rng(const c10::IValue& v, const std::string& file) {
+}  // namespace
+
+RankCheckpoint::RngState detail::read_rng(const c10::IValue& v, const std::string& file) {
   TORCH_CHECK(v.isGenericDict(), "[checkpointing] ", file, ": an rng_state entry is not a dict");
   const auto d = v.toGenericDict();
   RankCheckpoint::RngState r;
@@ -183,6 +189,8 @@ RankCheckpoint::RngState read_rng(const c10::IValue& v, const std::string& file)
   r.rng_tracker_states = to_tensor_map(get(d, "rng_tracker_states", file), file + " rng_tracker_states");
   return r;
 }
+
+namespace {
 
 TensorMap local_layer_names(const c10::IValue& v, const std::string& what) {
   TORCH_CHECK(v.isGenericDict(), "[checkpointing] ", what, " is not a dict of tensors");
@@ -195,18 +203,34 @@ TensorMap local_layer_names(const c10::IValue& v, const std::string& what) {
   return to_tensor_map(kept, what);
 }
 
+// Transformer Engine's layers hold the norm before a linear layer inside it; megatron-core's
+// torch_dist checkpoints name the local layers' norms so too.
+constexpr std::pair<const char*, const char*> kFusedNorms[] = {
+    {"self_attention.linear_qkv.layer_norm_weight", "input_layernorm.weight"},
+    {"self_attention.linear_qkv.layer_norm_bias", "input_layernorm.bias"},
+    {"mlp.linear_fc1.layer_norm_weight", "pre_mlp_layernorm.weight"},
+    {"mlp.linear_fc1.layer_norm_bias", "pre_mlp_layernorm.bias"}};
+
+bool has_suffix(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 }  // namespace
 
 std::string detail::local_layer_name(std::string name) {
-  static const std::pair<const char*, const char*> kFused[] = {
-      {"self_attention.linear_qkv.layer_norm_weight", "input_layernorm.weight"},
-      {"self_attention.linear_qkv.layer_norm_bias", "input_layernorm.bias"},
-      {"mlp.linear_fc1.layer_norm_weight", "pre_mlp_layernorm.weight"},
-      {"mlp.linear_fc1.layer_norm_bias", "pre_mlp_layernorm.bias"}};
-  if (name.size() >= 12 && name.compare(name.size() - 12, 12, "_extra_state") == 0) return "";
-  for (const auto& [fused, local] : kFused) {
-    const size_t n = std::strlen(fused);
-    if (name.size() > n && name.compare(name.size() - n, n, fused) == 0) return name.substr(0, name.size() - n) + local;
+  if (has_suffix(name, "_extra_state")) return "";
+  for (const auto& [fused, local] : kFusedNorms)
+    if (name.size() > std::strlen(fused) && has_suffix(name, fused))
+      return name.substr(0, name.size() - std::strlen(fused)) + local;
+  return name;
+}
+
+std::string detail::fused_layer_name(const std::string& name, bool dense_mlp) {
+  for (const auto& [fused, local] : kFusedNorms) {
+    if (!dense_mlp && std::strncmp(fused, "mlp.", 4) == 0) continue;  // an MoE layer keeps pre_mlp_layernorm
+    const size_t n = std::strlen(local);
+    if (has_suffix(name, local) && (name.size() == n || name[name.size() - n - 1] == '.'))
+      return name.substr(0, name.size() - n) + fused;
   }
   return name;
 }
@@ -242,7 +266,7 @@ std::map<std::string, c10::IValue> RankCheckpoint::to_files() const {
   }
   if (rng_state) {
     auto list = new_list();
-    for (const auto& r : *rng_state) list.push_back(rng_dict(r));
+    for (const auto& r : *rng_state) list.push_back(detail::rng_dict(r));
     d.insert("rng_state", list);
   }
   d.insert("consumed_train_samples", consumed_train_samples);
@@ -256,7 +280,11 @@ RankCheckpoint RankCheckpoint::read(const std::string& rank_dir, bool read_optim
   const std::string file = (std::filesystem::path(rank_dir) / kModelFileName).string();
   const auto main = read_checkpoint_file(file);
   TORCH_CHECK(main.isGenericDict(), "[checkpointing] ", file, " does not hold a dict");
-  const auto d = main.toGenericDict();
+  return from_dict(main.toGenericDict(), file, rank_dir, read_optimizer_state, /*sharded=*/false);
+}
+
+RankCheckpoint RankCheckpoint::from_dict(const c10::impl::GenericDict& d, const std::string& file,
+                                         const std::string& rank_dir, bool read_optimizer_state, bool sharded) {
   RankCheckpoint c;
   const auto saved_args = get_dict(d, "args", file);
   c.args = arguments_from_dict(saved_args);
@@ -267,7 +295,7 @@ RankCheckpoint RankCheckpoint::read(const std::string& rank_dir, bool read_optim
     c.checkpoint_version = it->value().isDouble() ? it->value().toDouble() : static_cast<double>(it->value().toInt());
   for (const std::string& key : detail::model_chunk_keys(d))
     c.model.push_back(local_layer_names(d.at(key), file + " '" + key + "'"));
-  TORCH_CHECK(!c.model.empty(), "[checkpointing] ", file, " has no 'model' entry");
+  TORCH_CHECK(sharded || !c.model.empty(), "[checkpointing] ", file, " has no 'model' entry");
   if (d.contains("optimizer") && d.at("optimizer").isList())  // Megatron-LM's ChainedOptimizer of several
     c.optimizer_unread = "[checkpointing] " + file + " holds " + std::to_string(d.at("optimizer").toListRef().size()) +
                          " optimizers' state (Megatron-LM's expert-parallel or "
@@ -286,7 +314,7 @@ RankCheckpoint RankCheckpoint::read(const std::string& rank_dir, bool read_optim
   }
   if (auto it = d.find("rng_state"); it != d.end() && it->value().isList()) {
     c.rng_state.emplace();
-    for (const auto& r : it->value().toListRef()) c.rng_state->push_back(read_rng(r, file));
+    for (const auto& r : it->value().toListRef()) c.rng_state->push_back(detail::read_rng(r, file));
   }
   // Megatron-LM keeps the consumed samples in its args only.
   const auto& counts = d.contains("consumed_train_samples") ? d : saved_args;

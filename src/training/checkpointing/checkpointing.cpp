@@ -18,6 +18,7 @@
 #include "training/checkpointing/paths.h"
 #include "training/checkpointing/rank_state.h"
 #include "training/checkpointing/save_steps.h"
+#include "training/checkpointing/torch_dist.h"
 
 namespace megatron::training {
 namespace fs = std::filesystem;
@@ -32,8 +33,9 @@ using detail::rank_checkpoint;
 using detail::set_rng_state;
 
 // Settings that decide the shapes and the layout of the saved tensors.
+// any_layout: a torch_dist checkpoint, which loads at any TP/PP (and padded vocabulary).
 void check_arguments(const Arguments& args, const TrainingState& state, const RankCheckpoint& ck,
-                     const std::string& file) {
+                     const std::string& file, bool any_layout) {
   const Arguments& saved = ck.args;
   auto same = [&](const char* flag, const auto& mine, const auto& theirs) {
     TORCH_CHECK(mine == theirs, "[checkpointing] ", file, " was saved with ", flag, " ", c10::IValue(theirs),
@@ -56,6 +58,7 @@ void check_arguments(const Arguments& args, const TrainingState& state, const Ra
   same("--embed-layernorm", args.embed_layernorm, saved.embed_layernorm);
   same("--untie-embeddings-and-output-weights", args.untie_embeddings_and_output_weights,
        saved.untie_embeddings_and_output_weights);
+  if (any_layout) return;
   same("--tensor-model-parallel-size", args.tensor_model_parallel_size, saved.tensor_model_parallel_size);
   same("--pipeline-model-parallel-size", args.pipeline_model_parallel_size, saved.pipeline_model_parallel_size);
   same("virtual pipeline stages (--num-layers-per-virtual-pipeline-stage)",
@@ -163,12 +166,21 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
   RankCheckpoint ck;
   std::string file;
   std::optional<int64_t> iteration;
+  bool torch_dist = false;
+  if (state.optimizer) state.optimizer->ddp().gather_params();  // ZeRO-3: whole parameters to load into
   for (size_t c = 0; c < candidates.size(); ++c) {
     const std::string iter_dir = join(args.load, iteration_dir_name(candidates[c]));
     const std::string error = capture([&] {
-      const std::string rank_dir = rank_dir_of(args, ps, iter_dir);
-      file = join(rank_dir, kModelFileName);
-      ck = RankCheckpoint::read(rank_dir, want_optimizer);
+      TORCH_CHECK(fs::is_directory(iter_dir), "[checkpointing] ", iter_dir, " does not exist");
+      torch_dist = detail::is_torch_dist(iter_dir);
+      if (torch_dist) {
+        file = join(iter_dir, detail::kCommonFileName);
+        ck = detail::read_torch_dist(iter_dir, args, ps, state, want_optimizer);
+      } else {
+        const std::string rank_dir = rank_dir_of(args, ps, iter_dir);
+        file = join(rank_dir, kModelFileName);
+        ck = RankCheckpoint::read(rank_dir, want_optimizer);
+      }
       // Here, so that every rank agrees on it: a Megatron-LM optimizer state this reader cannot map.
       TORCH_CHECK(!want_optimizer || !candidates[c] || ck.optimizer_unread.empty(), ck.optimizer_unread,
                   ck.optimizer_unread.find("--no-load-optim") == std::string::npos
@@ -189,7 +201,8 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
     }
     agree(world, error, "loading " + iter_dir);
   }
-  check_arguments(args, state, ck, file);
+  check_arguments(args, state, ck, file, torch_dist);
+  if (torch_dist) detail::check_every_tensor_read(world, join(args.load, iteration_dir_name(iteration)), args, state);
   // Before version 2.0 Megatron-LM stored the fused QKV weight in another order, which this
   // reader does not convert.
   TORCH_CHECK(ck.checkpoint_version == 0 || ck.checkpoint_version >= 2.0, "[checkpointing] ", file,
@@ -205,7 +218,6 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
   }
 
   const auto& model = *state.model;
-  if (state.optimizer) state.optimizer->ddp().gather_params();  // ZeRO-3: whole parameters to load into
   TORCH_CHECK(ck.model.size() == model.size(), "[checkpointing] ", file, " holds ", ck.model.size(),
               " model chunks, this run builds ", model.size());
   for (size_t v = 0; v < model.size(); ++v) {

@@ -52,9 +52,22 @@ PendingSave begin_save(const Arguments& args, const ParallelState& ps, const Tra
   std::map<std::string, RankCheckpoint::TensorMap> param_state;
   if (!args.no_save_optim) param_state = state.optimizer->param_state();
   if (state.optimizer) state.optimizer->ddp().gather_params();  // ZeRO-3: the parameters whole while read
-  // One writer per (TP, PP, EP) rank: the first of its expert-data-parallel replicas (with one
-  // expert-parallel rank, the data-parallel rank 0), as Megatron-LM's legacy save.
-  if (ps.get_expert_data_parallel_rank() == 0) {
+  save.torch_dist = args.ckpt_format == "torch_dist";
+  if (save.torch_dist) {
+    // Every rank writes a share of its (TP, PP, EP) rank's chunks; the state stays in the items.
+    save.rank = detail::rank_checkpoint(args, ps, state, std::move(param_state));
+    if (host_copy) detail::copy_to_host(*save.rank);
+    save.placement = TorchDistPlacement::of(ps);
+    save.items = torch_dist_items(args, state, *save.rank, save.placement);
+    if (world.rank() != 0) {
+      save.rank.reset();
+    } else {  // rank 0 keeps what common.pt needs
+      for (auto& m : save.rank->model) m.clear();
+      if (save.rank->optimizer) save.rank->optimizer->param_state.clear();
+    }
+  } else if (ps.get_expert_data_parallel_rank() == 0) {
+    // One writer per (TP, PP, EP) rank: the first of its expert-data-parallel replicas (with one
+    // expert-parallel rank, the data-parallel rank 0), as Megatron-LM's legacy save.
     save.rank = detail::rank_checkpoint(args, ps, state, std::move(param_state));
     if (host_copy) detail::copy_to_host(*save.rank);
     save.rank_name = rank_dir_name(ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank(),
@@ -76,10 +89,41 @@ void end_gather(PendingSave& save) {
 
 uint64_t write_save(PendingSave& save) {
   uint64_t bytes = 0;
+  if (save.torch_dist) {
+    if (save.items.empty()) return bytes;
+    const DcpMetadata written = write_dcp_file(save.staging, save.placement.file_name(), save.items);
+    save.items.clear();  // the host copy goes as soon as it is written
+    save.part = dcp_metadata_pickle(written);
+    return std::filesystem::file_size(fs::path(save.staging) / save.placement.file_name());
+  }
   if (!save.rank) return bytes;
   for (const auto& w : write_rank_dir(save.staging, save.rank_name, save.rank->to_files())) bytes += w.bytes;
   save.rank.reset();  // the host copy goes as soon as it is written
   return bytes;
+}
+
+// torch_dist: rank 0 gathers what every rank wrote and writes the files that describe it.
+void write_torch_dist_metadata(comm::ProcessGroup& world, PendingSave& save) {
+  const auto parts = all_gather_bytes(world, save.part);
+  std::string error;
+  if (world.rank() == 0) {
+    error = capture([&] {
+      DcpMetadata md;
+      for (size_t r = 0; r < parts.size(); ++r) {
+        if (parts[r].empty()) continue;
+        const auto* bytes = reinterpret_cast<const uint8_t*>(parts[r].data());
+        md.merge(parse_dcp_metadata(bytes, parts[r].size(), "rank " + std::to_string(r) + "'s part"), save.staging);
+      }
+      write_torch_dist_global(save.staging, md, *save.rank);
+    });
+  }
+  save.rank.reset();
+  try {
+    agree(world, error, "writing the metadata of " + save.staging);
+  } catch (const c10::Error&) {
+    if (world.rank() == 0) capture([&] { remove_tree(save.staging); });
+    throw;
+  }
 }
 
 SaveResult end_save(const Arguments& args, const ParallelState& ps, PendingSave& save, uint64_t bytes,
@@ -92,6 +136,7 @@ SaveResult end_save(const Arguments& args, const ParallelState& ps, PendingSave&
     if (world.rank() == 0) capture([&] { remove_tree(save.staging); });
     throw;
   }
+  if (save.torch_dist) write_torch_dist_metadata(world, save);
   std::string error;
   if (world.rank() == 0)
     error = capture([&] { publish_checkpoint(args.save, save.iteration, args.keep_last_checkpoints); });

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "megatron/training/checkpoint_schema.h"
 #include "megatron/training/checkpointing.h"
+#include "training/checkpointing/torch_dist.h"
 
 namespace megatron::comm {
 class ProcessGroup;
@@ -45,6 +47,12 @@ struct PendingSave {
   std::optional<RankCheckpoint> rank;                        // what this rank writes (data-parallel rank 0 only)
   std::string rank_name;                                     // its folder, mp_rank_XX[_YYY]
   distributed::DistributedDataParallel* gathered = nullptr;  // ZeRO-3 parameters held whole
+  // --ckpt-format torch_dist: every rank writes its items to its own file; `rank` keeps only what
+  // common.pt needs (rank 0), and `part` is the metadata of what this rank wrote, gathered at the end.
+  bool torch_dist = false;
+  TorchDistPlacement placement;
+  std::vector<DcpItem> items;
+  std::string part;
 };
 
 // host_copy: the tensors copied to (pinned) host memory, so that training may go on while they

@@ -10,7 +10,9 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 
 namespace megatron::models::common {
 
@@ -21,9 +23,12 @@ namespace megatron::models::common {
 // Tensors are copied to the CPU one at a time, so a CUDA model costs one tensor of host memory.
 MEGATRON_API void write_archive(const c10::IValue& value, const std::function<void(const void*, size_t)>& write);
 
-// Reads a torch.save archive (also one written by Python) straight from the file; tensors land
-// on the CPU. A missing, truncated or malformed file throws c10::Error naming it.
-MEGATRON_API c10::IValue read_archive(const std::string& path);
+// Reads a torch.save archive (also one written by Python) straight from the file, or from the
+// bytes `range` (offset, length) of it, where PyTorch Distributed Checkpoint's .distcp files keep
+// one per record; tensors land on the CPU. A missing, truncated or malformed file throws
+// c10::Error naming it.
+MEGATRON_API c10::IValue read_archive(const std::string& path,
+                                      std::optional<std::pair<uint64_t, uint64_t>> range = std::nullopt);
 
 // Writes to path + ".tmp", then renames, so a partly written file never has the final name.
 MEGATRON_API void save_tensor_dict(const std::string& path, const std::map<std::string, at::Tensor>& tensors);

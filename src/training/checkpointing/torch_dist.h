@@ -1,0 +1,61 @@
+// Megatron-LM's torch_dist checkpoints (--ckpt-format torch_dist): megatron.core's
+// dist_checkpointing over PyTorch Distributed Checkpoint (dcp_files.h). An iteration folder holds
+// common.pt (what model_optim_rng.pt holds but its tensors), metadata.json, .metadata and
+// __<rank>_0.distcp. Each tensor is described whole (as at TP = 1, the layers and experts stacked
+// along leading axes, megatron-core's keys) and stored in chunks, so that a run of another
+// TP/PP/DP layout reads just the chunks it needs. docs/checkpoints.md.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "megatron/comm/process_group.h"
+#include "megatron/parallel_state.h"
+#include "megatron/training/arguments.h"
+#include "megatron/training/checkpoint_schema.h"
+#include "megatron/training/checkpointing.h"
+#include "training/checkpointing/dcp_files.h"
+
+namespace megatron::training::detail {
+
+constexpr const char* kCommonFileName = "common.pt";
+constexpr const char* kShardedMetadataFileName = "metadata.json";
+
+// Where this rank sits, taken as a save begins (its files may be written on another thread).
+struct TorchDistPlacement {
+  int rank = 0;
+  int tp_rank = 0, tp_size = 1, pp_rank = 0, pp_size = 1;
+  int dp_rank = 0, dp_size = 1;    // among the replicas of the dense parameters (DP x CP)
+  int edp_rank = 0, edp_size = 1;  // among those of the expert parameters
+  static TorchDistPlacement of(const ParallelState& ps);
+  std::string file_name() const;  // __<rank>_0.distcp
+};
+
+// What this rank writes of `c` (its state, built on every rank): its share of the chunks of every
+// parameter and optimizer state (the replicas of a chunk split the writing, as Megatron-LM's
+// fully parallel save), the RNG state and the layers' _extra_state objects megatron-core asks
+// for. The tensors stay c's.
+std::vector<DcpItem> torch_dist_items(const Arguments& args, const TrainingState& state, const RankCheckpoint& c,
+                                      const TorchDistPlacement& at);
+// Rank 0, once every rank's part is in: .metadata, common.pt (c's state but its tensors), and
+// metadata.json last.
+void write_torch_dist_global(const std::string& dir, const DcpMetadata& md, const RankCheckpoint& c);
+
+// Whether iter_dir is a torch_dist checkpoint: its metadata.json names the torch_dist backend
+// (another backend or version throws, naming the file).
+bool is_torch_dist(const std::string& iter_dir);
+// This rank's state from a torch_dist folder, whatever layout wrote it: the tensors this run's
+// parameters (and, with read_optimizer, their optimizer states) need, the RNG state when the
+// TP and PP sizes are the saved ones, the rest from common.pt.
+RankCheckpoint read_torch_dist(const std::string& iter_dir, const Arguments& args, const ParallelState& ps,
+                               const TrainingState& state, bool read_optimizer);
+
+// After read_torch_dist on every rank (collective): a tensor of the checkpoint's model that no
+// rank's model read (a checkpoint of another model: more experts, a bias) throws, naming it.
+void check_every_tensor_read(comm::ProcessGroup& world, const std::string& iter_dir, const Arguments& args,
+                             const TrainingState& state);
+
+// Every rank's `mine`, in rank order (collective over world).
+std::vector<std::string> all_gather_bytes(comm::ProcessGroup& world, const std::string& mine);
+
+}  // namespace megatron::training::detail
