@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
       "--target-num-layers-per-virtual-pipeline-stage",
       [&](const int64_t& v) { o.target_num_layers_per_virtual_pipeline_stage = v; },
       "interleaved schedule of the written checkpoint");
+  app.add_option("--ckpt-format", o.ckpt_format,
+                 "format of --save: torch (per-rank files at the target layout) or torch_dist (megatron-core's "
+                 "sharded files, any layout loads them); --load's is read from its files")
+      ->capture_default_str();
   app.add_option("--export-hf", o.export_hf, "write config.json + model.safetensors + the tokenizer's files here");
   app.add_option("--vocab-file", o.vocab_file, "GPT-2 vocab.json to export (default: the one trained with)");
   app.add_option("--merge-file", o.merge_file, "GPT-2 merges.txt to export (default: the one trained with)");
@@ -51,8 +55,8 @@ int main(int argc, char** argv) {
     const auto r = training::convert_checkpoint(o);
     if (!o.export_hf.empty()) std::printf("exported %s to %s\n", o.load.c_str(), o.export_hf.c_str());
     if (!o.save.empty())
-      std::printf("wrote %s (TP %d, PP %d%s) to %s\n", training::iteration_dir_name(r.iteration).c_str(),
-                  o.target_tensor_model_parallel_size, o.target_pipeline_model_parallel_size,
+      std::printf("wrote %s (%s, TP %d, PP %d%s) to %s\n", training::iteration_dir_name(r.iteration).c_str(),
+                  o.ckpt_format.c_str(), o.target_tensor_model_parallel_size, o.target_pipeline_model_parallel_size,
                   r.has_optimizer_state ? "" : ", no optimizer state", o.save.c_str());
     if (!r.optimizer_unread.empty()) std::printf("optimizer state left behind: %s\n", r.optimizer_unread.c_str());
     return 0;

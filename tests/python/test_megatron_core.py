@@ -82,13 +82,14 @@ def test_megatron_core_gpt_datasets_give_our_samples(tmp_path, case):
 
 # --- the model -----------------------------------------------------------------------------------
 
-def megatron_core_logits(iter_dir: Path, ids: torch.Tensor, model: dict, tmp_path: Path, tp: int) -> torch.Tensor:
+def megatron_core_logits(iter_dir: Path, ids: torch.Tensor, model: dict, tmp_path: Path, tp: int,
+                         *mode: str) -> torch.Tensor:
     torch.save(ids, tmp_path / "ids.pt")
     (tmp_path / "model.json").write_text(json.dumps(model))
     launch = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(tp), "--master-port",
               str(free_port())]
     proc = subprocess.run([*launch, DRIVER, str(iter_dir), str(tmp_path / "ids.pt"), str(tmp_path / "theirs.pt"),
-                           str(tmp_path / "model.json")], capture_output=True, text=True, timeout=600,
+                           str(tmp_path / "model.json"), *mode], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)})  # torchrun's folders
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return torch.load(tmp_path / "theirs.pt")["logits"]
@@ -164,3 +165,19 @@ def test_megatron_core_dist_checkpointing_loads_our_torch_dist_checkpoint(tmp_pa
     ours = our_logits(state["model"], tmp_path, **case["dump"])
     theirs = megatron_core_logits(tmp_path / "dist" / "iter_0000002", ours["input_ids"], case, tmp_path, tp)
     assert (theirs - ours["logits"]).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("case, tp", [(GPT2, 2), (LLAMA, 2)], ids=["gpt2_tp2", "llama_tp2"])
+def test_a_torch_dist_checkpoint_megatron_core_saves_resumes_here_with_its_logits(tmp_path, case, tp):
+    """What its dist_checkpointing.save writes of its GPTModel (with Megatron-LM's common state)
+    converts here to our layout with its logits, and resumes training at its TP size."""
+    ids = torch.randint(0, 250, (2, 16), generator=torch.Generator().manual_seed(7))
+    theirs = megatron_core_logits(tmp_path / "mc" / "iter_0000005", ids, case, tmp_path, tp, "save")
+    run([CONVERT, "--load", str(tmp_path / "mc"), "--save", str(tmp_path / "tp1")])
+    state = torch.load(tmp_path / "tp1" / "iter_0000005" / "mp_rank_00" / "model_optim_rng.pt", weights_only=True)
+    ours = our_logits(state["model"], tmp_path, input_ids=ids, **case["dump"])
+    assert (theirs - ours["logits"]).abs().max().item() <= 1e-5
+    resumed = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "mc"), "--no-load-optim", "--tensor-model-parallel-size",
+                                   str(tp), *case["flags"], *NO_DROPOUT)], np=tp)
+    assert "[ iter_0000005 ] at iteration 5" in resumed.stdout
+    assert "iteration        6/       6 | consumed samples:           48" in resumed.stdout

@@ -3,7 +3,8 @@
 A checkpoint saved at TP 2 x PP 2 x DP 2 resumes at other layouts (TP 1, TP 4, PP 4, DP 4, with and
 without the distributed optimizer) with the uninterrupted run's losses, bit-identical at the same
 layout. --async-save writes the plain save's files byte for byte, and a SIGKILL during its
-background write leaves the previous checkpoint current. torch.distributed.checkpoint (the format's reference reader) reads our files, and every
+background write leaves the previous checkpoint current. convert_checkpoint moves a checkpoint
+between the two formats. torch.distributed.checkpoint (the format's reference reader) reads our files, and every
 tensor it gives equals the legacy format's of the same run at TP 1 under megatron-core's key (layers
 stacked on a leading axis, the norms under Transformer Engine's names). Hostile folders (a missing
 or truncated .distcp, a .metadata that disagrees with the files or the model, a pickle that would
@@ -85,6 +86,25 @@ def test_async_save_writes_what_a_plain_save_writes_and_a_kill_keeps_the_previou
     assert sorted(losses(tmp_path / "killed.jsonl")) == [5, 6]
     assert losses(tmp_path / "resumed.jsonl") == losses(tmp_path / "killed.jsonl")
     assert not [p.name for p in background.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_convert_checkpoint_moves_between_the_formats(tmp_path):
+    """torch_dist (TP 2 x PP 2) -> torch at TP 1 -> torch_dist again: each resumes with the same
+    losses, bit for bit (the same layout and state each time)."""
+    flags = [*LLAMA, *NO_DROPOUT]
+    run([PRETRAIN, *tiny(2, *flags, *layout(tp=2, pp=2), "--save", str(tmp_path / "dist"), "--ckpt-format",
+                         "torch_dist")], np=4)
+    out = run([CONVERT, "--load", str(tmp_path / "dist"), "--save", str(tmp_path / "torch")]).stdout
+    assert "(torch, TP 1, PP 1)" in out
+    out = run([CONVERT, "--load", str(tmp_path / "torch"), "--save", str(tmp_path / "back"), "--ckpt-format",
+               "torch_dist"]).stdout
+    assert "(torch_dist, " in out and (tmp_path / "back" / "iter_0000002" / "metadata.json").is_file()
+    resumed = {}
+    for name in ("dist", "torch", "back"):
+        run([PRETRAIN, *tiny(4, *flags, "--load", str(tmp_path / name), "--metrics-file", str(tmp_path / f"{name}.jsonl"))])
+        resumed[name] = losses(tmp_path / f"{name}.jsonl")
+    assert sorted(resumed["dist"]) == [3, 4]
+    assert resumed["dist"] == resumed["torch"] == resumed["back"]
 
 
 # Our local layers' norm names as megatron-core's torch_dist keys give them (Transformer Engine's).

@@ -1,8 +1,8 @@
 // Checkpoint conversion (tools/convert_checkpoint and megatron_cpp.convert_checkpoint): a
-// checkpoint of any TP/PP/virtual-PP layout, or a Hugging Face GPT-2 / Llama model, assembled at
-// TP = 1 in this process and written at another layout and/or exported to Hugging Face
-// (config.json + model.safetensors). Optimizer state moves along when the source has it; RNG
-// states are dropped, as they belong to ranks.
+// checkpoint of any TP/PP/virtual-PP layout or format (torch, torch_dist), or a Hugging Face GPT-2 / Llama model,
+// assembled at TP = 1 in this process and written at another layout and/or exported to Hugging Face (config.json +
+// model.safetensors). Optimizer state moves along when the source has it; RNG states are dropped, as they belong to
+// ranks.
 #pragma once
 
 #include "megatron/export.h"
@@ -25,6 +25,9 @@ struct MEGATRON_API ConvertOptions {
   int target_tensor_model_parallel_size = 1;
   int target_pipeline_model_parallel_size = 1;
   std::optional<int64_t> target_num_layers_per_virtual_pipeline_stage;
+  // The format of save: torch (per-rank files at the target layout) or torch_dist (megatron-core's
+  // sharded files, which load at any layout). The source's is read from its files.
+  std::string ckpt_format = "torch";
   std::string export_hf;  // config.json + model.safetensors + the tokenizer's files
   // The Hugging Face model_type to export as ("llama", "qwen2", "mistral", ...); empty: the
   // first whose architecture fits the checkpoint's settings.

@@ -181,6 +181,9 @@ Arguments arguments_from_dict(const c10::IValue& value) {
 #undef MEGATRON_SAVED_FROM_DICT
   // Megatron-LM saves --num-query-groups as given (default 1) also without --group-query-attention.
   if (!a.group_query_attention) a.num_query_groups = a.num_attention_heads;
+  // Its --disable-bias-linear is stored as add_bias_linear (its argparse dest); ours beside it.
+  if (auto it = d.find("add_bias_linear"); it != d.end() && it->value().isBool() && !d.contains("disable_bias_linear"))
+    a.disable_bias_linear = !it->value().toBool();
   return a;
 }
 

@@ -1,5 +1,6 @@
 // Checkpoint conversion: any layout -> full (TP = 1) tensors under global layer names -> another
-// layout or Hugging Face (hf/hf_conversion.cpp). Rank files are read and written as RankCheckpoint.
+// layout or Hugging Face (hf/hf_conversion.cpp). Rank files are read and written as RankCheckpoint,
+// torch_dist folders by torch_dist_conversion.cpp.
 #include "megatron/training/checkpoint_conversion.h"
 
 #include <ATen/ATen.h>
@@ -16,6 +17,7 @@
 #include "megatron/tensor_parallel/sharding.h"
 #include "megatron/training/checkpointing.h"
 #include "training/checkpointing/full_checkpoint.h"
+#include "training/checkpointing/torch_dist.h"
 #include "training/hf/hf_conversion.h"
 
 namespace megatron::training {
@@ -99,6 +101,7 @@ FullCheckpoint read_full(const std::string& dir, std::optional<int64_t> step) {
     f.iteration = tracker->iteration;
   }
   const fs::path iter_dir = fs::path(dir) / iteration_dir_name(f.iteration);
+  if (detail::is_torch_dist(iter_dir.string())) return detail::read_torch_dist_full(iter_dir.string(), f.iteration);
   auto rank_dir = [&](int t, int p, int pp) { return (iter_dir / rank_dir_name(t, p, pp)).string(); };
   const RankCheckpoint first = RankCheckpoint::read(first_rank_dir(iter_dir.string()), true);
   f.a = first.args;
@@ -165,7 +168,8 @@ FullCheckpoint read_full(const std::string& dir, std::optional<int64_t> step) {
   return f;
 }
 
-void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp, std::optional<int64_t> vp_layers) {
+void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp, std::optional<int64_t> vp_layers,
+                const std::string& format) {
   Arguments a = f.a;
   a.tensor_model_parallel_size = tp;
   a.pipeline_model_parallel_size = pp;
@@ -190,6 +194,10 @@ void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp
   const int64_t padded =
       models::common::vocab_size_with_padding(f.true_vocab, a.make_vocab_size_divisible_by, tp, a.pad_vocab_size_to);
 
+  if (format == "torch_dist") {  // whole tensors, which any layout reads
+    a.ckpt_format = format;
+    return detail::write_torch_dist_full(f, a, save);
+  }
   const std::string final_dir = (fs::path(save) / iteration_dir_name(f.iteration)).string();
   const std::string staging = final_dir + ".tmp";
   fs::create_directories(save);
@@ -258,6 +266,8 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
   TORCH_CHECK(o.target_num_layers_per_virtual_pipeline_stage.value_or(1) >= 1,
               "[convert_checkpoint] --target-num-layers-per-virtual-pipeline-stage must be >= 1 (got ",
               o.target_num_layers_per_virtual_pipeline_stage.value_or(0), ")");
+  TORCH_CHECK(o.ckpt_format == "torch" || o.ckpt_format == "torch_dist", "[convert_checkpoint] --ckpt-format ",
+              o.ckpt_format, " is not one written here (torch, torch_dist)");
   TORCH_CHECK(o.make_vocab_size_divisible_by >= 1,
               "[convert_checkpoint] --make-vocab-size-divisible-by must be >= 1 (got ", o.make_vocab_size_divisible_by,
               ")");
@@ -275,7 +285,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
   if (!o.export_hf.empty()) export_hf(f, o);
   if (!o.save.empty())
     write_full(f, o.save, o.target_tensor_model_parallel_size, o.target_pipeline_model_parallel_size,
-               o.target_num_layers_per_virtual_pipeline_stage);
+               o.target_num_layers_per_virtual_pipeline_stage, o.ckpt_format);
   ConvertResult r;
   r.iteration = f.iteration;
   r.has_optimizer_state = !f.optim.empty();

@@ -25,13 +25,6 @@ namespace {
 using models::common::LanguageModule;
 using models::common::ShardedParameter;
 
-// Our optimizer states by megatron-core's names for them (optimizer.state.<name>.<parameter key>).
-constexpr std::pair<const char*, const char*> kOptimizerStates[] = {{"exp_avg", "exp_avg"},
-                                                                    {"exp_avg_sq", "exp_avg_sq"},
-                                                                    {"main_param", "fp32_param"},
-                                                                    {"momentum_buffer", "momentum_buffer"}};
-// One step for every parameter (they step together), as a one-element tensor.
-constexpr const char* kStepKey = "optimizer.state.step";
 // What megatron-core's metadata.json says of its files.
 constexpr const char* kShardedMetadata =
     R"({"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", )"
@@ -65,31 +58,17 @@ const LanguageModule& language_module(const std::shared_ptr<torch::nn::Module>& 
 std::vector<Placement> placements(const std::vector<ShardedParameter>& params, const Arguments& args) {
   std::set<std::string> names;
   for (const auto& p : params) names.insert(p.init_name);
-  const std::string layers = models::common::kLayersPart, experts = "mlp.experts.local_experts.";
   std::vector<Placement> out;
   for (const auto& p : params) {
     Placement pl;
     pl.layout = p.init.layout;
     pl.expert = p.expert_parallel;
     pl.tied_copy = p.name == "output_layer.weight" && p.init_name != p.name;
-    std::string name = p.init_name;
-    pl.vocab = name == "embedding.word_embeddings.weight" || name == "output_layer.weight";
-    if (name.rfind(layers, 0) == 0) {
-      const size_t dot = name.find('.', layers.size());
-      const int64_t layer = std::stoll(name.substr(layers.size(), dot - layers.size()));
-      const bool dense = names.count(layers + std::to_string(layer) + ".mlp.linear_fc1.weight") > 0;
-      std::string rest = fused_layer_name(name.substr(dot + 1), dense);
-      pl.lead_offsets.push_back(layer);
-      pl.lead_sizes.push_back(args.num_layers);
-      if (const size_t e = rest.find(experts); e != std::string::npos) {
-        const size_t start = e + experts.size(), end = rest.find('.', start);
-        pl.lead_offsets.push_back(std::stoll(rest.substr(start, end - start)));
-        pl.lead_sizes.push_back(args.num_experts.value_or(0));
-        rest.erase(start, end + 1 - start);
-      }
-      name = layers + rest;
-    }
-    pl.key = name;
+    pl.vocab = p.init_name == "embedding.word_embeddings.weight" || p.init_name == "output_layer.weight";
+    auto stacked = stacked_name(p.init_name, names, args);
+    pl.key = std::move(stacked.key);
+    pl.lead_offsets = std::move(stacked.index);
+    pl.lead_sizes = std::move(stacked.counts);
     out.push_back(std::move(pl));
   }
   return out;
@@ -196,13 +175,13 @@ std::vector<DcpItem> torch_dist_items(const Arguments& args, const TrainingState
       }
       if (!c.optimizer) continue;
       const auto& state_of = c.optimizer->param_state.at(model_chunk_prefix(v, model.size()) + params[i].name);
-      for (const auto& [ours, theirs] : kOptimizerStates)
+      for (const auto& [ours, theirs] : kTorchDistOptimizerStates)
         if (auto s = state_of.find(ours); s != state_of.end())
           add(pl, std::string("optimizer.state.") + theirs + "." + pl.key, s->second);
       if (auto s = state_of.find("step"); s != state_of.end() && !step) step = s->second;
     }
   }
-  if (step && at.rank == 0) items.push_back({kStepKey, {1}, {0}, step->reshape({1}), {}});
+  if (step && at.rank == 0) items.push_back({kTorchDistStepKey, {1}, {0}, step->reshape({1}), {}});
   if (c.rng_state && at.dp_rank == 0) {
     c10::impl::GenericList list(c10::AnyType::get());
     for (const auto& r : *c.rng_state) list.push_back(rng_dict(r));
@@ -248,7 +227,7 @@ RankCheckpoint read_torch_dist(const std::string& iter_dir, const Arguments& arg
   const auto common = read_checkpoint_file(common_file);
   TORCH_CHECK(common.isGenericDict(), "[checkpointing] ", common_file, " does not hold a dict");
   const DcpMetadata md = read_dcp_metadata(iter_dir);
-  bool has_optimizer = md.tensors.count(kStepKey) > 0;
+  bool has_optimizer = md.tensors.count(kTorchDistStepKey) > 0;
   RankCheckpoint c = RankCheckpoint::from_dict(common.toGenericDict(), common_file, iter_dir,
                                                read_optimizer && has_optimizer, /*sharded=*/true);
   if (!has_optimizer) c.optimizer.reset();
@@ -282,7 +261,7 @@ RankCheckpoint read_torch_dist(const std::string& iter_dir, const Arguments& arg
   };
 
   at::Tensor step;
-  if (c.optimizer) step = read_dcp_box(iter_dir, md, kStepKey, {0}, {1}).reshape({});
+  if (c.optimizer) step = read_dcp_box(iter_dir, md, kTorchDistStepKey, {0}, {1}).reshape({});
   const auto& model = *state.model;
   c.model.assign(model.size(), {});
   for (size_t v = 0; v < model.size(); ++v) {
@@ -292,7 +271,7 @@ RankCheckpoint read_torch_dist(const std::string& iter_dir, const Arguments& arg
       c.model[v][params[i].name] = read(places[i], places[i].key, params[i]);
       if (!c.optimizer) continue;
       auto& s = c.optimizer->param_state[model_chunk_prefix(v, model.size()) + params[i].name];
-      for (const auto& [ours, theirs] : kOptimizerStates) {
+      for (const auto& [ours, theirs] : kTorchDistOptimizerStates) {
         const std::string key = std::string("optimizer.state.") + theirs + "." + places[i].key;
         if (md.tensors.count(key)) s[ours] = read(places[i], key, params[i]);
       }

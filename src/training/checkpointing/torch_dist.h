@@ -6,7 +6,10 @@
 // TP/PP/DP layout reads just the chunks it needs. docs/checkpoints.md.
 #pragma once
 
+#include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "megatron/comm/process_group.h"
@@ -15,11 +18,34 @@
 #include "megatron/training/checkpoint_schema.h"
 #include "megatron/training/checkpointing.h"
 #include "training/checkpointing/dcp_files.h"
+#include "training/checkpointing/full_checkpoint.h"
 
 namespace megatron::training::detail {
 
 constexpr const char* kCommonFileName = "common.pt";
 constexpr const char* kShardedMetadataFileName = "metadata.json";
+// Our optimizer states by megatron-core's names for them (optimizer.state.<name>.<parameter key>),
+// and the one step of every parameter (they step together), a one-element tensor.
+inline constexpr std::pair<const char*, const char*> kTorchDistOptimizerStates[] = {
+    {"exp_avg", "exp_avg"},
+    {"exp_avg_sq", "exp_avg_sq"},
+    {"main_param", "fp32_param"},
+    {"momentum_buffer", "momentum_buffer"}};
+constexpr const char* kTorchDistStepKey = "optimizer.state.step";
+
+// megatron-core's key of a parameter's global name ("decoder.layers.3.input_layernorm.weight" ->
+// "decoder.layers.self_attention.linear_qkv.layer_norm_weight") and its place on the stacked axes
+// (the layer, then a local expert's global number): `index` of `counts`. `globals`: every global
+// name of the model, which says whether a layer's MLP is dense.
+struct StackedName {
+  std::string key;
+  std::vector<int64_t> index, counts;
+};
+StackedName stacked_name(const std::string& global, const std::set<std::string>& globals, const Arguments& args);
+// How many stacked axes a key has, and the global name (our local layers' names) at `index` on
+// them: the inverse of stacked_name.
+size_t stacked_axes(const std::string& key);
+std::string unstacked_name(const std::string& key, const std::vector<int64_t>& index);
 
 // Where this rank sits, taken as a save begins (its files may be written on another thread).
 struct TorchDistPlacement {
@@ -40,6 +66,12 @@ std::vector<DcpItem> torch_dist_items(const Arguments& args, const TrainingState
 // Rank 0, once every rank's part is in: .metadata, common.pt (c's state but its tensors), and
 // metadata.json last.
 void write_torch_dist_global(const std::string& dir, const DcpMetadata& md, const RankCheckpoint& c);
+
+// convert_checkpoint's: a torch_dist iteration folder whole (every tensor at TP = 1 under its
+// global name), and a FullCheckpoint written as one (one rank's file holding every tensor whole),
+// published under save with args `a`.
+FullCheckpoint read_torch_dist_full(const std::string& iter_dir, std::optional<int64_t> iteration);
+void write_torch_dist_full(const FullCheckpoint& f, const Arguments& a, const std::string& save);
 
 // Whether iter_dir is a torch_dist checkpoint: its metadata.json names the torch_dist backend
 // (another backend or version throws, naming the file).
