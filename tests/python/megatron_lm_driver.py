@@ -177,7 +177,7 @@ def distributed_adam_steps(model, config, args):
 def main() -> None:
     mode, ckpt, ids, out = sys.argv[1:5]
     flags = sys.argv[sys.argv.index("--") + 1:]
-    sys.argv = [sys.argv[0], *flags, "--transformer-impl", "local", "--ckpt-format", "torch",
+    sys.argv = [sys.argv[0], "--ckpt-format", "torch", *flags, "--transformer-impl", "local",  # FLAGS may say torch_dist
                 "--use-cpu-initialization", "--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion",
                 "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--no-persist-layer-norm",
                 "--distributed-backend", "gloo", "--tokenizer-type", "NullTokenizer", "--mock-data",
@@ -215,13 +215,14 @@ def main() -> None:
         seed_and_offset = torch.tensor([args.seed, 0], dtype=torch.int64).view(torch.uint8)
         torch.cuda.get_rng_state = lambda device="cuda": seed_and_offset.clone()
         args.consumed_train_samples = 8 * args.train_iters
+        # Its torch_dist writer waits for the device and reports failures in a tensor placed on it.
+        torch.cuda.synchronize = lambda *a, **k: None
+        torch.cuda.current_device = lambda: "cpu"
         optimizer = scheduler = None
         chunks = [model]
         if mode == "save-optim":
             optimizer, scheduler, result["optimizer_state"] = adam_steps(model, args)
-        elif mode == "save-distopt":
-            # Its DDP allocates its parameter and gradient buffers on the current CUDA device.
-            torch.cuda.current_device = lambda: "cpu"
+        elif mode == "save-distopt":  # its DDP's buffers go to the current device, the CPU above
             chunks, optimizer, scheduler, result["optimizer_state"] = distributed_adam_steps(model, config, args)
         checkpointing.save_checkpoint(args.train_iters, chunks, optimizer, scheduler, 0)
     if args.pipeline_model_parallel_size > 1:

@@ -16,7 +16,8 @@ at TP 1 and TP 2: its load_checkpoint loads ours strictly and its GPT model give
 what its save_checkpoint writes resumes here and gives its logits; its optimizer state (its own
 parameter groups under torch's AdamW) resumes here, each parameter's moments where they belong, and
 ours resumes there through its FP32Optimizer; its tools/checkpoint/convert.py reads ours, and what
-its saver writes resumes here."""
+its saver writes resumes here. The same both ways with --ckpt-format torch_dist (the model and RNG;
+its optimizer state under its own torch_dist keys is not read yet)."""
 from __future__ import annotations
 
 import argparse
@@ -479,6 +480,46 @@ def test_a_checkpoint_megatron_lm_saves_resumes_here_with_its_logits(tmp_path, t
     run([CONVERT, "--load", str(tmp_path / "mlm"), "--save", str(tmp_path / "back"), "--target-tensor-parallel-size", "1"])
     state = torch.load(rank_file(tmp_path / "back", 5), weights_only=True)["model"]
     dump = our_logits(state, tmp_path, **DUMP_MODEL)
+    assert torch.equal(dump["input_ids"], ids)
+    assert (theirs["logits"] - dump["logits"]).abs().max().item() <= 1e-5
+
+
+@megatron_lm
+@pytest.mark.parametrize("tp", [1, 2])
+def test_megatron_lm_loads_our_torch_dist_checkpoint_with_our_logits(tmp_path, tp):
+    """Its load_checkpoint of --ckpt-format torch_dist (strict), from our torch_dist save of a run
+    whose twin saved the legacy format: our logits."""
+    for name, fmt in (("dist", "torch_dist"), ("ck", "torch")):
+        run([PRETRAIN, *tiny(2, "--save", str(tmp_path / name), "--ckpt-format", fmt, "--tensor-model-parallel-size",
+                             str(tp), *NO_DROPOUT)], np=tp)
+    run([CONVERT, "--load", str(tmp_path / "ck"), "--save", str(tmp_path / "tp1"), "--target-tensor-parallel-size", "1"])
+    dump = our_logits(torch.load(rank_file(tmp_path / "tp1", 2), weights_only=True)["model"], tmp_path, **DUMP_MODEL)
+    torch.save(dump["input_ids"], tmp_path / "ids.pt")
+    theirs = megatron_lm_driver("load", tmp_path / "dist", tmp_path / "ids.pt", tmp_path / "theirs.pt", *MEGATRON_SHAPE,
+                                "--train-iters", "4", "--no-load-optim", "--no-load-rng", "--ckpt-format", "torch_dist",
+                                tp=tp)
+    assert theirs["iteration"] == 2 and theirs["consumed_train_samples"] == 16
+    assert (theirs["logits"] - dump["logits"]).abs().max().item() <= 1e-5
+
+
+@megatron_lm
+@pytest.mark.parametrize("tp", [1, 2])
+def test_a_torch_dist_checkpoint_megatron_lm_saves_resumes_here_with_its_logits(tmp_path, tp):
+    """What its save_checkpoint writes with --ckpt-format torch_dist (its common state among the
+    sharded objects, no common.pt): resumes here, RNG included at its TP size, and gives its logits."""
+    run([DUMP, "--out", str(tmp_path / "ids_dump.pt"),
+         *[a for k, v in DUMP_MODEL.items() for a in ("--" + k.replace("_", "-"), str(v))]])
+    ids = torch.load(tmp_path / "ids_dump.pt")["input_ids"]
+    torch.save(ids, tmp_path / "ids.pt")
+    theirs = megatron_lm_driver("save", tmp_path / "mlm", tmp_path / "ids.pt", tmp_path / "theirs.pt",
+                                *MEGATRON_SHAPE, "--train-iters", "5", "--save-interval", "5", "--no-save-optim",
+                                "--ckpt-format", "torch_dist", tp=tp)
+    resumed = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "mlm"), "--no-load-optim",
+                                   "--tensor-model-parallel-size", str(tp), *NO_DROPOUT)], np=tp)
+    assert "[ iter_0000005 ] at iteration 5" in resumed.stdout and "has no RNG state" not in resumed.stdout
+    assert "iteration        6/       6 | consumed samples:           48" in resumed.stdout
+    run([CONVERT, "--load", str(tmp_path / "mlm"), "--save", str(tmp_path / "back")])
+    dump = our_logits(torch.load(rank_file(tmp_path / "back", 5), weights_only=True)["model"], tmp_path, **DUMP_MODEL)
     assert torch.equal(dump["input_ids"], ids)
     assert (theirs["logits"] - dump["logits"]).abs().max().item() <= 1e-5
 

@@ -1,8 +1,8 @@
 """--ckpt-format torch_dist: megatron-core's sharded checkpoint over PyTorch Distributed Checkpoint.
 
 A checkpoint saved at TP 2 x PP 2 x DP 2 resumes at other layouts (TP 1, TP 4, PP 4, DP 4, with and
-without the distributed optimizer) with the uninterrupted run's losses, bit-identical at the same
-layout. --async-save writes the plain save's files byte for byte, and a SIGKILL during its
+without the distributed optimizer), and an MoE one saved at EP 2 at EP 1 and EP 4, with the
+uninterrupted run's losses, bit-identical at the same layout. --async-save writes the plain save's files byte for byte, and a SIGKILL during its
 background write leaves the previous checkpoint current. convert_checkpoint moves a checkpoint
 between the two formats. torch.distributed.checkpoint (the format's reference reader) reads our files, and every
 tensor it gives equals the legacy format's of the same run at TP 1 under megatron-core's key (layers
@@ -34,15 +34,24 @@ def layout(tp: int = 1, pp: int = 1) -> list[str]:
     return ["--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp)]
 
 
-@pytest.mark.parametrize("shape, distopt, resumes", [
-    (LLAMA, True, [(layout(), 1), (layout(pp=4), 4), (layout(), 4), (SAVED, 8)]),
-    ([], False, [(layout(tp=4), 4), (layout(tp=2), 2)]),
-], ids=["llama_distributed_optimizer", "gpt2"])
-def test_a_torch_dist_checkpoint_resumes_at_any_layout(tmp_path, shape, distopt, resumes):
+MOE = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "40", "--swiglu", "--disable-bias-linear",
+       "--moe-layer-freq", "[1,0,1,1]"]
+
+
+def ep(size: int) -> list[str]:
+    return ["--expert-model-parallel-size", str(size)]
+
+
+@pytest.mark.parametrize("shape, saved, distopt, resumes", [
+    (LLAMA, (SAVED, 8), True, [(layout(), 1), (layout(pp=4), 4), (layout(), 4), (SAVED, 8)]),
+    ([], (SAVED, 8), False, [(layout(tp=4), 4), (layout(tp=2), 2)]),
+    (MOE, (ep(2), 4), True, [([], 1), (ep(4), 4), (ep(2), 4)]),
+], ids=["llama_distributed_optimizer", "gpt2", "moe_expert_parallel"])
+def test_a_torch_dist_checkpoint_resumes_at_any_layout(tmp_path, shape, saved, distopt, resumes):
     opt = ["--use-distributed-optimizer"] if distopt else []
     ck = tmp_path / "ck"
-    run([PRETRAIN, *tiny(6, *shape, *opt, *SAVED, *NO_DROPOUT, "--save", str(ck), "--save-interval", "3",
-                      "--ckpt-format", "torch_dist", "--metrics-file", str(tmp_path / "full.jsonl"))], np=8)
+    run([PRETRAIN, *tiny(6, *shape, *opt, *saved[0], *NO_DROPOUT, "--save", str(ck), "--save-interval", "3",
+                      "--ckpt-format", "torch_dist", "--metrics-file", str(tmp_path / "full.jsonl"))], np=saved[1])
     full = losses(tmp_path / "full.jsonl")
     assert sorted(full) == [1, 2, 3, 4, 5, 6]
     assert (ck / "iter_0000003" / "metadata.json").is_file() and not list((ck / "iter_0000003").glob("mp_rank_*"))
@@ -53,7 +62,7 @@ def test_a_torch_dist_checkpoint_resumes_at_any_layout(tmp_path, shape, distopt,
         assert "[ iter_0000003 ] at iteration 3" in out
         resumed = losses(metrics)
         assert sorted(resumed) == [4, 5, 6], flags
-        if flags == SAVED:  # the same layout: bit-identical
+        if (flags, np_) == saved:  # the same layout: bit-identical
             assert resumed == {k: v for k, v in full.items() if k > 3}
         for it, loss in resumed.items():
             assert loss == pytest.approx(full[it], rel=1e-5), (flags, np_, it)
@@ -162,7 +171,8 @@ def test_torch_distributed_checkpoint_reads_what_the_legacy_format_holds(tmp_pat
     # Each (PP, TP) rank's RNG state is one of Megatron-LM's ShardedObjects, a torch.save'd list.
     info = {i.fqn: s for i, s in metadata.storage_data.items()}["rng_state/shard_0.1_1.2"]
     raw = (folder / info.relative_path).read_bytes()[info.offset:info.offset + info.length]
-    assert set(torch.load(io.BytesIO(raw), weights_only=True)[0]) >= {"torch_rng_state", "rng_tracker_states"}
+    # megatron-core's ShardedObject: the list of this rank's shards of it, one.
+    assert set(torch.load(io.BytesIO(raw), weights_only=True)[0][0]) >= {"torch_rng_state", "rng_tracker_states"}
 
 
 # --- hostile folders ------------------------------------------------------------------------------

@@ -174,7 +174,7 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
       TORCH_CHECK(fs::is_directory(iter_dir), "[checkpointing] ", iter_dir, " does not exist");
       torch_dist = detail::is_torch_dist(iter_dir);
       if (torch_dist) {
-        file = join(iter_dir, detail::kCommonFileName);
+        file = iter_dir;
         ck = detail::read_torch_dist(iter_dir, args, ps, state, want_optimizer);
       } else {
         const std::string rank_dir = rank_dir_of(args, ps, iter_dir);

@@ -36,9 +36,11 @@ DcpMetadata write_dcp_file(const std::string& dir, const std::string& file, cons
       values.push_back(item.object);
       continue;
     }
-    // torch.save writes a tensor's whole storage: a view of a larger one is copied to its own.
+    // torch.save writes a tensor's whole storage: a view of a larger one (a parameter in its flat
+    // buffer) gets a storage of its own bytes, over the same memory on the CPU (`items` keeps it).
     at::Tensor t = item.chunk.detach().contiguous();
-    if (t.storage_offset() != 0 || t.storage().nbytes() != t.nbytes()) t = t.clone();
+    if (t.storage_offset() != 0 || t.storage().nbytes() != t.nbytes())
+      t = t.is_cpu() ? at::from_blob(t.data_ptr(), t.sizes(), t.options()) : t.clone();
     values.push_back(t);
   }
   std::vector<std::pair<uint64_t, uint64_t>> ranges;

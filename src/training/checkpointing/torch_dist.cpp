@@ -111,6 +111,19 @@ at::Tensor box_part(const at::Tensor& local, const Placement& pl, const Box& b) 
   return t.reshape(b.sizes);
 }
 
+// megatron-core stores a ShardedObject as the list of this rank's shards of it: one.
+c10::IValue sharded_object(const c10::IValue& value) {
+  c10::impl::GenericList shards(c10::AnyType::get());
+  shards.push_back(value);
+  return shards;
+}
+c10::IValue read_sharded_object(const std::string& dir, const DcpMetadata& md, const std::string& key) {
+  const auto shards = read_dcp_object(dir, md, key);
+  TORCH_CHECK(shards.isList() && shards.toListRef().size() == 1, "[checkpointing] ", dir, ": object '", key,
+              "' is not megatron-core's list of one shard");
+  return shards.toListRef()[0];
+}
+
 std::string rng_key(const TorchDistPlacement& at) {  // Megatron-LM's ShardedObject over (PP, TP)
   return "rng_state/shard_" + std::to_string(at.pp_rank) + "." + std::to_string(at.tp_rank) + "_" +
          std::to_string(at.pp_size) + "." + std::to_string(at.tp_size);
@@ -163,14 +176,12 @@ std::vector<DcpItem> torch_dist_items(const Arguments& args, const TrainingState
           pl.key.compare(pl.key.size() - 7, 7, ".weight") == 0) {
         for (const char* module : kExtraStateModules) {
           if (pl.key != std::string(models::common::kLayersPart) + module + ".weight") continue;
-          c10::impl::GenericList none(c10::AnyType::get());
-          none.push_back(c10::IValue());
           items.push_back({std::string(models::common::kLayersPart) + module + "._extra_state/shard_" +
                                std::to_string(pl.lead_offsets[0]) + "_" + std::to_string(args.num_layers),
                            {},
                            {},
                            at::Tensor(),
-                           none});
+                           sharded_object(c10::IValue())});
         }
       }
       if (!c.optimizer) continue;
@@ -185,7 +196,7 @@ std::vector<DcpItem> torch_dist_items(const Arguments& args, const TrainingState
   if (c.rng_state && at.dp_rank == 0) {
     c10::impl::GenericList list(c10::AnyType::get());
     for (const auto& r : *c.rng_state) list.push_back(rng_dict(r));
-    items.push_back({rng_key(at), {}, {}, at::Tensor(), list});
+    items.push_back({rng_key(at), {}, {}, at::Tensor(), sharded_object(list)});
   }
   return items;
 }
@@ -216,20 +227,31 @@ bool is_torch_dist(const std::string& iter_dir) {
               field("sharded_backend").dump(), " is not one read here (torch_dist)");
   TORCH_CHECK(field("sharded_backend_version") == 1, "[checkpointing] ", path, ": sharded_backend_version ",
               field("sharded_backend_version").dump(), " is not one read here (1)");
-  TORCH_CHECK(field("common_backend") == "torch", "[checkpointing] ", path, ": common_backend ",
-              field("common_backend").dump(), " is not one read here (torch)");
+  // Newer megatron-core keeps the common state among the sharded objects and names no common backend.
+  TORCH_CHECK(!json.contains("common_backend") || json.at("common_backend") == "torch", "[checkpointing] ", path,
+              ": common_backend ", json.value("common_backend", nlohmann::json()).dump(),
+              " is not one read here (torch)");
   return true;
+}
+
+RankCheckpoint read_torch_dist_common(const std::string& iter_dir, const DcpMetadata& md, bool read_optimizer) {
+  std::string where = join(iter_dir, kCommonFileName);
+  c10::IValue common;
+  if (auto object = md.objects.find(kCommonStateKey); object != md.objects.end() && !std::filesystem::exists(where)) {
+    where = join(iter_dir, object->second.file) + " '" + kCommonStateKey + "'";
+    common = read_sharded_object(iter_dir, md, kCommonStateKey);
+  } else {
+    common = read_checkpoint_file(where);
+  }
+  TORCH_CHECK(common.isGenericDict(), "[checkpointing] ", where, " does not hold a dict");
+  return RankCheckpoint::from_dict(common.toGenericDict(), where, iter_dir, read_optimizer, /*sharded=*/true);
 }
 
 RankCheckpoint read_torch_dist(const std::string& iter_dir, const Arguments& args, const ParallelState& ps,
                                const TrainingState& state, bool read_optimizer) {
-  const std::string common_file = join(iter_dir, kCommonFileName);
-  const auto common = read_checkpoint_file(common_file);
-  TORCH_CHECK(common.isGenericDict(), "[checkpointing] ", common_file, " does not hold a dict");
   const DcpMetadata md = read_dcp_metadata(iter_dir);
   bool has_optimizer = md.tensors.count(kTorchDistStepKey) > 0;
-  RankCheckpoint c = RankCheckpoint::from_dict(common.toGenericDict(), common_file, iter_dir,
-                                               read_optimizer && has_optimizer, /*sharded=*/true);
+  RankCheckpoint c = read_torch_dist_common(iter_dir, md, read_optimizer && has_optimizer);
   if (!has_optimizer) c.optimizer.reset();
   if (c.optimizer) c.optimizer->param_state.clear();
   const auto at = TorchDistPlacement::of(ps);
@@ -280,7 +302,7 @@ RankCheckpoint read_torch_dist(const std::string& iter_dir, const Arguments& arg
   }
   c.rng_state.reset();
   if (md.objects.count(rng_key(at))) {
-    const auto list = read_dcp_object(iter_dir, md, rng_key(at));
+    const auto list = read_sharded_object(iter_dir, md, rng_key(at));
     TORCH_CHECK(list.isList(), "[checkpointing] ", iter_dir, ": '", rng_key(at), "' is not a list");
     c.rng_state.emplace();
     for (const auto& r : list.toListRef()) c.rng_state->push_back(read_rng(r, iter_dir + " " + rng_key(at)));

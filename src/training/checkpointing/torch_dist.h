@@ -24,6 +24,7 @@ namespace megatron::training::detail {
 
 constexpr const char* kCommonFileName = "common.pt";
 constexpr const char* kShardedMetadataFileName = "metadata.json";
+constexpr const char* kCommonStateKey = "common_state/shard_0_1";
 // Our optimizer states by megatron-core's names for them (optimizer.state.<name>.<parameter key>),
 // and the one step of every parameter (they step together), a one-element tensor.
 inline constexpr std::pair<const char*, const char*> kTorchDistOptimizerStates[] = {
@@ -76,6 +77,9 @@ void write_torch_dist_full(const FullCheckpoint& f, const Arguments& a, const st
 // Whether iter_dir is a torch_dist checkpoint: its metadata.json names the torch_dist backend
 // (another backend or version throws, naming the file).
 bool is_torch_dist(const std::string& iter_dir);
+// What a torch_dist folder keeps besides its tensors, as a RankCheckpoint without them: common.pt,
+// or (newer megatron-core, no common.pt) its common_state object.
+RankCheckpoint read_torch_dist_common(const std::string& iter_dir, const DcpMetadata& md, bool read_optimizer);
 // This rank's state from a torch_dist folder, whatever layout wrote it: the tensors this run's
 // parameters (and, with read_optimizer, their optimizer states) need, the RNG state when the
 // TP and PP sizes are the saved ones, the rest from common.pt.

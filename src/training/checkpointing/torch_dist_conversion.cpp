@@ -76,12 +76,9 @@ std::string unstacked_name(const std::string& key, const std::vector<int64_t>& i
 }
 
 FullCheckpoint read_torch_dist_full(const std::string& iter_dir, std::optional<int64_t> iteration) {
-  const std::string common_file = join(iter_dir, kCommonFileName);
-  const auto common = read_checkpoint_file(common_file);
-  TORCH_CHECK(common.isGenericDict(), "[convert_checkpoint] ", common_file, " does not hold a dict");
   const DcpMetadata md = read_dcp_metadata(iter_dir);
   const bool optimizer = md.tensors.count(kTorchDistStepKey) > 0;
-  const RankCheckpoint c = RankCheckpoint::from_dict(common.toGenericDict(), common_file, iter_dir, optimizer, true);
+  const RankCheckpoint c = read_torch_dist_common(iter_dir, md, optimizer);
   auto whole = [&](const std::string& key) {
     const auto& size = md.tensors.at(key).size;
     return read_dcp_box(iter_dir, md, key, std::vector<int64_t>(size.size(), 0), size);
