@@ -116,6 +116,19 @@ def test_convert_checkpoint_moves_between_the_formats(tmp_path):
     assert resumed["dist"] == resumed["torch"] == resumed["back"]
 
 
+def test_use_checkpoint_args_takes_the_shape_but_not_the_layout(tmp_path):
+    """--use-checkpoint-args with a torch_dist --load: the model's shape from it, the layout this
+    run's (any loads it); the losses continue."""
+    run([PRETRAIN, *tiny(4, *LLAMA, *layout(tp=2), *NO_DROPOUT, "--save", str(tmp_path / "ck"), "--save-interval", "2",
+                         "--ckpt-format", "torch_dist", "--metrics-file", str(tmp_path / "full.jsonl"))], np=2)
+    run([PRETRAIN, *tiny(4, *NO_DROPOUT, "--load", str(tmp_path / "ck"), "--ckpt-step", "2", "--use-checkpoint-args",
+                         "--metrics-file", str(tmp_path / "resumed.jsonl"))])
+    full, resumed = losses(tmp_path / "full.jsonl"), losses(tmp_path / "resumed.jsonl")
+    assert sorted(resumed) == [3, 4]
+    for it, loss in resumed.items():
+        assert loss == pytest.approx(full[it], rel=1e-5), it
+
+
 # Our local layers' norm names as megatron-core's torch_dist keys give them (Transformer Engine's).
 FUSED = {"input_layernorm.weight": "self_attention.linear_qkv.layer_norm_weight",
          "input_layernorm.bias": "self_attention.linear_qkv.layer_norm_bias",

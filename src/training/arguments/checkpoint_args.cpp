@@ -8,6 +8,7 @@
 #include "megatron/logging.h"
 #include "megatron/training/checkpoint_layout.h"
 #include "megatron/training/checkpoint_schema.h"
+#include "training/checkpointing/torch_dist.h"
 
 namespace megatron::training::detail {
 
@@ -23,8 +24,12 @@ void apply_checkpoint_args(Arguments& a, const std::set<std::string>& given) {
     return;
   }
   const std::optional<int64_t> iteration = a.ckpt_step ? a.ckpt_step : tracker->iteration;
-  const std::string rank_dir = first_rank_dir((std::filesystem::path(a.load) / iteration_dir_name(iteration)).string());
-  const Arguments saved = RankCheckpoint::read(rank_dir, false).args;
+  const std::string iter_dir = (std::filesystem::path(a.load) / iteration_dir_name(iteration)).string();
+  // A torch_dist checkpoint loads at any layout: only its model's shape and tokenizer are taken.
+  const bool any_layout = is_torch_dist(iter_dir);
+  const std::string rank_dir = any_layout ? iter_dir : first_rank_dir(iter_dir);
+  const Arguments saved = any_layout ? read_torch_dist_common(iter_dir, read_dcp_metadata(iter_dir), false).args
+                                     : RankCheckpoint::read(rank_dir, false).args;
   std::vector<std::string> overridden;
 #define MEGATRON_FROM_CHECKPOINT(group, field, saved_kind, check, help)                                              \
   if (std::string(#group) == "network_size" || std::string(#group) == "moe" || std::string(#group) == "tokenizer") { \
@@ -32,6 +37,7 @@ void apply_checkpoint_args(Arguments& a, const std::set<std::string>& given) {
   }
   MEGATRON_ARGUMENTS(MEGATRON_FROM_CHECKPOINT)
 #undef MEGATRON_FROM_CHECKPOINT
+  if (any_layout) return;
   auto force = [&](const char* field, auto& mine, const auto& theirs) {
     if (given.count(field) && mine != theirs) overridden.push_back(flag_of(field));
     mine = theirs;
