@@ -137,7 +137,7 @@ void write_torch_dist_full(const FullCheckpoint& f, const Arguments& a, const st
         continue;
       }
       const auto* it = std::find_if(std::begin(kTorchDistOptimizerStates), std::end(kTorchDistOptimizerStates),
-                                    [&](const auto& p) { return kind == p.first; });
+                                    [&k = kind](const auto& p) { return k == p.first; });
       TORCH_CHECK(it != std::end(kTorchDistOptimizerStates), "[convert_checkpoint] optimizer state '", kind, "' of ",
                   name, " has no torch_dist name");
       add(std::string("optimizer.state.") + it->second + ".", name, t);
