@@ -54,11 +54,16 @@ PendingSave begin_save(const Arguments& args, const ParallelState& ps, const Tra
   if (state.optimizer) state.optimizer->ddp().gather_params();  // ZeRO-3: the parameters whole while read
   save.torch_dist = args.ckpt_format == "torch_dist";
   if (save.torch_dist) {
-    // Every rank writes a share of its (TP, PP, EP) rank's chunks; the state stays in the items.
+    // Every rank writes a share of its (TP, PP, EP) rank's chunks; the state stays in the items,
+    // and only those this rank writes are copied to the host.
     save.rank = detail::rank_checkpoint(args, ps, state, std::move(param_state));
-    if (host_copy) detail::copy_to_host(*save.rank);
     save.placement = TorchDistPlacement::of(ps);
     save.items = torch_dist_items(args, state, *save.rank, save.placement);
+    if (host_copy)
+      for (auto& item : save.items)
+        if (item.chunk.defined())
+          item.chunk = item.chunk.detach().to(at::TensorOptions().device(at::kCPU).pinned_memory(item.chunk.is_cuda()),
+                                              /*non_blocking=*/false, /*copy=*/true);
     if (world.rank() != 0) {
       save.rank.reset();
     } else {  // rank 0 keeps what common.pt needs
