@@ -8,7 +8,7 @@ import numpy.typing
 import torch
 import torch._C.cpp.nn
 import typing
-__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'HuggingFaceTokenizer', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'MoELayer', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'SentencePieceTokenizer', 'ShardLayout', 'ShardedParameter', 'Split', 'TikTokenizer', 'Tokenizer', 'TopKRouter', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'check_args', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_batch_on_this_cp_rank', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
+__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'Fp8Config', 'Fp8Meta', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'HuggingFaceTokenizer', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'MoELayer', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'SentencePieceTokenizer', 'ShardLayout', 'ShardedParameter', 'Split', 'TikTokenizer', 'Tokenizer', 'TopKRouter', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'check_args', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'fp8_current_scale', 'fp8_linear', 'fp8_quantize', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_batch_on_this_cp_rank', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
 class Activation:
     """
     Members:
@@ -534,12 +534,68 @@ class Arguments:
     def finetune(self, arg0: bool) -> None:
         ...
     @property
+    def first_last_layers_bf16(self) -> bool:
+        """
+        keep the first and last layers' GEMMs out of FP8
+        """
+    @first_last_layers_bf16.setter
+    def first_last_layers_bf16(self, arg0: bool) -> None:
+        ...
+    @property
     def fp16(self) -> bool:
         """
         float16 model, fp32 master weights, loss scaling
         """
     @fp16.setter
     def fp16(self, arg0: bool) -> None:
+        ...
+    @property
+    def fp8_amax_compute_algo(self) -> str:
+        """
+        delayed: the scale follows the newest amax or the history's largest
+        """
+    @fp8_amax_compute_algo.setter
+    def fp8_amax_compute_algo(self, arg0: str) -> None:
+        ...
+    @property
+    def fp8_amax_history_len(self) -> int:
+        """
+        delayed: iterations of amax history kept
+        """
+    @fp8_amax_history_len.setter
+    def fp8_amax_history_len(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def fp8_format(self) -> str:
+        """
+        FP8 GEMMs (at::_scaled_mm, no Transformer Engine) in the attention and dense MLP linear layers: e4m3 everywhere, or hybrid (e5m2 output gradients); needs FP8 tensor cores (sm_89+) on CUDA
+        """
+    @fp8_format.setter
+    def fp8_format(self, arg0: str) -> None:
+        ...
+    @property
+    def fp8_interval(self) -> int:
+        """
+        accepted, no effect: deprecated, Megatron-LM ignores it too
+        """
+    @fp8_interval.setter
+    def fp8_interval(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def fp8_margin(self) -> int:
+        """
+        delayed: scales leave 2^margin of headroom
+        """
+    @fp8_margin.setter
+    def fp8_margin(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def fp8_recipe(self) -> str:
+        """
+        delayed: scales from each tensor's amax history, updated once per iteration; tensorwise: each tensor scaled by its own amax (mxfp8, blockwise and custom are not implemented)
+        """
+    @fp8_recipe.setter
+    def fp8_recipe(self, arg0: str) -> None:
         ...
     @property
     def global_batch_size(self) -> int | None:
@@ -1158,6 +1214,14 @@ class Arguments:
     def no_create_attention_mask_in_dataloader(self, arg0: bool) -> None:
         ...
     @property
+    def no_fp8_wgrad(self) -> bool:
+        """
+        weight-gradient GEMMs in the model's precision, not FP8
+        """
+    @no_fp8_wgrad.setter
+    def no_fp8_wgrad(self, arg0: bool) -> None:
+        ...
+    @property
     def no_fsdp_prefetch(self) -> bool:
         """
         with optim_grads_params: gather each layer's parameters when it runs, not one layer ahead
@@ -1292,6 +1356,22 @@ class Arguments:
         """
     @num_layers.setter
     def num_layers(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def num_layers_at_end_in_bf16(self) -> int:
+        """
+        with --first-last-layers-bf16: last layers kept
+        """
+    @num_layers_at_end_in_bf16.setter
+    def num_layers_at_end_in_bf16(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def num_layers_at_start_in_bf16(self) -> int:
+        """
+        with --first-last-layers-bf16: first layers kept
+        """
+    @num_layers_at_start_in_bf16.setter
+    def num_layers_at_start_in_bf16(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
     def num_layers_per_virtual_pipeline_stage(self) -> int | None:
@@ -1750,6 +1830,14 @@ class Arguments:
     def tokenizer_type(self, arg0: str) -> None:
         ...
     @property
+    def tp_only_amax_red(self) -> bool:
+        """
+        reduce FP8 amaxes over tensor-parallel ranks only, not DP x CP
+        """
+    @tp_only_amax_red.setter
+    def tp_only_amax_red(self, arg0: bool) -> None:
+        ...
+    @property
     def train_iters(self) -> int | None:
         """
         iterations to train
@@ -2131,6 +2219,33 @@ class EvaluationRecord:
     @property
     def split(self) -> str:
         ...
+class Fp8Config:
+    """
+    FP8 GEMM settings, Megatron-LM's --fp8-* flags (e4m3 | hybrid; delayed | tensorwise).
+    """
+    def __init__(self, format: str = 'hybrid', recipe: str = 'delayed', margin: typing.SupportsInt = 0, amax_history_len: typing.SupportsInt = 1, amax_compute_algo: str = 'most_recent', wgrad: bool = True) -> None:
+        ...
+    @property
+    def amax_history_len(self) -> int:
+        ...
+    @property
+    def margin(self) -> int:
+        ...
+    @property
+    def wgrad(self) -> bool:
+        ...
+class Fp8Meta:
+    """
+    One linear layer's delayed-scaling state: amax_history [len, 3] and scale [3] for its input, weight and output gradient.
+    """
+    amax_history: torch.Tensor
+    scale: torch.Tensor
+    def __init__(self, config: Fp8Config) -> None:
+        ...
+    def update_scales(self) -> None:
+        """
+        The delayed recipe's step: scales from the history, then the history rolls.
+        """
 class GPT2BPETokenizer(Tokenizer):
     """
     GPT-2 byte-level BPE from vocab.json and merges.txt, encoding as HF tokenizers does.
@@ -3306,6 +3421,18 @@ def empty_cpu_allocator_cache() -> None:
 def enable_cpu_allocator_cache(max_cached_bytes: typing.SupportsInt = -1) -> None:
     """
     Keeps freed CPU blocks of 16 KiB or more for the next allocation of the same size (what pretrain() installs). max_cached_bytes < 0 keeps the current limit (8 GiB).
+    """
+def fp8_current_scale(amax: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """
+    The tensorwise recipe's scale: fp8_max / amax (1 for an amax of 0 or not finite).
+    """
+def fp8_linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, meta: Fp8Meta) -> torch.Tensor:
+    """
+    Y = X W^T + b with the GEMMs in FP8 (at::_scaled_mm); autograd-aware.
+    """
+def fp8_quantize(x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """
+    x * scale in fp32, saturated to the float8 dtype's range, cast to it.
     """
 def gather_from_sequence_parallel_region(input: torch.Tensor, group: ProcessGroup, tensor_parallel_output_grad: bool = True) -> torch.Tensor:
     """

@@ -3,6 +3,7 @@
 // tracker, and how a parameter is sharded and initialised.
 #include "bindings.h"
 #include "megatron/tensor_parallel/cross_entropy.h"
+#include "megatron/tensor_parallel/fp8.h"
 #include "megatron/tensor_parallel/layers.h"
 #include "megatron/tensor_parallel/mappings.h"
 #include "megatron/tensor_parallel/random.h"
@@ -152,6 +153,29 @@ void init_tensor_parallel(py::module_& m) {
       .def("get_states", &tp::RngTracker::get_states)
       .def("set_states", &tp::RngTracker::set_states, py::arg("states"))
       .def_property_readonly("device", &tp::RngTracker::device);
+  py::class_<tp::Fp8Config, std::shared_ptr<tp::Fp8Config>>(
+      m, "Fp8Config", "FP8 GEMM settings, Megatron-LM's --fp8-* flags (e4m3 | hybrid; delayed | tensorwise).")
+      .def(py::init(&tp::Fp8Config::from_flags), py::arg("format") = "hybrid", py::arg("recipe") = "delayed",
+           py::arg("margin") = 0, py::arg("amax_history_len") = 1, py::arg("amax_compute_algo") = "most_recent",
+           py::arg("wgrad") = true)
+      .def_readonly("margin", &tp::Fp8Config::margin)
+      .def_readonly("amax_history_len", &tp::Fp8Config::amax_history_len)
+      .def_readonly("wgrad", &tp::Fp8Config::wgrad);
+  py::class_<tp::Fp8Meta, std::shared_ptr<tp::Fp8Meta>>(
+      m, "Fp8Meta",
+      "One linear layer's delayed-scaling state: amax_history [len, 3] and scale [3] for its input, "
+      "weight and output gradient.")
+      .def(py::init<const tp::Fp8Config&>(), py::arg("config"))
+      .def_readwrite("amax_history", &tp::Fp8Meta::amax_history)
+      .def_readwrite("scale", &tp::Fp8Meta::scale)
+      .def("update_scales", &tp::Fp8Meta::update_scales,
+           "The delayed recipe's step: scales from the history, then the history rolls.");
+  m.def("fp8_linear", &tp::fp8_linear, py::arg("input"), py::arg("weight"), py::arg("bias"), py::arg("meta"),
+        "Y = X W^T + b with the GEMMs in FP8 (at::_scaled_mm); autograd-aware.");
+  m.def("fp8_quantize", &tp::fp8_quantize, py::arg("x"), py::arg("scale"), py::arg("dtype"),
+        "x * scale in fp32, saturated to the float8 dtype's range, cast to it.");
+  m.def("fp8_current_scale", &tp::fp8_current_scale, py::arg("amax"), py::arg("dtype"),
+        "The tensorwise recipe's scale: fp8_max / amax (1 for an amax of 0 or not finite).");
   m.def("model_parallel_manual_seed", &tp::model_parallel_manual_seed, py::arg("seed"), py::arg("tp_rank"),
         py::arg("device") = c10::Device(c10::kCPU),
         "Megatron's model_parallel_cuda_manual_seed for any device: seeds the default generator "

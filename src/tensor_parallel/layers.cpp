@@ -150,6 +150,7 @@ void ColumnParallelLinearImpl::reset() {
     if (options.perform_initialization()) init_sharded_param_from_default_generator(weight, param_inits()[0].second);
   }
   if (options.bias()) bias = register_parameter("bias", empty_param({output_size_per_partition}));
+  fp8_meta = options.fp8() ? std::make_shared<Fp8Meta>(*options.fp8()) : nullptr;
 }
 
 std::vector<std::pair<std::string, ParamInit>> ColumnParallelLinearImpl::param_inits() const {
@@ -170,6 +171,13 @@ at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& input, const at::
               "[ColumnParallelLinear] weight must be [", output_size_per_partition, ", ", options.input_size(),
               "], got ", w.sizes());
   const auto& g = options.tp_group();
+  if (fp8_meta) {
+    // The collectives of linear_with_grad_accumulation_and_async_allreduce, unfused.
+    const at::Tensor x = options.sequence_parallel() ? gather_from_sequence_parallel_region(input, g)
+                                                     : copy_to_tensor_model_parallel_region(input, g);
+    at::Tensor out = fp8_linear(x, w, gemm_bias(), fp8_meta);
+    return options.gather_output() ? gather_from_tensor_model_parallel_region(out, g) : out;
+  }
   at::Tensor out = group_size(g) == 1 ? at::linear(input, w, gemm_bias())
                                       : linear_with_grad_accumulation_and_async_allreduce(input, w, gemm_bias(), g,
                                                                                           options.sequence_parallel());
@@ -191,6 +199,7 @@ void RowParallelLinearImpl::reset() {
   weight = register_parameter("weight", empty_param({options.output_size(), input_size_per_partition}));
   if (options.perform_initialization()) init_sharded_param_from_default_generator(weight, param_inits()[0].second);
   bias = options.bias() ? register_parameter("bias", empty_param({options.output_size()})) : at::Tensor();
+  fp8_meta = options.fp8() ? std::make_shared<Fp8Meta>(*options.fp8()) : nullptr;
 }
 
 std::vector<std::pair<std::string, ParamInit>> RowParallelLinearImpl::param_inits() const {
@@ -204,9 +213,12 @@ std::vector<std::pair<std::string, ParamInit>> RowParallelLinearImpl::param_init
 at::Tensor RowParallelLinearImpl::forward(const at::Tensor& input) {
   const auto& g = options.tp_group();
   at::Tensor x = options.input_is_parallel() ? input : scatter_to_tensor_model_parallel_region(input, g);
+  auto gemm = [this](const at::Tensor& in, const at::Tensor& b) {
+    return fp8_meta ? fp8_linear(in, weight, b, fp8_meta) : at::linear(in, weight, b);
+  };
   // Without TP there is nothing to reduce: let the GEMM add the bias.
-  if (group_size(g) == 1) return at::linear(x, weight, bias);
-  at::Tensor partial = at::linear(x, weight);
+  if (group_size(g) == 1) return gemm(x, bias);
+  at::Tensor partial = gemm(x, at::Tensor());
   at::Tensor out = options.sequence_parallel() ? reduce_scatter_to_sequence_parallel_region(partial, g)
                                                : reduce_from_tensor_model_parallel_region(partial, g);
   return bias.defined() ? out + bias : out;

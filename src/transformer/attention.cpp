@@ -54,7 +54,8 @@ void SelfAttentionImpl::reset() {
                                                             .sequence_parallel(config.sequence_parallel())
                                                             .init_method_std(config.init_method_std())
                                                             .perform_initialization(config.perform_initialization())
-                                                            .tp_group(config.tp_group())));
+                                                            .tp_group(config.tp_group())
+                                                            .fp8(config.fp8())));
   linear_proj = register_module("linear_proj", tp::RowParallelLinear(detail::output_projection_options(
                                                    config, config.num_attention_heads() * hn)));
 }

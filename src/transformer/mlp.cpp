@@ -33,7 +33,8 @@ void MLPImpl::reset() {
                                                  .sequence_parallel(config.sequence_parallel())
                                                  .init_method_std(config.init_method_std())
                                                  .perform_initialization(config.perform_initialization())
-                                                 .tp_group(config.tp_group())));
+                                                 .tp_group(config.tp_group())
+                                                 .fp8(config.fp8())));
   linear_fc2 = register_module("linear_fc2", tp::RowParallelLinear(detail::output_projection_options(config, ffn)));
   if (gate) {
     gate_weight = register_parameter("gate_weight", at::empty({1, config.hidden_size()}, at::kFloat));

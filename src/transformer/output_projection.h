@@ -16,7 +16,8 @@ inline tensor_parallel::RowParallelLinearOptions output_projection_options(const
       .sequence_parallel(config.sequence_parallel())
       .init_method_std(config.output_layer_init_std())
       .perform_initialization(config.perform_initialization())
-      .tp_group(config.tp_group());
+      .tp_group(config.tp_group())
+      .fp8(config.fp8());
 }
 
 }  // namespace megatron::transformer::detail

@@ -27,6 +27,13 @@ bool TransformerConfig::is_moe_layer(int64_t layer) const {
   return moe_layer_pattern_.empty() || moe_layer_pattern_.at(static_cast<size_t>(layer)) != 0;
 }
 
+std::shared_ptr<const tensor_parallel::Fp8Config> TransformerConfig::fp8_of(int64_t layer) const {
+  if (first_last_layers_bf16_ &&
+      (layer < num_layers_at_start_in_bf16_ || layer >= num_layers_ - num_layers_at_end_in_bf16_))
+    return nullptr;
+  return fp8_;
+}
+
 int TransformerConfig::context_parallel_size() const {
   return cp_group_ ? cp_group_->size() : 1;
 }
@@ -97,7 +104,31 @@ void finalize_moe(TransformerConfig& c) {
   TORCH_CHECK(!c.domino(), "[transformer_config] domino with MoE layers is not implemented");
   if (!c.moe_aux_loss_state()) c.moe_aux_loss_state(std::make_shared<MoEAuxLossState>());
 }
+
+void finalize_fp8(TransformerConfig& c) {
+  const std::string problem =
+      fp8_gemm_size_problem(c.hidden_size(), c.num_attention_heads(), *c.num_query_groups(), *c.kv_channels(),
+                            *c.ffn_hidden_size(), c.tensor_model_parallel_size());
+  TORCH_CHECK(problem.empty(), "[transformer_config] ", problem);
+  TORCH_CHECK(!c.domino(), "[transformer_config] FP8 (--fp8-format) with --domino is not implemented");
+  TORCH_CHECK(c.num_layers_at_start_in_bf16() >= 0 && c.num_layers_at_end_in_bf16() >= 0,
+              "[transformer_config] num_layers_at_start_in_bf16 and num_layers_at_end_in_bf16 must be >= 0");
+}
 }  // namespace
+
+std::string fp8_gemm_size_problem(int64_t hidden, int64_t heads, int64_t groups, int64_t kv, int64_t ffn, int64_t tp) {
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"the hidden size", hidden},
+      {"the QKV projection's width per tensor-parallel rank ((heads + 2 x query groups) x kv channels / TP)",
+       (heads + 2 * groups) * kv / tp},
+      {"the attention output's width per tensor-parallel rank (heads x kv channels / TP)", heads * kv / tp},
+      {"the FFN hidden size per tensor-parallel rank", ffn / tp}};
+  for (const auto& [what, n] : sizes)
+    if (n % 16 != 0)
+      return std::string("FP8 GEMMs (--fp8-format, at::_scaled_mm) need sizes that are multiples of 16; ") + what +
+             " is " + std::to_string(n);
+  return "";
+}
 
 TransformerConfig TransformerConfig::finalize() const {
   TransformerConfig c = *this;
@@ -148,6 +179,7 @@ TransformerConfig TransformerConfig::finalize() const {
                 c.num_layers_, ")] with full recompute");
   }
   finalize_moe(c);
+  if (c.fp8_) finalize_fp8(c);
   TORCH_CHECK(c.cp_comm_type_.size() == 1 || static_cast<int64_t>(c.cp_comm_type_.size()) == c.num_layers_,
               "[transformer_config] cp_comm_type takes one value or one per layer (", c.num_layers_, "), got ",
               c.cp_comm_type_.size());

@@ -14,13 +14,19 @@ TransformerLayerImpl::TransformerLayerImpl(const TransformerConfig& config_, int
 }
 
 void TransformerLayerImpl::reset() {
+  // This layer's FP8 GEMMs, if any (the first and last may keep the model's precision); the
+  // experts keep it always.
+  TransformerConfig own = config;
+  own.fp8(config.fp8_of(layer_number));
+  TransformerConfig no_fp8 = config;
+  no_fp8.fp8(nullptr);
   input_layernorm = register_module("input_layernorm", Norm(config));
-  self_attention = register_module("self_attention", SelfAttention(config, layer_number));
+  self_attention = register_module("self_attention", SelfAttention(own, layer_number));
   pre_mlp_layernorm = register_module("pre_mlp_layernorm", Norm(config));
   if (config.is_moe_layer(layer_number))
-    moe_mlp = register_module("mlp", MoELayer(config));
+    moe_mlp = register_module("mlp", MoELayer(no_fp8));
   else
-    mlp = register_module("mlp", MLP(config));
+    mlp = register_module("mlp", MLP(own));
 }
 
 at::Tensor TransformerLayerImpl::forward(const at::Tensor& hidden, const at::Tensor& attention_mask,

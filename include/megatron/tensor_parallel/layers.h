@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "megatron/tensor_parallel/domino.h"
+#include "megatron/tensor_parallel/fp8.h"
 #include "megatron/tensor_parallel/mappings.h"
 #include "megatron/tensor_parallel/sharding.h"
 
@@ -81,10 +82,13 @@ struct MEGATRON_API ColumnParallelLinearOptions {
   // false: leave zeros (a model initialises by name afterwards).
   TORCH_ARG(bool, perform_initialization) = true;
   TORCH_ARG(GroupPtr, tp_group) = nullptr;
+  // The GEMM in FP8 (fp8.h); the input's TP collectives stay in the model's precision.
+  TORCH_ARG(std::shared_ptr<const Fp8Config>, fp8) = nullptr;
 };
 
 class MEGATRON_API ColumnParallelLinearImpl : public torch::nn::Cloneable<ColumnParallelLinearImpl>,
-                                              public ShardedModule {
+                                              public ShardedModule,
+                                              public Fp8Module {
  public:
   ColumnParallelLinearImpl(int64_t input_size, int64_t output_size)
       : ColumnParallelLinearImpl(ColumnParallelLinearOptions(input_size, output_size)) {}
@@ -117,9 +121,12 @@ struct MEGATRON_API RowParallelLinearOptions {
   TORCH_ARG(double, init_method_std) = 0.02;
   TORCH_ARG(bool, perform_initialization) = true;
   TORCH_ARG(GroupPtr, tp_group) = nullptr;
+  TORCH_ARG(std::shared_ptr<const Fp8Config>, fp8) = nullptr;  // as ColumnParallelLinear's
 };
 
-class MEGATRON_API RowParallelLinearImpl : public torch::nn::Cloneable<RowParallelLinearImpl>, public ShardedModule {
+class MEGATRON_API RowParallelLinearImpl : public torch::nn::Cloneable<RowParallelLinearImpl>,
+                                           public ShardedModule,
+                                           public Fp8Module {
  public:
   RowParallelLinearImpl(int64_t input_size, int64_t output_size)
       : RowParallelLinearImpl(RowParallelLinearOptions(input_size, output_size)) {}

@@ -222,6 +222,18 @@ struct MEGATRON_API Arguments {
   std::optional<int64_t> exit_interval;         // stop (saving to --save first) when iteration % N == 0
   std::optional<double> exit_duration_in_mins;  // stop (saving first) once training has run this long
 
+  // --- FP8 GEMMs without Transformer Engine (tensor_parallel/fp8.h)
+  std::string fp8_format;                             // e4m3 | hybrid; "": off
+  std::string fp8_recipe = "delayed";                 // delayed | tensorwise
+  int64_t fp8_margin = 0;                             // delayed: scales leave 2^margin of headroom
+  int64_t fp8_amax_history_len = 1;                   // delayed: iterations of amax kept
+  std::string fp8_amax_compute_algo = "most_recent";  // delayed: most_recent | max
+  bool no_fp8_wgrad = false;                          // weight gradients in the model's precision
+  bool tp_only_amax_red = false;                      // amaxes reduced over TP only, not DP x CP too
+  bool first_last_layers_bf16 = false;                // the first and last layers without FP8
+  int64_t num_layers_at_start_in_bf16 = 1;
+  int64_t num_layers_at_end_in_bf16 = 1;
+
   // --- device
   std::string device;                     // cpu | cuda; default cuda when a GPU is visible
   bool tf32 = false;                      // TF32 for fp32 matmuls on CUDA
@@ -258,6 +270,7 @@ struct MEGATRON_API Arguments {
   bool causal_lm = false;
   bool manual_gc = false;
   int64_t manual_gc_interval = 0;
+  int64_t fp8_interval = 1;  // deprecated in Megatron-LM, which ignores it
   int64_t timing_log_level = 0;
   // Options of Megatron-LM's torch_dist checkpoints (not written or read here: --ckpt-format torch).
   std::string dist_ckpt_strictness = "assume_ok_unexpected";

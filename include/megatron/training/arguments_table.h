@@ -343,6 +343,21 @@ enum class ArgSaved { kSaved, kNotSaved };
     "stop when the iteration is a multiple of this, saving a checkpoint to --save first")                           \
   X(training, exit_duration_in_mins, kNotSaved, positive(),                                                         \
     "stop once training has run this many minutes (slowest rank), saving first")                                    \
+  X(mixed_precision, fp8_format, kSaved, one_of("e4m3|hybrid"),                                                    \
+    "FP8 GEMMs (at::_scaled_mm, no Transformer Engine) in the attention and dense MLP linear layers: e4m3 "         \
+    "everywhere, or hybrid (e5m2 output gradients); needs FP8 tensor cores (sm_89+) on CUDA")                      \
+  X(mixed_precision, fp8_recipe, kSaved, one_of("delayed|tensorwise|mxfp8|blockwise|custom"),                       \
+    "delayed: scales from each tensor's amax history, updated once per iteration; tensorwise: each tensor "        \
+    "scaled by its own amax (mxfp8, blockwise and custom are not implemented)")                                    \
+  X(mixed_precision, fp8_margin, kSaved, any(), "delayed: scales leave 2^margin of headroom")                       \
+  X(mixed_precision, fp8_amax_history_len, kSaved, at_least(1), "delayed: iterations of amax history kept")         \
+  X(mixed_precision, fp8_amax_compute_algo, kSaved, one_of("most_recent|max"),                                      \
+    "delayed: the scale follows the newest amax or the history's largest")                                         \
+  X(mixed_precision, no_fp8_wgrad, kSaved, any(), "weight-gradient GEMMs in the model's precision, not FP8")        \
+  X(mixed_precision, tp_only_amax_red, kSaved, any(), "reduce FP8 amaxes over tensor-parallel ranks only, not DP x CP") \
+  X(mixed_precision, first_last_layers_bf16, kSaved, any(), "keep the first and last layers' GEMMs out of FP8")     \
+  X(mixed_precision, num_layers_at_start_in_bf16, kSaved, non_negative(), "with --first-last-layers-bf16: first layers kept") \
+  X(mixed_precision, num_layers_at_end_in_bf16, kSaved, non_negative(), "with --first-last-layers-bf16: last layers kept") \
   X(training, device, kNotSaved, one_of("cpu|cuda"), "cpu | cuda (default cuda when a GPU is visible)")             \
   X(mixed_precision, tf32, kNotSaved, any(), "TF32 tensor cores for fp32 matmuls and convolutions on CUDA")         \
   X(training, no_cpu_allocator_cache, kNotSaved, any(),                                                             \
@@ -385,6 +400,7 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(ignored, causal_lm, kNotSaved, any(), "accepted, no effect: the GPT model is always a causal language model")   \
   X(ignored, manual_gc, kNotSaved, any(), "accepted, no effect: there is no Python garbage collector")              \
   X(ignored, manual_gc_interval, kNotSaved, non_negative(), "accepted, no effect: there is no Python garbage collector") \
+  X(ignored, fp8_interval, kNotSaved, positive(), "accepted, no effect: deprecated, Megatron-LM ignores it too")     \
   X(ignored, timing_log_level, kNotSaved, between(0, 2),                                                            \
     "accepted, no effect: forward-backward and optimizer times are always logged")                                  \
   X(ignored, dist_ckpt_strictness, kNotSaved,                                                                       \

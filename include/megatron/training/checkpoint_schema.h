@@ -75,6 +75,9 @@ struct MEGATRON_API RankCheckpoint {
   std::optional<std::vector<RngState>> rng_state;  // one per data-parallel rank, or one
   int64_t consumed_train_samples = 0, consumed_valid_samples = 0;
   std::string data_fingerprint;  // data_fingerprint() of the run; "": not recorded (older, imported)
+  // FP8 delayed scaling's scales and amax histories (tensor_parallel/fp8.h), every chunk's under
+  // its prefix: "<model chunk prefix><layer>.fp8_scale" and ".fp8_amax_history"; empty without.
+  TensorMap fp8_state;
 
   // The folder's files by name: model_optim_rng.pt, and distrib_optim.pt with a distributed
   // optimizer.

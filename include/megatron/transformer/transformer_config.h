@@ -18,7 +18,8 @@
 
 namespace megatron::tensor_parallel {
 class RngTracker;
-}
+struct Fp8Config;
+}  // namespace megatron::tensor_parallel
 
 namespace megatron::transformer {
 
@@ -132,6 +133,14 @@ struct MEGATRON_API TransformerConfig {
   // their auxiliary losses, which the schedule sets, and the values they record for the log.
   TORCH_ARG(std::shared_ptr<MoEAuxLossState>, moe_aux_loss_state) = nullptr;
 
+  // --- FP8 GEMMs (tensor_parallel/fp8.h) for the attention's and dense MLPs' linear layers
+  // (nullptr: none; experts keep the model's precision). With first_last_layers_bf16 the first
+  // num_layers_at_start_in_bf16 and last num_layers_at_end_in_bf16 layers of the whole model do too.
+  TORCH_ARG(std::shared_ptr<const tensor_parallel::Fp8Config>, fp8) = nullptr;
+  TORCH_ARG(bool, first_last_layers_bf16) = false;
+  TORCH_ARG(int64_t, num_layers_at_start_in_bf16) = 1;
+  TORCH_ARG(int64_t, num_layers_at_end_in_bf16) = 1;
+
   // Copy with derived defaults filled in; throws c10::Error naming the field on bad input.
  public:
   TransformerConfig finalize() const;
@@ -147,12 +156,20 @@ struct MEGATRON_API TransformerConfig {
   int64_t local_expert_offset() const;
   // Whether layer `layer` (0-based, of the whole model) holds an MoE layer.
   bool is_moe_layer(int64_t layer) const;
+  // The FP8 config layer `layer` (0-based, of the whole model) runs its GEMMs with, or nullptr.
+  std::shared_ptr<const tensor_parallel::Fp8Config> fp8_of(int64_t layer) const;
   // The context-parallel ranks (1 without a cp_group), this rank's place among them, and how
   // layer `layer` attends over them.
   int context_parallel_size() const;
   int context_parallel_rank() const;
   CPCommType cp_comm_type_of(int64_t layer) const;
 };
+
+// FP8 GEMMs (at::_scaled_mm) need every size that is a multiple of 16: "" when the dense layers'
+// GEMMs on each of tp ranks have them, else which size does not and what it is.
+MEGATRON_API std::string fp8_gemm_size_problem(int64_t hidden_size, int64_t num_attention_heads,
+                                               int64_t num_query_groups, int64_t kv_channels, int64_t ffn_hidden_size,
+                                               int64_t tp);
 
 MEGATRON_API const char* to_string(Normalization n);
 MEGATRON_API const char* to_string(Activation a);

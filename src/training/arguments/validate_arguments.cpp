@@ -15,6 +15,7 @@
 #include "megatron/training/num_microbatches_calculator.h"
 #include "training/arguments/argument_ranges.h"
 #include "training/arguments/context_parallel_arguments.h"
+#include "training/arguments/fp8_arguments.h"
 #include "training/arguments/moe_arguments.h"
 
 namespace megatron::training {
@@ -318,6 +319,7 @@ void Arguments::validate(int64_t world) {
   validate_training(*this);
   validate_learning_rate(*this);
   validate_mixed_precision(*this);
+  detail::validate_fp8(*this);
   validate_data(*this);
   validate_checkpointing(*this);
   validate_logging(*this);

@@ -272,6 +272,7 @@ std::map<std::string, c10::IValue> RankCheckpoint::to_files() const {
   d.insert("consumed_train_samples", consumed_train_samples);
   d.insert("consumed_valid_samples", consumed_valid_samples);
   if (!data_fingerprint.empty()) d.insert("data_fingerprint", data_fingerprint);
+  if (!fp8_state.empty()) d.insert("fp8_state", tensor_dict(fp8_state));
   files[kModelFileName] = d;
   return files;
 }
@@ -322,6 +323,7 @@ RankCheckpoint RankCheckpoint::from_dict(const c10::impl::GenericDict& d, const 
   c.consumed_valid_samples = get_int(counts, "consumed_valid_samples", file);
   if (auto it = d.find("data_fingerprint"); it != d.end() && it->value().isString())
     c.data_fingerprint = it->value().toStringRef();
+  if (auto it = d.find("fp8_state"); it != d.end()) c.fp8_state = to_tensor_map(it->value(), file + " 'fp8_state'");
   return c;
 }
 

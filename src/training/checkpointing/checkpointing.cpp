@@ -28,6 +28,7 @@ using detail::join;
 using TensorMap = RankCheckpoint::TensorMap;
 using detail::agree;
 using detail::capture;
+using detail::load_fp8_state;
 using detail::load_module_state;
 using detail::rank_checkpoint;
 using detail::set_rng_state;
@@ -228,6 +229,8 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
                   "': ", e.what_without_backtrace());
     }
   }
+  if (!load_fp8_state(model, ck.fp8_state, file) && !args.fp8_format.empty() && args.fp8_recipe == "delayed")
+    log_rank_0(LogLevel::kInfo, "> " + file + " holds no FP8 scaling state: the FP8 scales start from 1");
   if (args.finetune || release) {
     state.iteration = 0;
     state.consumed_train_samples = state.consumed_valid_samples = 0;

@@ -16,6 +16,7 @@
 #include "megatron/models/common/language_module.h"
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/optimizer/param_scheduler.h"
+#include "megatron/tensor_parallel/fp8.h"
 #include "megatron/tensor_parallel/random.h"
 #include "training/loop/initialize.h"
 
@@ -53,6 +54,19 @@ void load_module_state(torch::nn::Module& m, const TensorMap& state) {
   };
   for (const auto& p : m.named_parameters()) copy(p.key(), p.value());
   for (const auto& b : m.named_buffers()) copy(b.key(), b.value());
+}
+
+bool load_fp8_state(const std::vector<std::shared_ptr<torch::nn::Module>>& model, const TensorMap& fp8_state,
+                    const std::string& file) {
+  if (fp8_state.empty()) return false;
+  for (size_t v = 0; v < model.size(); ++v) {
+    const std::string prefix = model_chunk_prefix(v, model.size());
+    TensorMap mine;
+    for (const auto& [key, t] : fp8_state)
+      if (prefix.empty() || key.compare(0, prefix.size(), prefix) == 0) mine[key.substr(prefix.size())] = t;
+    tensor_parallel::load_fp8_state_dict(*model[v], mine, file);
+  }
+  return true;
 }
 
 RankCheckpoint::RngState rng_state(const TrainingState& state, uint64_t host_seed) {
@@ -116,6 +130,9 @@ RankCheckpoint rank_checkpoint(const Arguments& args, const ParallelState& ps, c
   c.consumed_train_samples = state.consumed_train_samples;
   c.consumed_valid_samples = state.consumed_valid_samples;
   c.data_fingerprint = data_fingerprint(args);
+  for (size_t v = 0; v < state.model->size(); ++v)
+    for (auto& [name, t] : tensor_parallel::fp8_state_dict(*(*state.model)[v]))
+      c.fp8_state[model_chunk_prefix(v, state.model->size()) + name] = t;
   return c;
 }
 
@@ -162,6 +179,7 @@ void copy_to_host(RankCheckpoint& c) {
     for (auto& [name, t] : m) copy(t);
   };
   for (auto& m : c.model) copy_all(m);
+  copy_all(c.fp8_state);
   if (c.optimizer)
     for (auto& [name, m] : c.optimizer->param_state) copy_all(m);
   if (c.rng_state) {

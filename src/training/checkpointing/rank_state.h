@@ -17,6 +17,10 @@ namespace megatron::training::detail {
 
 RankCheckpoint::TensorMap module_state(torch::nn::Module& m);
 void load_module_state(torch::nn::Module& m, const RankCheckpoint::TensorMap& state);
+// A checkpoint's FP8 state (RankCheckpoint::fp8_state) into every chunk's FP8 layers; false when
+// it holds none (a run saved without delayed FP8 scaling: the scales start afresh).
+bool load_fp8_state(const std::vector<std::shared_ptr<torch::nn::Module>>& model,
+                    const RankCheckpoint::TensorMap& fp8_state, const std::string& file);
 
 RankCheckpoint::RngState rng_state(const TrainingState& state, uint64_t host_seed);
 // `file` names the checkpoint in errors.

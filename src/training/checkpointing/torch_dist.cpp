@@ -198,6 +198,7 @@ std::vector<DcpItem> torch_dist_items(const Arguments& args, const TrainingState
     for (const auto& r : *c.rng_state) list.push_back(rng_dict(r));
     items.push_back({rng_key(at), {}, {}, at::Tensor(), sharded_object(list)});
   }
+  add_torch_dist_fp8_items(items, state, c, at);
   return items;
 }
 
@@ -210,6 +211,7 @@ void write_torch_dist_global(const std::string& dir, const DcpMetadata& md, cons
     head.optimizer->distributed = false;
   }
   head.rng_state.reset();
+  head.fp8_state.clear();
   write_checkpoint_file(join(dir, kCommonFileName), head.to_files().at(kModelFileName));
   write_text_file(join(dir, kShardedMetadataFileName), kShardedMetadata);
 }
@@ -307,6 +309,7 @@ RankCheckpoint read_torch_dist(const std::string& iter_dir, const Arguments& arg
     c.rng_state.emplace();
     for (const auto& r : list.toListRef()) c.rng_state->push_back(read_rng(r, iter_dir + " " + rng_key(at)));
   }
+  read_torch_dist_fp8(c, iter_dir, md, state);
   return c;
 }
 

@@ -64,6 +64,13 @@ struct TorchDistPlacement {
 // for. The tensors stay c's.
 std::vector<DcpItem> torch_dist_items(const Arguments& args, const TrainingState& state, const RankCheckpoint& c,
                                       const TorchDistPlacement& at);
+// torch_dist_fp8.cpp: the FP8 delayed-scaling state of c as one object per layer under its global
+// name (TP rank 0 of DP rank 0 writes it), and this run's layers' state back into c.fp8_state.
+void add_torch_dist_fp8_items(std::vector<DcpItem>& items, const TrainingState& state, const RankCheckpoint& c,
+                              const TorchDistPlacement& at);
+void read_torch_dist_fp8(RankCheckpoint& c, const std::string& iter_dir, const DcpMetadata& md,
+                         const TrainingState& state);
+
 // Rank 0, once every rank's part is in: .metadata, common.pt (c's state but its tensors), and
 // metadata.json last.
 void write_torch_dist_global(const std::string& dir, const DcpMetadata& md, const RankCheckpoint& c);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "megatron/tensor_parallel/fp8.h"
 #include "training/arguments/moe_arguments.h"
 
 namespace megatron::training {
@@ -44,6 +45,14 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
         .recompute_num_layers(a.recompute_num_layers);
   } else if (a.recompute_granularity == "selective") {
     c.recompute_granularity(transformer::RecomputeGranularity::kSelective);
+  }
+  if (!a.fp8_format.empty()) {
+    c.fp8(std::make_shared<const tensor_parallel::Fp8Config>(
+              tensor_parallel::Fp8Config::from_flags(a.fp8_format, a.fp8_recipe, a.fp8_margin, a.fp8_amax_history_len,
+                                                     a.fp8_amax_compute_algo, !a.no_fp8_wgrad)))
+        .first_last_layers_bf16(a.first_last_layers_bf16)
+        .num_layers_at_start_in_bf16(a.num_layers_at_start_in_bf16)
+        .num_layers_at_end_in_bf16(a.num_layers_at_end_in_bf16);
   }
   if (a.num_experts) {
     c.num_moe_experts(a.num_experts)

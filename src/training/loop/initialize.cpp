@@ -17,6 +17,7 @@
 #include "training/loop/same_arguments.h"
 
 #if MEGATRON_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
@@ -37,6 +38,13 @@ c10::Device choose_device(const Arguments& args, int local_rank) {
   const auto index = static_cast<c10::DeviceIndex>(local_rank % static_cast<int>(at::getNumGPUs()));
 #if MEGATRON_WITH_CUDA
   c10::cuda::set_device(index);
+  if (!args.fp8_format.empty()) {
+    // _scaled_mm's float8 GEMMs run on Ada (sm_89), Hopper and later tensor cores.
+    const cudaDeviceProp* prop = at::cuda::getDeviceProperties(index);
+    TORCH_CHECK(prop->major * 10 + prop->minor >= 89,
+                "[training] --fp8-format needs FP8 tensor cores (sm_89 or later); ", prop->name, " is sm_", prop->major,
+                prop->minor, ". Drop --fp8-format, or run on an Ada/Hopper/Blackwell GPU");
+  }
 #endif
   // TF32 tensor cores for fp32 matmuls and convolutions only when asked (--tf32).
   at::globalContext().setAllowTF32CuBLAS(args.tf32);

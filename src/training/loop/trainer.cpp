@@ -17,6 +17,7 @@
 #include "megatron/logging.h"
 #include "megatron/memory.h"
 #include "megatron/readback.h"
+#include "megatron/tensor_parallel/fp8.h"
 #include "megatron/training/config.h"
 #include "megatron/training/num_microbatches_calculator.h"
 #include "training/loop/metrics_accumulator.h"
@@ -190,6 +191,10 @@ IterationRecord Trainer::train_step(int64_t iteration) {
   if (!losses) launch_losses(fb);  // a stage without losses launches nothing
   at::Tensor reduced = metrics.finish(*losses);
   warn_unwaited_param_gather(ddp.param_syncs_pending());
+  // FP8's delayed scaling: this iteration's amaxes reduced, the next one's scales set.
+  tensor_parallel::reduce_and_update_fp8_state(
+      parts_.model, {&ps_.get_tensor_model_parallel_group(),
+                     args_.tp_only_amax_red ? &ps_.get_context_parallel_group() : &ps_.get_data_parallel_group(true)});
   distributed::finalize_model_grads(parts_.model, ddp, ps_);
   auto step = optim.step(reduced.defined() ? reduced[-1] : at::Tensor(), per_token_grad_scale(fb));
   const auto moe = detail::reduce_moe_aux_losses(args_, ps_, chunks(), options.num_microbatches, ctx_.device);
