@@ -156,7 +156,9 @@ void load_fp8_state_dict(torch::nn::Module& chunk, const std::map<std::string, a
   at::NoGradGuard no_grad;
   for (const auto& [name, meta] : named_fp8_metas(chunk)) {
     if (meta->config().recipe != Fp8Recipe::kDelayed) continue;
-    for (auto [suffix, target] : {std::pair{".fp8_scale", &meta->scale}, {".fp8_amax_history", &meta->amax_history}}) {
+    const std::pair<const char*, at::Tensor*> targets[] = {{".fp8_scale", &meta->scale},
+                                                           {".fp8_amax_history", &meta->amax_history}};
+    for (const auto& [suffix, target] : targets) {
       auto it = state.find(name + suffix);
       TORCH_CHECK(it != state.end(), "[checkpointing] ", file, " has no FP8 state '", name, suffix,
                   "' (saved from another model or with FP8 on other layers)");

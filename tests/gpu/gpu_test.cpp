@@ -199,7 +199,8 @@ TEST(Gpu, Fp8LinearMatchesCpu) {
           auto y = tensor_parallel::fp8_linear(xd, wd, bd, meta);
           y.backward(dy.to(device));
           meta->update_scales();
-          out = {y.float(), xd.grad().float(), wd.grad().float(), bd.grad().float(), meta->scale.clone()};
+          out = {y.to(at::kFloat), xd.grad().to(at::kFloat), wd.grad().to(at::kFloat), bd.grad().to(at::kFloat),
+                 meta->scale.clone()};
         }
         return out;
       };

@@ -20,8 +20,9 @@ void validate_fp8(const Arguments& a) {
   FP8_CHECK(sizes.empty(), sizes);
   FP8_CHECK(!a.domino, "--fp8-format with --domino is not implemented; drop one");
   const int64_t per_stage = a.num_layers / a.pipeline_model_parallel_size;
-  for (const auto& [flag, n] : {std::pair{"--num-layers-at-start-in-bf16", a.num_layers_at_start_in_bf16},
-                                {"--num-layers-at-end-in-bf16", a.num_layers_at_end_in_bf16}})
+  const std::pair<const char*, int64_t> counts[] = {{"--num-layers-at-start-in-bf16", a.num_layers_at_start_in_bf16},
+                                                    {"--num-layers-at-end-in-bf16", a.num_layers_at_end_in_bf16}};
+  for (const auto& [flag, n] : counts)
     FP8_CHECK(!a.first_last_layers_bf16 || (n >= 0 && n <= per_stage), flag, " (", n,
               ") must be between 0 and the layers per pipeline stage (", per_stage, ")");
 }
