@@ -8,15 +8,18 @@
 namespace megatron {
 namespace {
 
-// A rank's coordinates in Megatron's order: rank = tp + TP * (cp + CP * (dp + DP * pp)).
+// A rank's coordinates in Megatron's order: rank = tp + TP * (cp + CP * (dp + DP * pp)), or with
+// dp_last (--use-tp-pp-dp-mapping) rank = tp + TP * (cp + CP * (pp + PP * dp)).
 struct Grid {
   int tp, cp, dp, pp;
-  int rank(int t, int c, int d, int p) const { return t + tp * (c + cp * (d + dp * p)); }
+  bool dp_last = false;
+  int rank(int t, int c, int d, int p) const { return t + tp * (c + cp * (dp_last ? p + pp * d : d + dp * p)); }
   void coords(int r, int& t, int& c, int& d, int& p) const {
     t = r % tp;
     c = (r / tp) % cp;
-    d = (r / (tp * cp)) % dp;
-    p = r / (tp * cp * dp);
+    const int rest = r / (tp * cp);
+    d = dp_last ? rest / pp : rest % dp;
+    p = dp_last ? rest % pp : rest / dp;
   }
 };
 
@@ -46,13 +49,13 @@ std::string group_name(const char* kind, const std::vector<int>& ranks) {
 }  // namespace
 
 ParallelState::Layout ParallelState::rank_layout(int world_size, int tp, int pp, int cp, int ep,
-                                                 std::optional<int> etp_given) {
+                                                 std::optional<int> etp_given, bool tp_pp_dp_mapping) {
   TORCH_CHECK(tp >= 1 && pp >= 1 && cp >= 1, "[parallel_state] tensor_model_parallel_size (", tp,
               "), pipeline_model_parallel_size (", pp, ") and context_parallel_size (", cp, ") must all be at least 1");
   TORCH_CHECK(world_size % (tp * pp * cp) == 0, "[parallel_state] world size (", world_size,
               ") is not divisible by tensor_model_parallel_size (", tp, ") x pipeline_model_parallel_size (", pp,
               ") x context_parallel_size (", cp, ") = ", tp * pp * cp);
-  const Grid g{tp, cp, world_size / (tp * pp * cp), pp};
+  const Grid g{tp, cp, world_size / (tp * pp * cp), pp, tp_pp_dp_mapping};
   const int etp = etp_given.value_or(tp);
   TORCH_CHECK(ep >= 1 && etp >= 1, "[parallel_state] expert_model_parallel_size (", ep,
               ") and expert_tensor_parallel_size (", etp, ") must be at least 1");
@@ -61,6 +64,12 @@ ParallelState::Layout ParallelState::rank_layout(int world_size, int tp, int pp,
               " ranks of a pipeline stage (tensor x context x data parallel) are not divisible by "
               "expert_tensor_parallel_size (",
               etp, ") x expert_model_parallel_size (", ep, ") = ", etp * ep);
+  // Megatron-Core's check: the experts' folding must keep the dense pipeline groups, which with
+  // the pipeline before data parallelism needs the same stride below it.
+  TORCH_CHECK(!tp_pp_dp_mapping || pp == 1 || etp * ep == tp * cp,
+              "[parallel_state] with --use-tp-pp-dp-mapping and pipeline parallelism, expert_tensor_parallel_size (",
+              etp, ") x expert_model_parallel_size (", ep, ") must equal tensor_model_parallel_size (", tp,
+              ") x context_parallel_size (", cp, ") so that the experts keep the pipeline groups");
 
   Layout layout;
   auto along = [&](bool vt, bool vc, bool vd, bool vp) {
@@ -81,17 +90,19 @@ ParallelState::Layout ParallelState::rank_layout(int world_size, int tp, int pp,
   layout.data_parallel_with_context_parallel = along(false, true, true, false);
   layout.pipeline_model_parallel = along(false, false, false, true);
   layout.model_parallel = along(true, false, false, true);
-  // Experts: rank = etp + ETP * (ep + EP * (edp + EDP * pp)), the same ranks, pipeline stages
-  // unchanged (Megatron-Core's expert RankGenerator, order tp-ep-dp-pp).
+  // Experts: rank = etp + ETP * (ep + EP * (edp + EDP * pp)) (or, dp last, ETP * (ep + EP * (pp +
+  // PP * edp))), the same ranks, pipeline stages unchanged (Megatron-Core's expert RankGenerator,
+  // order tp-ep-dp-pp or tp-ep-pp-dp).
   const int edp = stage / (etp * ep);
+  const Grid experts{etp, ep, edp, pp, tp_pp_dp_mapping};  // the expert grid: ep in cp's place
   auto expert_along = [&](bool vt, bool ve, bool vd) {
     return groups_of(world_size, [&](int r) {
-      const int p = r / stage, e_t = r % etp, e_e = (r / etp) % ep, e_d = (r / (etp * ep)) % edp;
+      int e_t, e_e, e_d, p;
+      experts.coords(r, e_t, e_e, e_d, p);
       std::vector<int> members;
       for (int di = vd ? 0 : e_d; di < (vd ? edp : e_d + 1); ++di)
         for (int ei = ve ? 0 : e_e; ei < (ve ? ep : e_e + 1); ++ei)
-          for (int ti = vt ? 0 : e_t; ti < (vt ? etp : e_t + 1); ++ti)
-            members.push_back(ti + etp * (ei + ep * (di + edp * p)));
+          for (int ti = vt ? 0 : e_t; ti < (vt ? etp : e_t + 1); ++ti) members.push_back(experts.rank(ti, ei, di, p));
       return members;
     });
   };
@@ -108,13 +119,14 @@ ParallelState::Layout ParallelState::rank_layout(int world_size, int tp, int pp,
 }
 
 ParallelState ParallelState::initialize_model_parallel(std::shared_ptr<comm::ProcessGroup> world, int tp, int pp,
-                                                       std::optional<int> vpp, int cp, int ep, std::optional<int> etp) {
+                                                       std::optional<int> vpp, int cp, int ep, std::optional<int> etp,
+                                                       bool tp_pp_dp_mapping) {
   TORCH_CHECK(world, "[parallel_state] initialize_model_parallel needs the world group");
   TORCH_CHECK(!vpp || *vpp >= 1, "[parallel_state] virtual_pipeline_model_parallel_size (", *vpp,
               ") must be at least 1");
   TORCH_CHECK(!vpp || *vpp == 1 || pp > 1, "[parallel_state] virtual_pipeline_model_parallel_size (", *vpp,
               ") needs pipeline_model_parallel_size > 1, got ", pp);
-  Layout layout = rank_layout(world->size(), tp, pp, cp, ep, etp);
+  Layout layout = rank_layout(world->size(), tp, pp, cp, ep, etp, tp_pp_dp_mapping);
 
   ParallelState state;
   state.world_ = world;

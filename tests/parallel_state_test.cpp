@@ -57,6 +57,21 @@ TEST(RankLayout, ContextParallelSitsBetweenTensorAndData) {
   EXPECT_EQ(l.data_parallel, (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
 }
 
+// --use-tp-pp-dp-mapping: a pipeline's stages on adjacent ranks, data parallelism outermost.
+TEST(RankLayout, TpPpDpMappingPutsThePipelineBeforeData) {
+  auto l = ParallelState::rank_layout(8, 2, 2, 1, 1, std::nullopt, /*tp_pp_dp_mapping=*/true);
+  EXPECT_EQ(l.tensor_model_parallel, (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  EXPECT_EQ(l.pipeline_model_parallel, (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  EXPECT_EQ(l.data_parallel, (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(l.expert_data_parallel, l.data_parallel);
+  auto msg = error_of([] { ParallelState::rank_layout(16, 2, 2, 1, 4, 1, true); });
+  EXPECT_NE(
+      msg.find("with --use-tp-pp-dp-mapping and pipeline parallelism, expert_tensor_parallel_size (1) x "
+               "expert_model_parallel_size (4) must equal tensor_model_parallel_size (2) x context_parallel_size (1)"),
+      std::string::npos)
+      << msg;
+}
+
 TEST(RankLayout, BadLayoutsAreClearErrors) {
   auto msg = error_of([] { ParallelState::rank_layout(8, 3, 1); });
   EXPECT_NE(msg.find("world size (8) is not divisible by tensor_model_parallel_size (3) x "

@@ -1,5 +1,6 @@
 // ParallelState: this rank's place in the TP x CP x DP x PP grid and the process groups that go
-// with it, in Megatron-LM's rank order (TP ranks contiguous, then CP, then DP, then PP). MoE
+// with it, in Megatron-LM's rank order (TP ranks contiguous, then CP, then DP, then PP; or PP
+// before DP with --use-tp-pp-dp-mapping, so that a pipeline's stages share a node). MoE
 // layers' experts see the same ranks folded another way (Megatron-Core's decoupled expert
 // groups): ETP x EP x expert-DP x PP, expert TP ranks contiguous, then EP, then expert DP.
 // Built once from the world group and passed to whatever needs it; it holds no global state.
@@ -25,7 +26,8 @@ class MEGATRON_API ParallelState {
                                                  int pipeline_model_parallel_size = 1,
                                                  std::optional<int> virtual_pipeline_model_parallel_size = std::nullopt,
                                                  int context_parallel_size = 1, int expert_model_parallel_size = 1,
-                                                 std::optional<int> expert_tensor_parallel_size = std::nullopt);
+                                                 std::optional<int> expert_tensor_parallel_size = std::nullopt,
+                                                 bool tp_pp_dp_mapping = false);
 
   // The rank lists of every group of each kind, for a world of world_size ranks (pure function;
   // what initialize_model_parallel builds its groups from).
@@ -40,7 +42,8 @@ class MEGATRON_API ParallelState {
   };
   static Layout rank_layout(int world_size, int tensor_model_parallel_size, int pipeline_model_parallel_size,
                             int context_parallel_size = 1, int expert_model_parallel_size = 1,
-                            std::optional<int> expert_tensor_parallel_size = std::nullopt);
+                            std::optional<int> expert_tensor_parallel_size = std::nullopt,
+                            bool tp_pp_dp_mapping = false);
 
   // Groups this rank belongs to. The embedding group holds the first and last pipeline stage
   // of this rank's pipeline; ranks on other stages get nullptr, as do ranks outside the

@@ -142,6 +142,14 @@ class Arguments:
     def async_save(self, arg0: bool) -> None:
         ...
     @property
+    def async_strategy(self) -> str:
+        """
+        accepted, no effect: --async-save writes from a thread of the training process
+        """
+    @async_strategy.setter
+    def async_strategy(self, arg0: str) -> None:
+        ...
+    @property
     def attention_backend(self) -> str:
         """
         accepted, no effect: attention is at::scaled_dot_product_attention (flash / memory-efficient kernels on CUDA)
@@ -278,6 +286,22 @@ class Arguments:
     def cp_comm_type(self, arg0: collections.abc.Sequence[str]) -> None:
         ...
     @property
+    def cross_entropy_fusion_impl(self) -> str:
+        """
+        accepted, no effect: the cross entropy kernel is the library's own
+        """
+    @cross_entropy_fusion_impl.setter
+    def cross_entropy_fusion_impl(self, arg0: str) -> None:
+        ...
+    @property
+    def cross_entropy_loss_fusion(self) -> bool:
+        """
+        accepted, no effect: the vocab-parallel cross entropy is one fused kernel on CUDA with or without it
+        """
+    @cross_entropy_loss_fusion.setter
+    def cross_entropy_loss_fusion(self, arg0: bool) -> None:
+        ...
+    @property
     def data_cache_path(self) -> str:
         """
         where index caches go (default next to the data)
@@ -316,6 +340,14 @@ class Arguments:
         """
     @data_path.setter
     def data_path(self, arg0: collections.abc.Sequence[str]) -> None:
+        ...
+    @property
+    def ddp_average_in_collective(self) -> bool:
+        """
+        accepted, no effect: data-parallel gradients are always averaged in the collective (ReduceOp AVG)
+        """
+    @ddp_average_in_collective.setter
+    def ddp_average_in_collective(self, arg0: bool) -> None:
         ...
     @property
     def ddp_bucket_size(self) -> int | None:
@@ -1342,6 +1374,14 @@ class Arguments:
     def num_attention_heads(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
+    def num_distributed_optimizer_instances(self) -> int:
+        """
+        Megatron-LM's partial distributed optimizer: only 1 (the optimizer state sharded over the whole DP group)
+        """
+    @num_distributed_optimizer_instances.setter
+    def num_distributed_optimizer_instances(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
     def num_experts(self) -> int | None:
         """
         experts per MoE layer (unset: dense MLPs)
@@ -1532,6 +1572,14 @@ class Arguments:
         """
     @profile_step_start.setter
     def profile_step_start(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def qk_layernorm(self) -> bool:
+        """
+        normalise each head's query and key (--normalization) before RoPE
+        """
+    @qk_layernorm.setter
+    def qk_layernorm(self, arg0: bool) -> None:
         ...
     @property
     def rampup_batch_size(self) -> list[int]:
@@ -1948,6 +1996,14 @@ class Arguments:
         """
     @use_rotary_position_embeddings.setter
     def use_rotary_position_embeddings(self, arg0: bool) -> None:
+        ...
+    @property
+    def use_tp_pp_dp_mapping(self) -> bool:
+        """
+        order the ranks TP, CP, PP, DP instead of TP, CP, DP, PP (a pipeline's stages on adjacent ranks)
+        """
+    @use_tp_pp_dp_mapping.setter
+    def use_tp_pp_dp_mapping(self, arg0: bool) -> None:
         ...
     @property
     def valid_num_workers(self) -> int:
@@ -2714,7 +2770,7 @@ class ParallelState:
     This rank's place in the TP x CP x DP x PP grid and its process groups, in Megatron-LM's rank order (Megatron's parallel_state, as an object instead of module globals).
     """
     @staticmethod
-    def initialize_model_parallel(world: ProcessGroup, tensor_model_parallel_size: typing.SupportsInt = 1, pipeline_model_parallel_size: typing.SupportsInt = 1, virtual_pipeline_model_parallel_size: typing.SupportsInt | None = None, context_parallel_size: typing.SupportsInt = 1, expert_model_parallel_size: typing.SupportsInt = 1, expert_tensor_parallel_size: typing.SupportsInt | None = None) -> ParallelState:
+    def initialize_model_parallel(world: ProcessGroup, tensor_model_parallel_size: typing.SupportsInt = 1, pipeline_model_parallel_size: typing.SupportsInt = 1, virtual_pipeline_model_parallel_size: typing.SupportsInt | None = None, context_parallel_size: typing.SupportsInt = 1, expert_model_parallel_size: typing.SupportsInt = 1, expert_tensor_parallel_size: typing.SupportsInt | None = None, use_tp_pp_dp_mapping: bool = False) -> ParallelState:
         """
         Splits the world group into groups; collective over world, same arguments on every rank.
         """
@@ -3316,6 +3372,7 @@ class TransformerConfig:
     num_query_groups: typing.Any
     perform_initialization: typing.Any
     pipeline_model_parallel_size: typing.Any
+    qk_layernorm: typing.Any
     recompute_granularity: typing.Any
     recompute_method: typing.Any
     recompute_num_layers: typing.Any
@@ -3504,9 +3561,9 @@ def rank_dir_name(tp_rank: typing.SupportsInt, pp_rank: typing.SupportsInt, pp_s
     """
     'mp_rank_01' without pipeline parallelism, else 'mp_rank_01_002'; with expert parallelism the expert-parallel rank follows ('mp_rank_01_003', 'mp_rank_01_002_003'): Megatron-LM's names.
     """
-def rank_layout(world_size: typing.SupportsInt, tensor_model_parallel_size: typing.SupportsInt = 1, pipeline_model_parallel_size: typing.SupportsInt = 1, context_parallel_size: typing.SupportsInt = 1, expert_model_parallel_size: typing.SupportsInt = 1, expert_tensor_parallel_size: typing.SupportsInt | None = None) -> dict:
+def rank_layout(world_size: typing.SupportsInt, tensor_model_parallel_size: typing.SupportsInt = 1, pipeline_model_parallel_size: typing.SupportsInt = 1, context_parallel_size: typing.SupportsInt = 1, expert_model_parallel_size: typing.SupportsInt = 1, expert_tensor_parallel_size: typing.SupportsInt | None = None, use_tp_pp_dp_mapping: bool = False) -> dict:
     """
-    The rank lists of every group of each kind (Megatron-LM's order: TP, CP, DP, PP; experts ETP, EP, expert DP, PP).
+    The rank lists of every group of each kind (Megatron-LM's order: TP, CP, DP, PP; experts ETP, EP, expert DP, PP; PP before DP with use_tp_pp_dp_mapping).
     """
 def read_checkpoint_file(path: str) -> typing.Any:
     """

@@ -11,8 +11,8 @@ void init_parallel_state(py::module_& m) {
 
   m.def(
       "rank_layout",
-      [](int world_size, int tp, int pp, int cp, int ep, std::optional<int> etp) {
-        auto l = ParallelState::rank_layout(world_size, tp, pp, cp, ep, etp);
+      [](int world_size, int tp, int pp, int cp, int ep, std::optional<int> etp, bool tp_pp_dp_mapping) {
+        auto l = ParallelState::rank_layout(world_size, tp, pp, cp, ep, etp, tp_pp_dp_mapping);
         py::dict d;
         d["tensor_model_parallel"] = l.tensor_model_parallel;
         d["pipeline_model_parallel"] = l.pipeline_model_parallel;
@@ -29,9 +29,9 @@ void init_parallel_state(py::module_& m) {
       },
       py::arg("world_size"), py::arg("tensor_model_parallel_size") = 1, py::arg("pipeline_model_parallel_size") = 1,
       py::arg("context_parallel_size") = 1, py::arg("expert_model_parallel_size") = 1,
-      py::arg("expert_tensor_parallel_size") = py::none(),
+      py::arg("expert_tensor_parallel_size") = py::none(), py::arg("use_tp_pp_dp_mapping") = false,
       "The rank lists of every group of each kind (Megatron-LM's order: TP, CP, DP, PP; experts ETP, EP, "
-      "expert DP, PP).");
+      "expert DP, PP; PP before DP with use_tp_pp_dp_mapping).");
 
   // Groups that ParallelState hands out by reference share its ownership here, so that a group
   // outlives neither the state nor is freed under Python.
@@ -42,14 +42,16 @@ void init_parallel_state(py::module_& m) {
       "rank order (Megatron's parallel_state, as an object instead of module globals).")
       .def_static(
           "initialize_model_parallel",
-          [](GroupPtr world, int tp, int pp, std::optional<int> vpp, int cp, int ep, std::optional<int> etp) {
+          [](GroupPtr world, int tp, int pp, std::optional<int> vpp, int cp, int ep, std::optional<int> etp,
+             bool tp_pp_dp_mapping) {
             py::gil_scoped_release release;
             return std::make_shared<ParallelState>(
-                ParallelState::initialize_model_parallel(std::move(world), tp, pp, vpp, cp, ep, etp));
+                ParallelState::initialize_model_parallel(std::move(world), tp, pp, vpp, cp, ep, etp, tp_pp_dp_mapping));
           },
           py::arg("world"), py::arg("tensor_model_parallel_size") = 1, py::arg("pipeline_model_parallel_size") = 1,
           py::arg("virtual_pipeline_model_parallel_size") = py::none(), py::arg("context_parallel_size") = 1,
           py::arg("expert_model_parallel_size") = 1, py::arg("expert_tensor_parallel_size") = py::none(),
+          py::arg("use_tp_pp_dp_mapping") = false,
           "Splits the world group into groups; collective over world, same arguments on every rank.")
       .def("get_world_group", [alias](const Self& s) { return alias(s, s->get_world_group()); })
       .def("get_tensor_model_parallel_group", [](const Self& s) { return s->tensor_model_parallel_group_ptr(); })

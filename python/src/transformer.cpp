@@ -114,6 +114,7 @@ void init_transformer(py::module_& m) {
   MEGATRON_CONFIG_FIELD(hidden_dropout)
   MEGATRON_CONFIG_FIELD(attention_dropout)
   MEGATRON_CONFIG_FIELD(rotary_interleaved)
+  MEGATRON_CONFIG_FIELD(qk_layernorm)
   MEGATRON_CONFIG_FIELD(init_method_std)
   MEGATRON_CONFIG_FIELD(use_scaled_init_method)
   MEGATRON_CONFIG_FIELD(perform_initialization)

@@ -58,6 +58,10 @@ void SelfAttentionImpl::reset() {
                                                             .fp8(config.fp8())));
   linear_proj = register_module("linear_proj", tp::RowParallelLinear(detail::output_projection_options(
                                                    config, config.num_attention_heads() * hn)));
+  if (config.qk_layernorm()) {
+    q_layernorm = register_module("q_layernorm", Norm(config, hn));
+    k_layernorm = register_module("k_layernorm", Norm(config, hn));
+  }
 }
 
 at::Tensor SelfAttentionImpl::core_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -113,6 +117,10 @@ at::Tensor SelfAttentionImpl::context(const at::Tensor& mixed_qkv, const at::Ten
   at::Tensor q = parts[0].reshape({s, b, heads_per_partition, hn});
   at::Tensor k = parts[1];
   at::Tensor v = parts[2];
+  if (q_layernorm) {  // Megatron-Core's order: the norms, then RoPE
+    q = q_layernorm(q);
+    k = k_layernorm(k);
+  }
   if (rotary_pos_emb.defined()) {
     q = apply_rotary_pos_emb(q, rotary_pos_emb, config.rotary_interleaved());
     k = apply_rotary_pos_emb(k, rotary_pos_emb, config.rotary_interleaved());

@@ -4,7 +4,7 @@
 // loads the weights into an independent PyTorch GPT and compares.
 //   gpt_parity_dump --out FILE [--layers 2 --hidden 64 --heads 4 --groups 4 --ffn 256
 //     --vocab 300 --divisible-by 128 --max-seq 32 --seq 16 --batch 2 --norm layernorm|rmsnorm
-//     --mlp gelu|gelu_tanh|swiglu --bias 1 --qkv-bias 0 --position learned|rope|alibi|none
+//     --mlp gelu|gelu_tanh|swiglu --bias 1 --qkv-bias 0 --qk-layernorm 0 --position learned|rope|alibi|none
 //     --rotary-percent 1 --rotary-base 10000 --rotary-interleaved 0 --rope-scaling-factor 0
 //     (> 0: Llama 3 scaling with --rope-low 1 --rope-high 4 --rope-original 8192) --embed-ln 0
 //     --pad-vocab-to 0 --eps 1e-5 --tied 1 --seed 1234 --load STATE_DICT_FILE
@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
         {"rope-high", "4"},
         {"rope-original", "8192"},
         {"qkv-bias", "0"},
+        {"qk-layernorm", "0"},
         {"embed-ln", "0"},
         {"pad-vocab-to", "0"},
         {"eps", "1e-5"},
@@ -94,7 +95,7 @@ int main(int argc, char** argv) {
     tr::TransformerConfig cfg(i64("layers"), i64("hidden"), i64("heads"));
     cfg.hidden_dropout(0.0).attention_dropout(0.0).add_bias_linear(i64("bias") != 0);
     cfg.add_qkv_bias(i64("bias") != 0 || i64("qkv-bias") != 0).rotary_interleaved(i64("rotary-interleaved") != 0);
-    cfg.layernorm_epsilon(std::stod(a["eps"]));
+    cfg.layernorm_epsilon(std::stod(a["eps"])).qk_layernorm(i64("qk-layernorm") != 0);
     if (i64("groups") > 0) cfg.num_query_groups(i64("groups"));
     if (i64("ffn") > 0) cfg.ffn_hidden_size(i64("ffn"));
     TORCH_CHECK(a["norm"] == "layernorm" || a["norm"] == "rmsnorm", "[gpt_parity_dump] --norm: layernorm or rmsnorm");

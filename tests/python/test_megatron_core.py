@@ -29,17 +29,22 @@ NO_DROPOUT = ["--hidden-dropout", "0", "--attention-dropout", "0"]
 
 # --- process groups ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("world, tp, pp, cp, ep, etp", [
-    (8, 2, 1, 1, 2, None), (8, 2, 1, 1, 4, 1), (16, 2, 2, 1, 2, 2), (16, 1, 2, 2, 4, 1), (16, 4, 1, 1, 2, 2),
-    (32, 2, 2, 2, 4, 1), (8, 1, 1, 1, 8, 1), (24, 2, 3, 1, 2, 1)])
-def test_rank_layout_is_megatron_cores_including_the_folded_expert_groups(world, tp, pp, cp, ep, etp):
-    """Its RankGenerator, order tp-cp-ep-dp-pp, built as initialize_model_parallel builds both."""
+@pytest.mark.parametrize("world, tp, pp, cp, ep, etp, dp_last", [
+    (8, 2, 1, 1, 2, None, False), (8, 2, 1, 1, 4, 1, False), (16, 2, 2, 1, 2, 2, False), (16, 1, 2, 2, 4, 1, False),
+    (16, 4, 1, 1, 2, 2, False), (32, 2, 2, 2, 4, 1, False), (8, 1, 1, 1, 8, 1, False), (24, 2, 3, 1, 2, 1, False),
+    # --use-tp-pp-dp-mapping, as Megatron-LM's dp_last functional tests run it
+    (16, 2, 2, 2, 2, 2, True), (16, 1, 2, 2, 2, 1, True), (16, 4, 2, 1, 2, 2, True), (24, 2, 3, 1, 1, None, True),
+    (8, 2, 1, 2, 4, 1, True)])
+def test_rank_layout_is_megatron_cores_including_the_folded_expert_groups(world, tp, pp, cp, ep, etp, dp_last):
+    """Its RankGenerator, order tp-cp-ep-dp-pp (tp-cp-ep-pp-dp with dp_last), built as
+    initialize_model_parallel builds both."""
     import megatron_cpp
     from megatron.core.parallel_state import RankGenerator
-    ours = megatron_cpp.rank_layout(world, tp, pp, cp, ep, etp)
+    ours = megatron_cpp.rank_layout(world, tp, pp, cp, ep, etp, use_tp_pp_dp_mapping=dp_last)
     etp = etp or tp
-    dense = RankGenerator(tp=tp, ep=1, dp=world // (tp * pp * cp), pp=pp, cp=cp, order="tp-cp-ep-dp-pp")
-    experts = RankGenerator(tp=etp, ep=ep, dp=world // (pp * etp * ep), pp=pp, cp=1, order="tp-cp-ep-dp-pp")
+    order = "tp-cp-ep-pp-dp" if dp_last else "tp-cp-ep-dp-pp"
+    dense = RankGenerator(tp=tp, ep=1, dp=world // (tp * pp * cp), pp=pp, cp=cp, order=order)
+    experts = RankGenerator(tp=etp, ep=ep, dp=world // (pp * etp * ep), pp=pp, cp=1, order=order)
     want = {"tensor_model_parallel": dense.get_ranks("tp"), "pipeline_model_parallel": dense.get_ranks("pp"),
             "data_parallel": dense.get_ranks("dp"), "context_parallel": dense.get_ranks("cp"),
             "model_parallel": dense.get_ranks("tp-pp"), "expert_model_parallel": experts.get_ranks("ep"),
@@ -116,6 +121,9 @@ LLAMA = dict(
                 normalization="RMSNorm", gated_linear_unit=True, activation="silu", add_bias_linear=False),
     model=dict(vocab_size=256, max_sequence_length=16, share_embeddings_and_output_weights=False,
                position_embedding_type="rope", rotary_base=500))
+LLAMA_QK = dict(  # Qwen3 / OLMo-2-style per-head query and key norms
+    flags=[*LLAMA_FLAGS, "--qk-layernorm"], dump={**LLAMA["dump"], "qk_layernorm": 1},
+    config={**LLAMA["config"], "qk_layernorm": True}, model=LLAMA["model"])
 MIXTRAL = dict(
     flags=[*LLAMA_FLAGS, "--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "40",
            "--moe-layer-freq", "[1,0,1,1]", "--moe-aux-loss-coeff", "1e-2", "--moe-z-loss-coeff", "1e-3",
@@ -137,8 +145,10 @@ DEEPSEEK_ROUTING = dict(
     model=LLAMA["model"])
 
 
-@pytest.mark.parametrize("case, tp", [(GPT2, 1), (GPT2, 2), (LLAMA, 2), (MIXTRAL, 1), (DEEPSEEK_ROUTING, 1)],
-                         ids=["gpt2_tp1", "gpt2_tp2", "llama_tp2", "mixtral_shared_expert", "deepseek_routing"])
+@pytest.mark.parametrize("case, tp", [(GPT2, 1), (GPT2, 2), (LLAMA, 2), (LLAMA_QK, 2), (MIXTRAL, 1),
+                                     (DEEPSEEK_ROUTING, 1)],
+                         ids=["gpt2_tp1", "gpt2_tp2", "llama_tp2", "llama_qk_tp2", "mixtral_shared_expert",
+                              "deepseek_routing"])
 def test_megatron_core_gpt_model_loads_our_checkpoint_and_gives_our_logits(tmp_path, case, tp):
     run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "ck"), "--tensor-model-parallel-size", str(tp), *case["flags"],
                          *NO_DROPOUT)], np=tp)

@@ -41,7 +41,8 @@ struct MEGATRON_API Arguments {
   bool apply_layernorm_1p = false;          // norm weights stored as gamma - 1
   double norm_epsilon = 1e-5;
   bool swiglu = false;
-  bool openai_gelu = false;  // tanh-approximated GELU, as GPT-2 (Hugging Face's gelu_new)
+  bool qk_layernorm = false;  // each head's query and key normalised before RoPE
+  bool openai_gelu = false;   // tanh-approximated GELU, as GPT-2 (Hugging Face's gelu_new)
   bool disable_bias_linear = false;
   bool add_qkv_bias = false;  // bias on Q, K, V even with --disable-bias-linear (Qwen 2)
   bool untie_embeddings_and_output_weights = false;
@@ -91,6 +92,7 @@ struct MEGATRON_API Arguments {
   int64_t context_parallel_size = 1;
   std::vector<std::string> cp_comm_type = {"p2p"};  // one, or one per layer
   std::vector<int64_t> hierarchical_context_parallel_sizes;
+  bool use_tp_pp_dp_mapping = false;  // ranks ordered TP, CP, PP, DP (a pipeline's stages adjacent)
   // Interleaved 1F1B: layers per model chunk (or chunks per stage); sets
   // virtual_pipeline_model_parallel_size.
   std::optional<int64_t> num_layers_per_virtual_pipeline_stage;
@@ -271,6 +273,11 @@ struct MEGATRON_API Arguments {
   bool manual_gc = false;
   int64_t manual_gc_interval = 0;
   int64_t fp8_interval = 1;  // deprecated in Megatron-LM, which ignores it
+  bool cross_entropy_loss_fusion = false;
+  std::string cross_entropy_fusion_impl = "native";
+  bool ddp_average_in_collective = false;
+  std::string async_strategy = "nvrx";
+  int64_t num_distributed_optimizer_instances = 1;  // > 1 (a partial distributed optimizer) is refused
   int64_t timing_log_level = 0;
   // Options of Megatron-LM's torch_dist checkpoints (not written or read here: --ckpt-format torch).
   std::string dist_ckpt_strictness = "assume_ok_unexpected";
@@ -304,6 +311,12 @@ struct MEGATRON_API Arguments {
 // The flags of the table's `ignored` group that were given (differ from their defaults): they
 // change nothing here and are named in one warning line at start-up.
 MEGATRON_API std::vector<std::string> ignored_megatron_flags(const Arguments& args);
+
+// --expert-tensor-parallel-size as ParallelState takes it (unset: the tensor-parallel size).
+inline std::optional<int> expert_tp_size_of(const Arguments& a) {
+  return a.expert_tensor_parallel_size ? std::optional<int>(static_cast<int>(*a.expert_tensor_parallel_size))
+                                       : std::nullopt;
+}
 
 // One line of the table (arguments_table.h), for code that walks every setting.
 struct MEGATRON_API ArgumentField {

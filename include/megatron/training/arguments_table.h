@@ -114,6 +114,7 @@ enum class ArgSaved { kSaved, kNotSaved };
     "norm weights centred on zero: stored as gamma - 1, initialised to 0, applied as 1 + weight")                   \
   X(network_size, norm_epsilon, kSaved, positive(), "normalisation epsilon")                                        \
   X(network_size, swiglu, kSaved, any(), "SwiGLU MLP instead of GELU")                                              \
+  X(network_size, qk_layernorm, kSaved, any(), "normalise each head's query and key (--normalization) before RoPE") \
   X(network_size, openai_gelu, kSaved, any(), "tanh-approximated GELU, as OpenAI's GPT-2")                          \
   X(network_size, disable_bias_linear, kSaved, any(), "no biases in linear layers")                                 \
   X(network_size, add_qkv_bias, kSaved, any(), "bias on the Q, K, V projection even with --disable-bias-linear")     \
@@ -170,6 +171,8 @@ enum class ArgSaved { kSaved, kNotSaved };
     "values over the context-parallel ranks; one value, or one per layer")                                          \
   X(distributed, hierarchical_context_parallel_sizes, kSaved, positive(),                                           \
     "refused: the inner and outer sizes of cp-comm-type a2a+p2p, which is not implemented")                         \
+  X(distributed, use_tp_pp_dp_mapping, kNotSaved, any(),                                                            \
+    "order the ranks TP, CP, PP, DP instead of TP, CP, DP, PP (a pipeline's stages on adjacent ranks)")             \
   X(distributed, num_layers_per_virtual_pipeline_stage, kSaved, positive(),                                         \
     "layers per model chunk: the interleaved 1F1B schedule")                                                        \
   X(distributed, num_virtual_stages_per_pipeline_rank, kSaved, positive(),                                          \
@@ -401,6 +404,16 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(ignored, manual_gc, kNotSaved, any(), "accepted, no effect: there is no Python garbage collector")              \
   X(ignored, manual_gc_interval, kNotSaved, non_negative(), "accepted, no effect: there is no Python garbage collector") \
   X(ignored, fp8_interval, kNotSaved, positive(), "accepted, no effect: deprecated, Megatron-LM ignores it too")     \
+  X(ignored, cross_entropy_loss_fusion, kNotSaved, any(),                                                           \
+    "accepted, no effect: the vocab-parallel cross entropy is one fused kernel on CUDA with or without it")          \
+  X(ignored, cross_entropy_fusion_impl, kNotSaved, one_of("native|te"),                                             \
+    "accepted, no effect: the cross entropy kernel is the library's own")                                           \
+  X(ignored, ddp_average_in_collective, kNotSaved, any(),                                                           \
+    "accepted, no effect: data-parallel gradients are always averaged in the collective (ReduceOp AVG)")            \
+  X(ignored, async_strategy, kNotSaved, one_of("nvrx|mcore"),                                                        \
+    "accepted, no effect: --async-save writes from a thread of the training process")                              \
+  X(distributed, num_distributed_optimizer_instances, kNotSaved, positive(),                                        \
+    "Megatron-LM's partial distributed optimizer: only 1 (the optimizer state sharded over the whole DP group)")     \
   X(ignored, timing_log_level, kNotSaved, between(0, 2),                                                            \
     "accepted, no effect: forward-backward and optimizer times are always logged")                                  \
   X(ignored, dist_ckpt_strictness, kNotSaved,                                                                       \

@@ -11,6 +11,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "megatron/tensor_parallel/layers.h"
+#include "megatron/transformer/norm.h"
 #include "megatron/transformer/transformer_config.h"
 
 namespace megatron::transformer {
@@ -36,7 +37,8 @@ class MEGATRON_API SelfAttentionImpl : public torch::nn::Cloneable<SelfAttention
                             const at::Tensor& attention_mask);
 
   // Between linear_qkv and linear_proj: from linear_qkv's output [s, b, ng * (np/ng + 2) * hn] the
-  // context [s, b, np * hn] of this rank's heads (RoPE, core attention, selective recompute).
+  // context [s, b, np * hn] of this rank's heads (the q/k norms, RoPE, core attention, selective
+  // recompute).
   at::Tensor context(const at::Tensor& mixed_qkv, const at::Tensor& attention_mask, const at::Tensor& rotary_pos_emb);
 
   TransformerConfig config;
@@ -44,6 +46,9 @@ class MEGATRON_API SelfAttentionImpl : public torch::nn::Cloneable<SelfAttention
   int64_t heads_per_partition = 0, groups_per_partition = 0;
   tensor_parallel::ColumnParallelLinear linear_qkv{nullptr};
   tensor_parallel::RowParallelLinear linear_proj{nullptr};
+  // With TransformerConfig::qk_layernorm: each head's query and key normalised over its
+  // kv_channels before RoPE (one weight shared by the heads; its gradient is summed over TP).
+  Norm q_layernorm{nullptr}, k_layernorm{nullptr};
 };
 TORCH_MODULE(SelfAttention);
 

@@ -65,6 +65,8 @@ struct MEGATRON_API TransformerConfig {
   // No effect on the CPU, whose results they do not change.
   TORCH_ARG(bool, persist_layer_norm) = true;
   TORCH_ARG(bool, bias_gelu_fusion) = true;
+  // Each head's query and key normalised (the layer's normalization) before RoPE (--qk-layernorm).
+  TORCH_ARG(bool, qk_layernorm) = false;
   // Rotary positions rotate channel pairs (2i, 2i+1) instead of (i, i + d/2) (--rotary-interleaved).
   TORCH_ARG(bool, rotary_interleaved) = false;
 

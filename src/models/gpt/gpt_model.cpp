@@ -173,8 +173,12 @@ void GPTModelImpl::allreduce_word_embedding_grads(const std::shared_ptr<comm::Pr
 }
 
 bool GPTModelImpl::has_sequence_parallel_grad(const common::ShardedParameter& p) const {
-  return config.sequence_parallel() && tp::group_size(config.tp_group()) > 1 && p.name.rfind("decoder.", 0) == 0 &&
-         !p.init.layout.is_sharded();
+  if (tp::group_size(config.tp_group()) == 1 || p.name.rfind("decoder.", 0) != 0 || p.init.layout.is_sharded())
+    return false;
+  // The q/k norms see only this rank's heads (Megatron-LM sums their gradients over TP too).
+  const bool qk_norm =
+      p.name.find(".q_layernorm.") != std::string::npos || p.name.find(".k_layernorm.") != std::string::npos;
+  return config.sequence_parallel() || qk_norm;
 }
 
 void GPTModelImpl::allreduce_sequence_parallel_grads() {

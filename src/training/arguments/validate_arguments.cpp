@@ -11,6 +11,7 @@
 #include "megatron/datasets/gpt_dataset.h"
 #include "megatron/distributed/distributed_data_parallel.h"
 #include "megatron/logging.h"
+#include "megatron/parallel_state.h"
 #include "megatron/training/arguments.h"
 #include "megatron/training/num_microbatches_calculator.h"
 #include "training/arguments/argument_ranges.h"
@@ -107,6 +108,9 @@ void validate_network_size(Arguments& a) {
 }
 
 void validate_distributed(Arguments& a, int64_t world) {
+  ARG_CHECK(a.num_distributed_optimizer_instances == 1, "--num-distributed-optimizer-instances ",
+            a.num_distributed_optimizer_instances,
+            ": a distributed optimizer sharded over part of the data-parallel group is not implemented; use 1");
   const int64_t tp = a.tensor_model_parallel_size, pp = a.pipeline_model_parallel_size, cp = a.context_parallel_size;
   ARG_CHECK(world % (tp * pp * cp) == 0, "world size (", world, ") is not divisible by --tensor-model-parallel-size (",
             tp, ") x --pipeline-model-parallel-size (", pp, ") x --context-parallel-size (", cp, ")");
@@ -316,6 +320,11 @@ void Arguments::validate(int64_t world) {
   validate_distributed(*this, world);
   detail::validate_context_parallel(*this);
   detail::validate_moe(*this);  // after the data-parallel size, which the experts fold into
+  // The groups the job would build, so that --check-args reports what initialization would refuse.
+  ParallelState::rank_layout(static_cast<int>(world), static_cast<int>(tensor_model_parallel_size),
+                             static_cast<int>(pipeline_model_parallel_size), static_cast<int>(context_parallel_size),
+                             static_cast<int>(expert_model_parallel_size), expert_tp_size_of(*this),
+                             use_tp_pp_dp_mapping);
   validate_training(*this);
   validate_learning_rate(*this);
   validate_mixed_precision(*this);

@@ -47,7 +47,7 @@ int registration_rank(const std::string& part) {
       {"word_embeddings", "position_embeddings"},                         // LanguageModelEmbedding
       {"layers", "final_layernorm"},                                      // TransformerBlock
       {"input_layernorm", "self_attention", "pre_mlp_layernorm", "mlp"},  // TransformerLayer
-      {"linear_proj", "linear_qkv"},                                      // SelfAttention
+      {"linear_proj", "linear_qkv", "q_layernorm", "k_layernorm"},        // SelfAttention
       {"linear_fc1", "linear_fc2"},                                       // MLP
       {"weight", "bias"}};                                                // a layer's own
   for (const auto& children : kModules)

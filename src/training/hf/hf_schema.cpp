@@ -186,6 +186,9 @@ const Architecture& architecture_of_model_type(const std::string& type, const st
 }
 
 const Architecture& architecture_of(const Arguments& args, const std::string& model_type) {
+  TORCH_CHECK(!args.qk_layernorm,
+              "[convert_checkpoint] the model normalises each head's query and key "
+              "(--qk-layernorm), which no Hugging Face architecture here maps yet");
   if (!model_type.empty()) {
     const auto& arch = architecture_of_model_type(model_type, "--hf-model-type");
     const std::string m = arch.mismatch(args);

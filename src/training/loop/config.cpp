@@ -20,6 +20,7 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
       .add_bias_linear(!a.disable_bias_linear)
       .add_qkv_bias(!a.disable_bias_linear || a.add_qkv_bias)
       .rotary_interleaved(a.rotary_interleaved)
+      .qk_layernorm(a.qk_layernorm)
       .gated_linear_unit(a.swiglu)
       .activation(a.swiglu ? transformer::Activation::kSilu
                            : (a.openai_gelu ? transformer::Activation::kGeluTanh : transformer::Activation::kGelu))

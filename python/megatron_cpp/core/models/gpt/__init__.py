@@ -21,6 +21,8 @@ class GPTModel(_GPTModel):
         if fp16_lm_cross_entropy or seq_len_interpolation_factor is not None:
             raise NotImplementedError("[GPTModel] fp16_lm_cross_entropy and seq_len_interpolation_factor are not "
                                       "implemented")
+        if transformer_layer_spec.qk_layernorm:
+            config.qk_layernorm = True
         args = global_vars.get_args()
         ctx = global_vars.get_context()
         if vp_stage is None:

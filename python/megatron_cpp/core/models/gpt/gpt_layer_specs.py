@@ -8,12 +8,11 @@ class LocalLayerSpec:
     def __init__(self, num_experts=None, moe_grouped_gemm=False, qk_layernorm=False, normalization=None):
         if num_experts:
             raise NotImplementedError("[gpt_layer_specs] mixture-of-experts layers are not implemented")
-        if qk_layernorm:
-            raise NotImplementedError("[gpt_layer_specs] qk_layernorm is not implemented")
+        self.qk_layernorm = qk_layernorm  # GPTModel sets the config's (the C++ layer reads it there)
         self.normalization = normalization
 
     def __repr__(self):
-        return "LocalLayerSpec()"
+        return f"LocalLayerSpec(qk_layernorm={self.qk_layernorm})"
 
 
 def get_gpt_layer_local_spec(num_experts=None, moe_grouped_gemm=False, qk_layernorm=False, normalization=None,
