@@ -74,6 +74,8 @@ class MEGATRON_API ParallelState {
   comm::ProcessGroup& get_expert_data_parallel_group() const { return *edp_; }
   std::shared_ptr<comm::ProcessGroup> expert_model_parallel_group_ptr() const { return ep_; }
   std::shared_ptr<comm::ProcessGroup> expert_data_parallel_group_ptr() const { return edp_; }
+  std::shared_ptr<comm::ProcessGroup> expert_tensor_parallel_group_ptr() const { return etp_; }
+  std::shared_ptr<comm::ProcessGroup> expert_tensor_and_model_parallel_group_ptr() const { return etp_ep_; }
 
   int get_world_size() const { return world_->size(); }
   int get_rank() const { return world_->rank(); }

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 
 namespace megatron::tensor_parallel {
 
@@ -62,6 +63,9 @@ at::Tensor fp8_current_scale(const at::Tensor& amax, at::ScalarType dtype) {
 Fp8Meta::Fp8Meta(const Fp8Config& config) : config_(config) {
   amax_history = at::zeros({config.amax_history_len, kNumSlots}, at::kFloat);
   scale = at::ones({kNumSlots}, at::kFloat);
+  const double headroom = std::pow(2.0, -static_cast<double>(config.margin));
+  scaled_max_ = at::tensor({fp8_max(dtype(kInput)), fp8_max(dtype(kWeight)), fp8_max(dtype(kGradOutput))}, at::kFloat)
+                    .mul_(headroom);
 }
 
 at::ScalarType Fp8Meta::dtype(Slot slot) const {
@@ -73,6 +77,7 @@ void Fp8Meta::to_device(const at::Tensor& like) {
   if (scale.device() == like.device()) return;
   amax_history = amax_history.to(like.device());
   scale = scale.to(like.device());
+  scaled_max_ = scaled_max_.to(like.device());
 }
 
 std::pair<at::Tensor, at::Tensor> Fp8Meta::quantize(const at::Tensor& x, Slot slot, bool record_amax) {
@@ -95,12 +100,7 @@ void Fp8Meta::update_scales() {
   at::NoGradGuard no_grad;
   const at::Tensor amax =
       config_.amax_compute_algo == Fp8AmaxComputeAlgo::kMax ? std::get<0>(amax_history.max(0)) : amax_history[0];
-  const double pow_margin = std::pow(2.0, -static_cast<double>(config_.margin));
-  at::Tensor top =
-      at::tensor({fp8_max(fp8_forward_dtype()), fp8_max(fp8_forward_dtype()), fp8_max(dtype(kGradOutput))}, at::kFloat)
-          .mul_(pow_margin)
-          .to(scale.device());
-  at::Tensor fresh = top / amax;
+  at::Tensor fresh = scaled_max_ / amax;
   fresh = at::where(at::isinf(fresh), std::numeric_limits<float>::max(), fresh);
   scale.copy_(at::where(at::isfinite(amax).logical_and_(amax > 0), fresh, scale));
   if (amax_history.size(0) > 1) amax_history.copy_(at::roll(amax_history, -1, 0));
@@ -149,12 +149,16 @@ std::map<std::string, at::Tensor> fp8_state_dict(torch::nn::Module& chunk) {
 
 void load_fp8_state_dict(torch::nn::Module& chunk, const std::map<std::string, at::Tensor>& state,
                          const std::string& file) {
-  const auto expected = fp8_state_dict(chunk);
+  const auto metas = named_fp8_metas(chunk);
+  std::set<std::string> expected;
+  for (const auto& [name, meta] : metas)
+    if (meta->config().recipe == Fp8Recipe::kDelayed)
+      expected.insert({name + ".fp8_scale", name + ".fp8_amax_history"});
   for (const auto& [key, tensor] : state)
     TORCH_CHECK(expected.count(key), "[checkpointing] ", file, ": FP8 state '", key,
                 "' has no FP8 layer here (was it saved with another --fp8-recipe or model?)");
   at::NoGradGuard no_grad;
-  for (const auto& [name, meta] : named_fp8_metas(chunk)) {
+  for (const auto& [name, meta] : metas) {
     if (meta->config().recipe != Fp8Recipe::kDelayed) continue;
     const std::pair<const char*, at::Tensor*> targets[] = {{".fp8_scale", &meta->scale},
                                                            {".fp8_amax_history", &meta->amax_history}};

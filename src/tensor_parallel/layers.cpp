@@ -171,6 +171,8 @@ at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& input, const at::
               "[ColumnParallelLinear] weight must be [", output_size_per_partition, ", ", options.input_size(),
               "], got ", w.sizes());
   const auto& g = options.tp_group();
+  if (options.is_expert())
+    return fp8_meta ? fp8_linear(input, w, gemm_bias(), fp8_meta) : at::linear(input, w, gemm_bias());
   if (fp8_meta) {
     // The collectives of linear_with_grad_accumulation_and_async_allreduce, unfused.
     const at::Tensor x = options.sequence_parallel() ? gather_from_sequence_parallel_region(input, g)
@@ -216,8 +218,9 @@ at::Tensor RowParallelLinearImpl::forward(const at::Tensor& input) {
   auto gemm = [this](const at::Tensor& in, const at::Tensor& b) {
     return fp8_meta ? fp8_linear(in, weight, b, fp8_meta) : at::linear(in, weight, b);
   };
-  // Without TP there is nothing to reduce: let the GEMM add the bias.
-  if (group_size(g) == 1) return gemm(x, bias);
+  // Without TP (or for an expert, whose dispatcher sums the partial outputs) nothing is reduced
+  // here: the GEMM adds the bias.
+  if (group_size(g) == 1 || options.is_expert()) return gemm(x, bias);
   at::Tensor partial = gemm(x, at::Tensor());
   at::Tensor out = options.sequence_parallel() ? reduce_scatter_to_sequence_parallel_region(partial, g)
                                                : reduce_from_tensor_model_parallel_region(partial, g);

@@ -11,8 +11,8 @@ namespace megatron::transformer {
 
 namespace tp = megatron::tensor_parallel;
 
-MLPImpl::MLPImpl(const TransformerConfig& config_, std::optional<int64_t> ffn, bool gate_)
-    : config(config_.finalize()), ffn_hidden_size(ffn.value_or(config.ffn_size())), gate(gate_) {
+MLPImpl::MLPImpl(const TransformerConfig& config_, std::optional<int64_t> ffn, bool gate_, bool is_expert_)
+    : config(config_.finalize()), ffn_hidden_size(ffn.value_or(config.ffn_size())), gate(gate_), is_expert(is_expert_) {
   TORCH_CHECK(ffn_hidden_size > 0 && ffn_hidden_size % config.tensor_model_parallel_size() == 0,
               "[mlp] ffn_hidden_size (", ffn_hidden_size,
               ") must be positive and divisible by the tensor-parallel size");
@@ -34,8 +34,10 @@ void MLPImpl::reset() {
                                                  .init_method_std(config.init_method_std())
                                                  .perform_initialization(config.perform_initialization())
                                                  .tp_group(config.tp_group())
-                                                 .fp8(config.fp8())));
-  linear_fc2 = register_module("linear_fc2", tp::RowParallelLinear(detail::output_projection_options(config, ffn)));
+                                                 .fp8(config.fp8())
+                                                 .is_expert(is_expert)));
+  linear_fc2 = register_module(
+      "linear_fc2", tp::RowParallelLinear(detail::output_projection_options(config, ffn).is_expert(is_expert)));
   if (gate) {
     gate_weight = register_parameter("gate_weight", at::empty({1, config.hidden_size()}, at::kFloat));
     if (config.perform_initialization())
@@ -70,7 +72,7 @@ at::Tensor MLPImpl::forward_weighted(const at::Tensor& tokens, const at::Tensor&
   const at::Tensor weighted = (h * probs).to(h.scalar_type());
   if (!linear_fc2->bias.defined()) return linear_fc2(weighted);
   // As Megatron-Core's experts: fc2's bias is scaled by the token's probability too, so that the
-  // expert's whole output is weighted. (Experts are not tensor-parallel: the GEMM is whole.)
+  // expert's whole output is weighted. (Biased experts are not tensor-parallel: the GEMM is whole.)
   return at::linear(weighted, linear_fc2->weight) + linear_fc2->bias * probs;
 }
 

@@ -51,6 +51,16 @@ int64_t TransformerConfig::local_expert_offset() const {
   return ep_group_ ? ep_group_->rank() * num_local_experts() : 0;
 }
 
+TransformerConfig TransformerConfig::expert_mlp_config() const {
+  TransformerConfig e = *this;
+  e.num_moe_experts(std::nullopt)
+      .tensor_model_parallel_size(expert_tensor_parallel_size_.value_or(tensor_model_parallel_size_))
+      .tp_group(etp_group_)
+      .sequence_parallel(false)
+      .fp8(nullptr);
+  return e;
+}
+
 namespace {
 // Megatron-Core's rules for the MoE settings (TransformerConfig.__post_init__), and what this
 // build does not compute yet, refused by name.
@@ -64,9 +74,13 @@ void finalize_moe(TransformerConfig& c) {
               "[transformer_config] moe_router_score_function must be softmax or sigmoid, got '",
               c.moe_router_score_function(), "'");
   const auto& balancing = c.moe_router_load_balancing_type();
-  TORCH_CHECK(balancing == "aux_loss" || balancing == "seq_aux_loss" || balancing == "none",
-              "[transformer_config] moe_router_load_balancing_type must be aux_loss, seq_aux_loss or none, got '",
+  TORCH_CHECK(balancing == "aux_loss" || balancing == "seq_aux_loss" || balancing == "sinkhorn" || balancing == "none",
+              "[transformer_config] moe_router_load_balancing_type must be aux_loss, seq_aux_loss, sinkhorn or none, "
+              "got '",
               balancing, "'");
+  TORCH_CHECK(balancing != "sinkhorn" || c.moe_aux_loss_coeff() == 0,
+              "[transformer_config] sinkhorn routing takes no auxiliary loss: moe_aux_loss_coeff must be 0, got ",
+              c.moe_aux_loss_coeff());
   const auto& dtype = c.moe_router_dtype();
   TORCH_CHECK(dtype.empty() || dtype == "fp32" || dtype == "fp64",
               "[transformer_config] moe_router_dtype must be fp32, fp64 or empty, got '", dtype, "'");
@@ -99,8 +113,23 @@ void finalize_moe(TransformerConfig& c) {
               "[transformer_config] moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor");
   TORCH_CHECK(!c.moe_shared_expert_gate() || c.moe_shared_expert_intermediate_size(),
               "[transformer_config] moe_shared_expert_gate needs moe_shared_expert_intermediate_size");
-  TORCH_CHECK(c.tensor_model_parallel_size() == 1,
-              "[transformer_config] MoE layers with tensor parallelism are not implemented yet");
+  const int64_t tp = c.tensor_model_parallel_size();
+  TORCH_CHECK(tp == 1 || c.sequence_parallel(),
+              "[transformer_config] MoE layers with tensor parallelism need sequence_parallel (as Megatron-Core's)");
+  auto size_of = [](const std::shared_ptr<comm::ProcessGroup>& g) { return g ? g->size() : 1; };
+  if (!c.expert_tensor_parallel_size()) c.expert_tensor_parallel_size(tp);
+  const int64_t etp = *c.expert_tensor_parallel_size();
+  if (!c.etp_group() && etp == tp) c.etp_group(c.tp_group());
+  TORCH_CHECK(etp >= 1 && size_of(c.etp_group()) == etp, "[transformer_config] etp_group has ", size_of(c.etp_group()),
+              " ranks; expert_tensor_parallel_size is ", etp);
+  if (!c.etp_ep_group()) c.etp_ep_group(ep == 1 ? c.etp_group() : etp == 1 ? c.ep_group() : nullptr);
+  TORCH_CHECK(size_of(c.etp_ep_group()) == etp * ep, "[transformer_config] etp_ep_group has ",
+              size_of(c.etp_ep_group()), " ranks; expert_tensor_parallel_size x expert_model_parallel_size is ",
+              etp * ep);
+  TORCH_CHECK(*c.moe_ffn_hidden_size() % etp == 0, "[transformer_config] moe_ffn_hidden_size (",
+              *c.moe_ffn_hidden_size(), ") must be divisible by expert_tensor_parallel_size (", etp, ")");
+  TORCH_CHECK(etp == 1 || !c.add_bias_linear(),
+              "[transformer_config] biases in MoE layers need expert_tensor_parallel_size 1 (as Megatron-Core's)");
   TORCH_CHECK(!c.domino(), "[transformer_config] domino with MoE layers is not implemented");
   if (!c.moe_aux_loss_state()) c.moe_aux_loss_state(std::make_shared<MoEAuxLossState>());
 }

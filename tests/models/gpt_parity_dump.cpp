@@ -11,7 +11,7 @@
 //     --inputs FILE (a dict whose "input_ids" [b, s] replace the random ones)
 //     MoE: --experts E --moe-layers 1,0,... --moe-ffn F --topk 2 --score softmax|sigmoid
 //     --pre-softmax 0 --topk-scaling 0 --router-groups 0 --group-topk 0 --shared-ffn 0
-//     --shared-gate 0 --capacity 0 --drop probs|position --pad 0 --balancing aux_loss|seq_aux_loss|none
+//     --shared-gate 0 --capacity 0 --drop probs|position --pad 0 --balancing aux_loss|seq_aux_loss|sinkhorn|none
 //     --aux-coeff 0 --z-coeff -1 (unset) --train 0 (1: the loss in training mode, auxiliary losses
 //     joined to the gradient with scale 1)]
 #include <ATen/CPUGeneratorImpl.h>

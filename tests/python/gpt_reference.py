@@ -56,7 +56,7 @@ class Config:
     shared_gate: bool = False
     capacity_factor: float | None = None
     drop_policy: str = "probs"     # or "position"
-    balancing: str = "aux_loss"    # or "seq_aux_loss", "none"
+    balancing: str = "aux_loss"    # or "seq_aux_loss", "sinkhorn", "none"
     aux_coeff: float = 0.0
     z_coeff: float | None = None
     # True: torch's fused kernels (F.layer_norm / F.rms_norm, F.scaled_dot_product_attention)
@@ -214,6 +214,10 @@ class MoE(nn.Module):
 
     def choose(self, logits):
         cfg, k = self.cfg, self.cfg.topk
+        if cfg.balancing == "sinkhorn":
+            weights = logits.sigmoid() if k == 1 else logits.softmax(-1)
+            idx = (sinkhorn(logits.detach()) if self.training else weights).topk(k, dim=-1).indices
+            return idx, weights.gather(1, idx)
         if cfg.score == "softmax" and not cfg.pre_softmax:
             top, idx = logits.topk(k, dim=-1)
             return idx, top.softmax(-1)
@@ -273,6 +277,22 @@ class MoE(nn.Module):
             if cfg.z_coeff is not None:
                 self.aux_losses.append(cfg.z_coeff * logits.logsumexp(-1).square().mean())
         return out.view(s, b, h).transpose(0, 1)
+
+
+def sinkhorn(logits, tol=1e-4):
+    """S-BASE's balanced assignment: exp(logits) [T, E] scaled by row factors r and column factors
+    c, alternately set so that rows sum to 1/T and columns to 1/E, until c moves by less than tol
+    on average."""
+    k = logits.float().exp()
+    t, e = k.shape
+    r, c = torch.ones(t), torch.ones(e)
+    while True:
+        r = 1 / t / ((k * c).sum(1) + 1e-8)
+        c_next = 1 / e / ((k * r[:, None]).sum(0) + 1e-8)
+        moved = (c - c_next).abs().mean()
+        c = c_next
+        if not moved > tol:
+            return k * c * r[:, None]
 
 
 class Block(nn.Module):

@@ -120,6 +120,19 @@ CASES = {
                   **{"moe-ffn": 40, "aux-coeff": 0.01}, train=1),
         ref=dict(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=4, ffn_hidden_size=128, max_seq_len=32,
                  bias=True, num_experts=4, moe_ffn_hidden_size=40, aux_coeff=0.01)),
+    # S-BASE's routing (Megatron-LM's sinkhorn): top 2 of the Sinkhorn-balanced scores in training,
+    # weighted by the softmax; top 1 weighted by the sigmoid.
+    "moe_sinkhorn_top2": dict(
+        args=dict(layers=2, hidden=32, heads=4, vocab=128, seq=8, batch=3, norm="rmsnorm", mlp="swiglu", bias=0,
+                  position="rope", tied=1, experts=4, topk=2, balancing="sinkhorn", **{"moe-ffn": 24}, train=1),
+        ref=dict(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=4, ffn_hidden_size=128, norm="rmsnorm",
+                 mlp="swiglu", bias=False, position="rope", tied=True, num_experts=4, topk=2, balancing="sinkhorn",
+                 moe_ffn_hidden_size=24)),
+    "moe_sinkhorn_top1_eval": dict(
+        args=dict(layers=2, hidden=32, heads=4, vocab=128, seq=8, batch=2, bias=0, mlp="gelu", experts=4, topk=1,
+                  balancing="sinkhorn", **{"moe-ffn": 32}),
+        ref=dict(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=4, ffn_hidden_size=128, max_seq_len=32,
+                 bias=False, num_experts=4, topk=1, balancing="sinkhorn", moe_ffn_hidden_size=32)),
     "no_positions": dict(
         args=dict(layers=2, hidden=32, heads=4, vocab=100, seq=8, batch=2, position="none"),
         ref=dict(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=4, ffn_hidden_size=128, position="none")),
@@ -212,6 +225,7 @@ def test_matches_reference(name, tool, tmp_path):
     assert sum(dump[k].numel() for k in params) == sum(p.numel() for p in model.parameters())
 
     ids, labels = dump["input_ids"], dump["labels"]
+    model.eval()  # as the dump's logits (sinkhorn routes otherwise in training)
     with torch.no_grad():
         logits = model(ids)
     assert dump["logits"].shape == logits.shape == (ids.shape[0], ids.shape[1], vocab_padded)

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import torch
 
-from data_helpers import MPIRUN, program
+from data_helpers import MPIRUN, check_args, program
 
 MODEL = ["--num-layers", "4", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
          "--micro-batch-size", "2", "--global-batch-size", "8", "--lr", "3e-3", "--log-interval", "1",
@@ -21,7 +21,7 @@ MOE = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", 
        "--moe-shared-expert-intermediate-size", "32", "--moe-shared-expert-gate"]
 
 
-def train(tmp_path, name, flags, ranks=1, iters=4):
+def train(tmp_path, name, flags, ranks=1, iters=4, losses=("load_balancing_loss", "z_loss")):
     metrics = tmp_path / f"{name}.jsonl"
     cmd = [program("pretrain_gpt"), *MODEL, *MOE, "--train-iters", str(iters), "--metrics-file", str(metrics),
            *map(str, flags)]
@@ -31,9 +31,9 @@ def train(tmp_path, name, flags, ranks=1, iters=4):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     rows = [json.loads(line) for line in open(metrics)]
     # Megatron-LM's log names: each auxiliary loss over its coefficient, per MoE layer and micro-batch.
-    assert all(f" load_balancing_loss: " in line and " z_loss: " in line
+    assert all(all(f" {loss}: " in line for loss in losses)
                for line in proc.stdout.splitlines() if " iteration " in line and " lm loss: " in line), proc.stdout[-2000:]
-    return [(r["iteration"], r["lm loss"], r["grad_norm"], r["load_balancing_loss"], r["z_loss"])
+    return [(r["iteration"], r["lm loss"], r["grad_norm"], *(r[loss] for loss in losses))
             for r in rows if r["type"] == "train"]
 
 
@@ -65,6 +65,45 @@ def test_expert_parallel_runs_give_the_single_rank_losses(tmp_path):
                                                "--use-distributed-optimizer"], ranks=4), want)
     same(train(tmp_path, "ep2_pp2", ep + ["2", "--moe-token-dispatcher-type", "alltoall",
                                           "--pipeline-model-parallel-size", "2"], ranks=4), want)
+
+
+def test_tensor_parallel_moe_runs_give_the_single_rank_losses(tmp_path):
+    """Each expert split over the tensor-parallel ranks (expert TP = TP, with sequence
+    parallelism): the dispatchers move tokens over the ETP x EP ranks and sum the experts' partial
+    outputs, the router's gradient is summed over TP and the auxiliary losses count the tokens of
+    every TP rank, the experts' gradient norm summed over their shards."""
+    # The vocabulary padded alike at TP 1 and 2 (to 128, not 128 x TP).
+    want = train(tmp_path, "single", ["--make-vocab-size-divisible-by", "64"])
+    tp = ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--make-vocab-size-divisible-by", "64"]
+    same(train(tmp_path, "tp2_ag", tp, ranks=2), want)
+    same(train(tmp_path, "tp2_ep2_a2a_dist", tp + ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type",
+                                                   "alltoall", "--use-distributed-optimizer"], ranks=4), want)
+    same(train(tmp_path, "tp2_ep2_ag", tp + ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type",
+                                                "allgather"], ranks=4), want)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--tensor-model-parallel-size", "2"], "MoE layers with tensor parallelism need --sequence-parallel"),
+    (["--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-tensor-parallel-size", "1"],
+     "--expert-tensor-parallel-size 1 with --tensor-model-parallel-size 2: experts split over other ranks than the "
+     "dense layers are not implemented yet"),
+    (["--moe-router-load-balancing-type", "sinkhorn"],
+     "sinkhorn takes no auxiliary loss: --moe-aux-loss-coeff must be 0 (got 0.01)"),
+])
+def test_moe_layouts_this_build_does_not_compute_are_refused_at_check_args(flags, message):
+    proc = check_args([*MODEL, *MOE, "--train-iters", "1", *flags], 2)
+    assert proc.returncode != 0 and message in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def test_sinkhorn_routing_gives_the_single_rank_losses_over_data_and_expert_parallel_ranks(tmp_path):
+    """S-BASE routing balances each micro-batch's tokens on the rank that routes them: data- and
+    expert-parallel runs route the same micro-batches as one rank does, so they give its losses
+    (under sequence parallelism each rank balances its share of a sequence, as in Megatron-LM)."""
+    flags = ["--moe-router-load-balancing-type", "sinkhorn", "--moe-aux-loss-coeff", "0"]
+    want = train(tmp_path, "single", flags, iters=6, losses=("z_loss",))
+    assert want[-1][1] < want[0][1], want
+    same(train(tmp_path, "ep2_a2a", flags + ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type",
+                                             "alltoall"], ranks=2, iters=6, losses=("z_loss",)), want)
 
 
 def test_an_expert_parallel_run_saves_megatron_lms_rank_files_and_resumes_bit_for_bit(tmp_path):

@@ -45,7 +45,7 @@ def ep(size: int) -> list[str]:
 @pytest.mark.parametrize("shape, saved, distopt, resumes", [
     (LLAMA, (SAVED, 8), True, [(layout(), 1), (layout(pp=4), 4), (layout(), 4), (SAVED, 8)]),
     ([], (SAVED, 8), False, [(layout(tp=4), 4), (layout(tp=2), 2)]),
-    (MOE, (ep(2), 4), True, [([], 1), (ep(4), 4), (ep(2), 4)]),
+    (MOE, (ep(2), 4), True, [([], 1), (ep(4), 4), (layout(tp=2) + ["--sequence-parallel"] + ep(2), 4), (ep(2), 4)]),
 ], ids=["llama_distributed_optimizer", "gpt2", "moe_expert_parallel"])
 def test_a_torch_dist_checkpoint_resumes_at_any_layout(tmp_path, shape, saved, distopt, resumes):
     opt = ["--use-distributed-optimizer"] if distopt else []

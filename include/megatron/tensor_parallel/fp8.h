@@ -82,6 +82,7 @@ class MEGATRON_API Fp8Meta {
  private:
   void to_device(const at::Tensor& like);
   Fp8Config config_;
+  at::Tensor scaled_max_;  // [3] fp8_max of each slot's dtype / 2^margin, on the scale's device
 };
 
 // Mixed into the layers that can run their GEMM in FP8; fp8_meta is null when they do not.

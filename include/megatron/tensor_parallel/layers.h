@@ -84,6 +84,9 @@ struct MEGATRON_API ColumnParallelLinearOptions {
   TORCH_ARG(GroupPtr, tp_group) = nullptr;
   // The GEMM in FP8 (fp8.h); the input's TP collectives stay in the model's precision.
   TORCH_ARG(std::shared_ptr<const Fp8Config>, fp8) = nullptr;
+  // An MoE expert's layer (Megatron-Core's is_expert): no collective here, the token dispatcher
+  // gathers the input over the expert-TP ranks and sums their partial outputs.
+  TORCH_ARG(bool, is_expert) = false;
 };
 
 class MEGATRON_API ColumnParallelLinearImpl : public torch::nn::Cloneable<ColumnParallelLinearImpl>,
@@ -122,6 +125,7 @@ struct MEGATRON_API RowParallelLinearOptions {
   TORCH_ARG(bool, perform_initialization) = true;
   TORCH_ARG(GroupPtr, tp_group) = nullptr;
   TORCH_ARG(std::shared_ptr<const Fp8Config>, fp8) = nullptr;  // as ColumnParallelLinear's
+  TORCH_ARG(bool, is_expert) = false;                          // as ColumnParallelLinear's: the output stays partial
 };
 
 class MEGATRON_API RowParallelLinearImpl : public torch::nn::Cloneable<RowParallelLinearImpl>,

@@ -129,7 +129,7 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(moe, moe_router_pre_softmax, kSaved, any(), "softmax over all experts before the top-k (else over the top-k)")   \
   X(moe, moe_router_topk_scaling_factor, kSaved, positive(), "multiplies the routing probabilities")               \
   X(moe, moe_router_dtype, kSaved, one_of("fp32|fp64"), "the router's GEMM and scores in this type")                \
-  X(moe, moe_router_load_balancing_type, kSaved, one_of("aux_loss|seq_aux_loss|none"),                              \
+  X(moe, moe_router_load_balancing_type, kSaved, one_of("aux_loss|seq_aux_loss|sinkhorn|none"),                              \
     "aux_loss (Switch Transformer's, over the micro-batch) | seq_aux_loss (per sequence) | none")                    \
   X(moe, moe_aux_loss_coeff, kSaved, non_negative(), "weight of the load-balancing loss")                            \
   X(moe, moe_z_loss_coeff, kSaved, non_negative(), "weight of the router z-loss (ST-MoE)")                           \

@@ -21,9 +21,10 @@ namespace megatron::transformer {
 
 class MEGATRON_API MLPImpl : public torch::nn::Cloneable<MLPImpl>, public tensor_parallel::ShardedModule {
  public:
-  // ffn_hidden_size: default config's; gate: the shared expert's output gate.
+  // ffn_hidden_size: default config's; gate: the shared expert's output gate; is_expert: a routed
+  // expert's, whose layers communicate nothing (the token dispatcher does).
   explicit MLPImpl(const TransformerConfig& config, std::optional<int64_t> ffn_hidden_size = std::nullopt,
-                   bool gate = false);
+                   bool gate = false, bool is_expert = false);
   void reset() override;
   // [s, b, h] -> [s, b, h]
   at::Tensor forward(const at::Tensor& hidden);
@@ -38,6 +39,7 @@ class MEGATRON_API MLPImpl : public torch::nn::Cloneable<MLPImpl>, public tensor
   TransformerConfig config;
   int64_t ffn_hidden_size;
   bool gate;
+  bool is_expert;
   tensor_parallel::ColumnParallelLinear linear_fc1{nullptr};
   tensor_parallel::RowParallelLinear linear_fc2{nullptr};
   at::Tensor gate_weight;  // [1, h] with gate

@@ -115,7 +115,7 @@ struct MEGATRON_API TransformerConfig {
   TORCH_ARG(bool, moe_router_pre_softmax) = false;
   TORCH_ARG(std::optional<double>, moe_router_topk_scaling_factor) = std::nullopt;
   TORCH_ARG(std::string, moe_router_dtype) = "";                        // the input's | fp32 | fp64
-  TORCH_ARG(std::string, moe_router_load_balancing_type) = "aux_loss";  // | seq_aux_loss | none
+  TORCH_ARG(std::string, moe_router_load_balancing_type) = "aux_loss";  // | seq_aux_loss | sinkhorn | none
   TORCH_ARG(double, moe_aux_loss_coeff) = 0.0;
   TORCH_ARG(std::optional<double>, moe_z_loss_coeff) = std::nullopt;
   TORCH_ARG(std::optional<int64_t>, moe_router_num_groups) = std::nullopt;
@@ -131,6 +131,12 @@ struct MEGATRON_API TransformerConfig {
   // expert_model_parallel_size on each (nullptr group: one rank holds them all).
   TORCH_ARG(int64_t, expert_model_parallel_size) = 1;
   TORCH_ARG(std::shared_ptr<comm::ProcessGroup>, ep_group) = nullptr;
+  // Expert tensor parallelism: each expert's linear_fc1 and linear_fc2 split over etp_group's
+  // ranks (default: tensor_model_parallel_size and tp_group); the dispatchers move tokens over
+  // etp_ep_group, the ETP x EP ranks (default: whichever of the two is not one rank).
+  TORCH_ARG(std::optional<int64_t>, expert_tensor_parallel_size) = std::nullopt;
+  TORCH_ARG(std::shared_ptr<comm::ProcessGroup>, etp_group) = nullptr;
+  TORCH_ARG(std::shared_ptr<comm::ProcessGroup>, etp_ep_group) = nullptr;
   // Shared by the MoE layers built from one config (finalize() makes it): the backward scale of
   // their auxiliary losses, which the schedule sets, and the values they record for the log.
   TORCH_ARG(std::shared_ptr<MoEAuxLossState>, moe_aux_loss_state) = nullptr;
@@ -156,6 +162,9 @@ struct MEGATRON_API TransformerConfig {
   // The experts this expert-parallel rank holds, and the global index of its first one.
   int64_t num_local_experts() const { return num_moe_experts_.value_or(0) / expert_model_parallel_size_; }
   int64_t local_expert_offset() const;
+  // What one expert's MLP is built from: a dense config over the expert-TP group, whose layers
+  // leave the communication to the token dispatcher (is_expert), in the model's precision.
+  TransformerConfig expert_mlp_config() const;
   // Whether layer `layer` (0-based, of the whole model) holds an MoE layer.
   bool is_moe_layer(int64_t layer) const;
   // The FP8 config layer `layer` (0-based, of the whole model) runs its GEMMs with, or nullptr.

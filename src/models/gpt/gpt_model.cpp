@@ -173,7 +173,9 @@ void GPTModelImpl::allreduce_word_embedding_grads(const std::shared_ptr<comm::Pr
 }
 
 bool GPTModelImpl::has_sequence_parallel_grad(const common::ShardedParameter& p) const {
-  if (tp::group_size(config.tp_group()) == 1 || p.name.rfind("decoder.", 0) != 0 || p.init.layout.is_sharded())
+  // Experts' gradients are whole on each rank (their dispatcher gathers the tokens over TP).
+  if (tp::group_size(config.tp_group()) == 1 || p.name.rfind("decoder.", 0) != 0 || p.init.layout.is_sharded() ||
+      p.expert_parallel)
     return false;
   // The q/k norms see only this rank's heads (Megatron-LM sums their gradients over TP too).
   const bool qk_norm =

@@ -121,7 +121,8 @@ void validate_moe(const Arguments& a) {
   if (!a.num_experts) return;
   const int64_t experts = *a.num_experts, topk = a.moe_router_topk;
   MOE_CHECK(topk <= experts, "--moe-router-topk (", topk, ") must not exceed --num-experts (", experts, ")");
-  MOE_CHECK(topk > 1 || a.moe_router_score_function != "softmax" || a.moe_router_pre_softmax,
+  MOE_CHECK(topk > 1 || a.moe_router_score_function != "softmax" || a.moe_router_pre_softmax ||
+                a.moe_router_load_balancing_type == "sinkhorn",
             "--moe-router-topk 1 with softmax routing gives every token a probability of 1: use "
             "--moe-router-pre-softmax (as Megatron-LM asks)");
   if (a.moe_router_group_topk) {
@@ -153,9 +154,19 @@ void validate_moe(const Arguments& a) {
                                               ") = " + std::to_string(folded)
                                         : std::string());
   // What this build does not compute yet is refused by name rather than run another way.
-  MOE_CHECK(a.tensor_model_parallel_size == 1 && a.expert_tensor_parallel_size.value_or(1) == 1,
-            "MoE layers with tensor parallelism (--tensor-model-parallel-size or --expert-tensor-parallel-size > 1) "
-            "are not implemented yet");
+  const int64_t tp = a.tensor_model_parallel_size, etp = a.expert_tensor_parallel_size.value_or(tp);
+  MOE_CHECK(tp == 1 || a.sequence_parallel,
+            "MoE layers with tensor parallelism need --sequence-parallel (as Megatron-LM's)");
+  MOE_CHECK(etp == tp, "--expert-tensor-parallel-size ", etp, " with --tensor-model-parallel-size ", tp,
+            ": experts split over other ranks than the dense layers are not implemented yet (leave it at TP)");
+  MOE_CHECK(etp == 1 || a.disable_bias_linear,
+            "MoE layers with tensor parallelism need --disable-bias-linear (Megatron-LM's rule: biased experts are "
+            "not split)");
+  MOE_CHECK(a.moe_ffn_hidden_size.value_or(a.ffn_hidden_size.value_or(4 * a.hidden_size)) % etp == 0,
+            "--moe-ffn-hidden-size must be divisible by --expert-tensor-parallel-size (", etp, ")");
+  MOE_CHECK(a.moe_router_load_balancing_type != "sinkhorn" || a.moe_aux_loss_coeff == 0,
+            "--moe-router-load-balancing-type sinkhorn takes no auxiliary loss: --moe-aux-loss-coeff must be 0 (got ",
+            a.moe_aux_loss_coeff, ")");
   MOE_CHECK(!a.moe_router_enable_expert_bias, "--moe-router-enable-expert-bias is not implemented yet");
   MOE_CHECK(!a.domino, "--domino with MoE layers is not implemented");
 }

@@ -76,7 +76,10 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
         .moe_pad_expert_input_to_capacity(a.moe_pad_expert_input_to_capacity)
         .moe_token_dispatcher_type(a.moe_token_dispatcher_type)
         .expert_model_parallel_size(a.expert_model_parallel_size)
-        .ep_group(ctx.parallel_state.expert_model_parallel_group_ptr());
+        .ep_group(ctx.parallel_state.expert_model_parallel_group_ptr())
+        .expert_tensor_parallel_size(ctx.parallel_state.get_expert_tensor_parallel_world_size())
+        .etp_group(ctx.parallel_state.expert_tensor_parallel_group_ptr())
+        .etp_ep_group(ctx.parallel_state.expert_tensor_and_model_parallel_group_ptr());
   }
   return c.finalize();
 }

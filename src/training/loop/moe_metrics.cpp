@@ -35,6 +35,8 @@ MoeAuxLosses reduce_moe_aux_losses(const Arguments& args, const ParallelState& p
     values.push_back(s.defined() ? s.to(device, at::kFloat).reshape({}) : at::zeros({}, at::TensorOptions(device)));
   out.values = at::stack(values);
   if (ps.get_pipeline_model_parallel_world_size() > 1) ps.get_pipeline_model_parallel_group().all_reduce(out.values);
+  // Each TP rank's values are its sequence-parallel share of the tokens' (router.cpp): summed.
+  if (ps.get_tensor_model_parallel_world_size() > 1) ps.get_tensor_model_parallel_group().all_reduce(out.values);
   // Over the data- and context-parallel ranks: each CP rank's load-balancing loss is its share of
   // the whole times CP (router.cpp), its z-loss the mean over its own tokens.
   if (ps.get_data_parallel_world_size(true) > 1)

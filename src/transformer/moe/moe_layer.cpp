@@ -15,7 +15,7 @@ SequentialMLPImpl::SequentialMLPImpl(const TransformerConfig& config_) : config(
 void SequentialMLPImpl::reset() {
   local_experts = register_module("local_experts", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_local_experts(); ++i)
-    local_experts->push_back(MLP(config, config.moe_ffn_hidden_size()));
+    local_experts->push_back(MLP(config.expert_mlp_config(), config.moe_ffn_hidden_size(), false, /*is_expert=*/true));
 }
 
 at::Tensor SequentialMLPImpl::forward(const at::Tensor& tokens, const std::vector<int64_t>& tokens_per_expert,

@@ -49,6 +49,20 @@ at::Tensor switch_load_balancing_loss(const at::Tensor& probs, const at::Tensor&
   return (probs.sum(0) * tokens_per_expert).sum() * (static_cast<double>(experts) * coeff / (topk * t * t));
 }
 
+at::Tensor sinkhorn(const at::Tensor& cost_in, double tol) {
+  const at::Tensor cost = at::exp(cost_in);
+  at::Tensor d0 = at::ones({cost.size(0)}, cost.options()), d1 = at::ones({cost.size(1)}, cost.options());
+  const double eps = 1e-8, rows = static_cast<double>(cost.size(0)), cols = static_cast<double>(cost.size(1));
+  // One read-back per round, as the reference's loop condition; a NaN error ends it as there.
+  for (double error = 1e9; error > tol;) {
+    d0 = (1.0 / rows) / ((d1 * cost).sum(1) + eps);
+    const at::Tensor next = (1.0 / cols) / ((d0.unsqueeze(1) * cost).sum(0) + eps);
+    error = (d1 - next).abs().mean().item<double>();
+    d1 = next;
+  }
+  return d1 * cost * d0.unsqueeze(1);
+}
+
 at::Tensor z_loss(const at::Tensor& logits, double coeff) {
   return at::logsumexp(logits, -1).square().mean() * coeff;
 }

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "megatron/comm/process_group.h"
+#include "megatron/tensor_parallel/mappings.h"
 #include "megatron/transformer/moe/moe_utils.h"
 
 namespace megatron::transformer {
@@ -73,9 +74,12 @@ std::pair<at::Tensor, at::Tensor> TopKRouterImpl::forward(const at::Tensor& hidd
   at::Tensor logits = at::mm(x.to(router_dtype), weight.to(router_dtype).t());
   const bool training = is_training() && at::GradMode::is_enabled();
   MoEAuxLossState* state = c.moe_aux_loss_state().get();
+  // With sequence parallelism each TP rank routes its share of the tokens, and the router's
+  // gradient is summed over TP (as the norms'): the z-loss is each rank's mean over TP.
+  const int tp = tensor_parallel::group_size(c.tp_group());
   if (training && c.moe_z_loss_coeff()) {
     const double coeff = *c.moe_z_loss_coeff();
-    const at::Tensor z = z_loss(logits, coeff);
+    const at::Tensor z = z_loss(logits, coeff / tp);
     logits = moe_aux_loss_auto_scaler(logits, z, state);
     if (coeff > 0) state->record("z_loss", z / coeff);
   }
@@ -83,7 +87,19 @@ std::pair<at::Tensor, at::Tensor> TopKRouterImpl::forward(const at::Tensor& hidd
   // Probabilities of the chosen experts, as the score function gives them.
   const bool sorted = at::GradMode::is_enabled();
   at::Tensor idx, chosen;
-  if (c.moe_router_score_function() == "softmax") {
+  if (c.moe_router_load_balancing_type() == "sinkhorn") {
+    // S-BASE: in training the experts are chosen on the Sinkhorn-balanced scores (no gradient),
+    // and weighted by the plain ones (sigmoid for top-1, else softmax).
+    const at::Tensor scores =
+        k == 1 ? at::sigmoid(logits) : at::softmax(logits, -1, at::kFloat).to(logits.scalar_type());
+    if (is_training()) {
+      at::NoGradGuard no_grad;
+      idx = std::get<1>(at::topk(sinkhorn(logits.to(at::kFloat)), k, 1));
+    } else {
+      idx = std::get<1>(at::topk(scores, k, 1));
+    }
+    chosen = scores.gather(1, idx);
+  } else if (c.moe_router_score_function() == "softmax") {
     if (c.moe_router_pre_softmax()) {
       const at::Tensor scores = at::softmax(logits, -1, at::kFloat);
       idx = topk_indices(scores, c, sorted);
@@ -98,7 +114,8 @@ std::pair<at::Tensor, at::Tensor> TopKRouterImpl::forward(const at::Tensor& hidd
     chosen = scores.gather(1, idx);
     if (k > 1) chosen = chosen / (chosen.sum(-1, true) + 1e-20);
   }
-  if (c.moe_router_topk_scaling_factor()) chosen = chosen * *c.moe_router_topk_scaling_factor();
+  if (c.moe_router_topk_scaling_factor() && c.moe_router_load_balancing_type() != "sinkhorn")
+    chosen = chosen * *c.moe_router_topk_scaling_factor();
   at::Tensor probs = at::zeros_like(logits).scatter(1, idx, chosen.to(logits.scalar_type()));
   at::Tensor routing_map = at::zeros({tokens, experts}, logits.options().dtype(at::kBool)).scatter(1, idx, true);
 
@@ -121,31 +138,33 @@ std::pair<at::Tensor, at::Tensor> TopKRouterImpl::forward(const at::Tensor& hidd
     probs = probs * routing_map;
   }
 
-  // Load balancing, joined to the gradient through the probabilities. With context parallelism
-  // a sequence's tokens are spread over the CP ranks (Megatron-Core's tp_cp reduce group): the
-  // tokens per expert are counted over all of them and each rank's loss is its own tokens' share
-  // of the whole; times CP, since the gradients are averaged over the CP ranks (Megatron-Core
-  // scales the auxiliary losses' backward by CP instead), and logged likewise.
+  // Load balancing, joined to the gradient through the probabilities. With sequence and context
+  // parallelism a sequence's tokens are spread over the TP x CP ranks (Megatron-Core's tp_cp
+  // reduce group): the tokens per expert are counted over all of them and each rank's loss is
+  // its own tokens' share of the whole (summed over TP, as the router's gradient is); times CP,
+  // since the gradients are averaged over the CP ranks (Megatron-Core scales the auxiliary
+  // losses' backward by CP instead), and logged likewise.
   const auto& balancing = c.moe_router_load_balancing_type();
   const double coeff = c.moe_aux_loss_coeff();
-  if (training && coeff > 0 && balancing != "none") {
+  if (training && coeff > 0 && (balancing == "aux_loss" || balancing == "seq_aux_loss")) {
     auto [scores, map] = aux_loss_scores(logits, c);
     const int cp = c.context_parallel_size();
     auto counted = [&](at::Tensor per_expert) {
+      if (tp > 1) c.tp_group()->all_reduce(per_expert);
       if (cp > 1) c.cp_group()->all_reduce(per_expert);
       return per_expert;
     };
     at::Tensor loss;
     if (balancing == "aux_loss") {
-      loss =
-          cp * switch_load_balancing_loss(scores, counted(map.sum(0).to(at::kFloat)), tokens * cp, experts, k, coeff);
+      loss = cp * switch_load_balancing_loss(scores, counted(map.sum(0).to(at::kFloat)), tokens * tp * cp, experts, k,
+                                             coeff);
       state->record("load_balancing_loss", loss / coeff);
     } else {  // seq_aux_loss: each sequence balanced on its own, averaged over the batch
       const int64_t batch = hidden.size(1), seq = tokens / batch;
       loss = cp *
              switch_load_balancing_loss(scores.reshape({seq, batch * experts}),
-                                        counted(map.reshape({seq, batch * experts}).sum(0).to(at::kFloat)), seq * cp,
-                                        experts, k, coeff) /
+                                        counted(map.reshape({seq, batch * experts}).sum(0).to(at::kFloat)),
+                                        seq * tp * cp, experts, k, coeff) /
              static_cast<double>(batch);
       state->record("seq_load_balancing_loss", loss / coeff);
     }

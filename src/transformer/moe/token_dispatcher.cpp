@@ -43,8 +43,9 @@ class AllGatherDispatcher : public MoETokenDispatcher {
 
   DispatchedTokens token_dispatch(const at::Tensor& hidden, const at::Tensor& probs,
                                   const at::Tensor& routing_map) override {
-    const auto& group = config_.ep_group();
-    // Each rank's experts see every rank's tokens; the backward sums their partial gradients.
+    // Over the ETP x EP ranks: each rank's experts (their expert-TP shard) see every rank's
+    // tokens; the backward sums their partial gradients.
+    const auto& group = config_.etp_ep_group();
     const at::Tensor x = tp::gather_from_sequence_parallel_region(hidden, group);
     const at::Tensor all_probs = tp::gather_from_sequence_parallel_region(probs, group);
     const at::Tensor all_map = tp::group_size(group) == 1
@@ -58,9 +59,9 @@ class AllGatherDispatcher : public MoETokenDispatcher {
   }
 
   at::Tensor token_combine(const at::Tensor& expert_output) override {
-    // Each rank holds its experts' share of every token; the sum over the ranks returns this
-    // rank's tokens whole.
-    return tp::reduce_scatter_to_sequence_parallel_region(unpermute(perm_, expert_output), config_.ep_group());
+    // Each rank holds its experts' (expert-TP partial) share of every token; the sum over the
+    // ranks returns this rank's tokens whole.
+    return tp::reduce_scatter_to_sequence_parallel_region(unpermute(perm_, expert_output), config_.etp_ep_group());
   }
 
  private:
@@ -77,38 +78,52 @@ at::Tensor sort_chunks(const at::Tensor& x, const std::vector<int64_t>& sizes, c
   return at::cat(sorted);
 }
 
-// Megatron-Core's MoEAlltoAllTokenDispatcher.
+// Megatron-Core's MoEAlltoAllTokenDispatcher. Its all-to-all over EP and all-gather over expert
+// TP are one all-to-all here, over the ETP x EP group (rank = ep * ETP + etp): a token routed to
+// expert-parallel rank r goes to each of r's expert-TP ranks, whose partial outputs come back and
+// are summed with the token's other experts.
 class AllToAllDispatcher : public MoETokenDispatcher {
  public:
   explicit AllToAllDispatcher(const TransformerConfig& config) : config_(config) {}
 
   DispatchedTokens token_dispatch(const at::Tensor& hidden, const at::Tensor& probs,
                                   const at::Tensor& routing_map) override {
-    const auto& group = config_.ep_group();
-    const int ep = tp::group_size(group), me = tp::group_rank(group);
+    const auto& group = config_.etp_ep_group();
+    const int ranks = tp::group_size(group), me = tp::group_rank(group);
+    const int etp = static_cast<int>(config_.expert_tensor_parallel_size().value_or(1));
     const int64_t local = config_.num_local_experts(), first = config_.local_expert_offset();
     perm_ = permute(probs, routing_map);
-    const at::Tensor tokens = hidden.index_select(0, perm_.token_of);
-    // Every rank's tokens per expert ([ep, E]), in one device read: the splits of both exchanges.
+    // Every rank's tokens per expert ([ranks, E]), in one device read: the splits of both exchanges.
     const at::Tensor counts = tp::all_gather_along_dim(routing_map.sum(0).unsqueeze(0), group, 0);
     const std::vector<int64_t> all = to_vector(read_to_host(counts));
     const int64_t experts = routing_map.size(1);
     auto count = [&](int rank, int64_t expert) { return all[static_cast<size_t>(rank * experts + expert)]; };
-    send_.assign(ep, 0);
-    recv_.assign(ep, 0);
+    send_.assign(ranks, 0);
+    recv_.assign(ranks, 0);
     chunk_sizes_.clear();
     DispatchedTokens out;
     out.tokens_per_expert.assign(local, 0);
-    for (int r = 0; r < ep; ++r) {
+    std::vector<int64_t> begin_of_ep(ranks / etp + 1, 0);  // where each EP rank's experts start in perm_
+    for (int r = 0; r < ranks; ++r) {
       for (int64_t l = 0; l < local; ++l) {
-        send_[r] += count(me, r * local + l);
+        send_[r] += count(me, (r / etp) * local + l);
         const int64_t n = count(r, first + l);
         recv_[r] += n;
         chunk_sizes_.push_back(n);  // arriving from rank r for local expert l, in (r, l) order
         out.tokens_per_expert[l] += n;
       }
+      if (r % etp == 0) begin_of_ep[r / etp + 1] = begin_of_ep[r / etp] + send_[r];
     }
-    if (ep == 1) {
+    if (etp > 1) {  // each EP rank's run of pairs, once per expert-TP rank of it
+      std::vector<at::Tensor> runs;
+      for (int r = 0; r < ranks; ++r)
+        runs.push_back(at::arange(begin_of_ep[r / etp], begin_of_ep[r / etp + 1], perm_.token_of.options()));
+      const at::Tensor copies = at::cat(runs);
+      perm_.token_of = perm_.token_of.index_select(0, copies);
+      perm_.probs = perm_.probs.index_select(0, copies);
+    }
+    const at::Tensor tokens = hidden.index_select(0, perm_.token_of);
+    if (ranks == 1) {
       out.tokens = tokens;
       out.probs = perm_.probs;
       return out;
@@ -117,7 +132,7 @@ class AllToAllDispatcher : public MoETokenDispatcher {
     by_expert_.clear();
     by_rank_.assign(chunk_sizes_.size(), 0);
     for (int64_t l = 0; l < local; ++l)
-      for (int r = 0; r < ep; ++r) {
+      for (int r = 0; r < ranks; ++r) {
         by_rank_[r * local + l] = by_expert_.size();
         by_expert_.push_back(r * local + l);
       }
@@ -128,7 +143,7 @@ class AllToAllDispatcher : public MoETokenDispatcher {
   }
 
   at::Tensor token_combine(const at::Tensor& expert_output) override {
-    const auto& group = config_.ep_group();
+    const auto& group = config_.etp_ep_group();
     if (tp::group_size(group) == 1) return unpermute(perm_, expert_output);
     std::vector<int64_t> sorted_sizes;
     for (size_t i : by_expert_) sorted_sizes.push_back(chunk_sizes_[i]);

@@ -36,6 +36,10 @@ MEGATRON_API at::Tensor moe_aux_loss_auto_scaler(const at::Tensor& output, const
 MEGATRON_API at::Tensor switch_load_balancing_loss(const at::Tensor& probs, const at::Tensor& tokens_per_expert,
                                                    int64_t total_tokens, int64_t experts, int64_t topk, double coeff);
 
+// S-BASE's balancing of cost [T, E] (Megatron-Core's moe_utils.sinkhorn): exp(cost) scaled by
+// per-token and per-expert factors until the expert factors move by less than tol on average.
+MEGATRON_API at::Tensor sinkhorn(const at::Tensor& cost, double tol = 1e-4);
+
 // mean_t(logsumexp(logits[t])^2) * coeff.
 MEGATRON_API at::Tensor z_loss(const at::Tensor& logits, double coeff);
 
