@@ -3353,7 +3353,9 @@ class TransformerConfig:
     moe_ffn_hidden_size: typing.Any
     moe_layer_pattern: typing.Any
     moe_pad_expert_input_to_capacity: typing.Any
+    moe_router_bias_update_rate: typing.Any
     moe_router_dtype: typing.Any
+    moe_router_enable_expert_bias: typing.Any
     moe_router_group_topk: typing.Any
     moe_router_load_balancing_type: typing.Any
     moe_router_num_groups: typing.Any

@@ -140,6 +140,8 @@ void init_transformer(py::module_& m) {
   MEGATRON_CONFIG_FIELD(moe_z_loss_coeff)
   MEGATRON_CONFIG_FIELD(moe_router_num_groups)
   MEGATRON_CONFIG_FIELD(moe_router_group_topk)
+  MEGATRON_CONFIG_FIELD(moe_router_enable_expert_bias)
+  MEGATRON_CONFIG_FIELD(moe_router_bias_update_rate)
   MEGATRON_CONFIG_FIELD(moe_shared_expert_intermediate_size)
   MEGATRON_CONFIG_FIELD(moe_shared_expert_gate)
   MEGATRON_CONFIG_FIELD(moe_expert_capacity_factor)

@@ -78,6 +78,8 @@ void finalize_moe(TransformerConfig& c) {
               "[transformer_config] moe_router_load_balancing_type must be aux_loss, seq_aux_loss, sinkhorn or none, "
               "got '",
               balancing, "'");
+  TORCH_CHECK(!c.moe_router_enable_expert_bias() || c.moe_router_score_function() == "sigmoid",
+              "[transformer_config] moe_router_enable_expert_bias needs moe_router_score_function sigmoid");
   TORCH_CHECK(balancing != "sinkhorn" || c.moe_aux_loss_coeff() == 0,
               "[transformer_config] sinkhorn routing takes no auxiliary loss: moe_aux_loss_coeff must be 0, got ",
               c.moe_aux_loss_coeff());

@@ -106,6 +106,34 @@ def test_sinkhorn_routing_gives_the_single_rank_losses_over_data_and_expert_para
                                              "alltoall"], ranks=2, iters=6, losses=("z_loss",)), want)
 
 
+def test_expert_bias_balances_alike_at_every_layout_and_is_saved(tmp_path):
+    """--moe-router-enable-expert-bias (sigmoid scores): each iteration every bias moves by the
+    update rate against its expert's load over all the ranks' tokens, so data-, tensor- and
+    expert-parallel runs give one rank's losses; the biases are saved in both formats (a resume
+    continues the run), float32, and after n iterations each is a multiple of the rate within n
+    of them, not all zero."""
+    bias = ["--moe-router-score-function", "sigmoid", "--moe-router-enable-expert-bias",
+            "--moe-router-bias-update-rate", "1e-2", "--make-vocab-size-divisible-by", "64"]
+    want = train(tmp_path, "single", bias)
+    same(train(tmp_path, "dp2", bias, ranks=2), want)
+    dist = tmp_path / "dist"
+    same(train(tmp_path, "tp2_ep2", bias + ["--tensor-model-parallel-size", "2", "--sequence-parallel",
+                                            "--expert-model-parallel-size", "2", "--moe-token-dispatcher-type",
+                                            "alltoall", "--save", dist, "--save-interval", "2", "--ckpt-format",
+                                            "torch_dist"], ranks=4), want)
+    same(train(tmp_path, "from_dist", bias + ["--load", dist, "--ckpt-step", "2"]), want[2:])
+    ckpt = tmp_path / "ckpt"
+    train(tmp_path, "first", bias + ["--save", ckpt, "--save-interval", "2", "--exit-interval", "2"])
+    assert train(tmp_path, "resumed", bias + ["--load", ckpt]) == want[2:]
+    saved = torch.load(ckpt / "iter_0000002" / "mp_rank_00" / "model_optim_rng.pt", weights_only=True)["model"]
+    biases = [saved[f"decoder.layers.{i}.mlp.router.expert_bias"] for i in (0, 2, 3)]
+    for b in biases:
+        assert b.dtype == torch.float32 and b.shape == (4,)
+        steps = b / 1e-2
+        assert torch.allclose(steps, steps.round(), atol=1e-4) and steps.abs().max() <= 2, b
+    assert any(b.abs().sum() > 0 for b in biases), biases
+
+
 def test_an_expert_parallel_run_saves_megatron_lms_rank_files_and_resumes_bit_for_bit(tmp_path):
     ckpt = tmp_path / "ckpt"
     flags = ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", "alltoall"]

@@ -120,6 +120,10 @@ struct MEGATRON_API TransformerConfig {
   TORCH_ARG(std::optional<double>, moe_z_loss_coeff) = std::nullopt;
   TORCH_ARG(std::optional<int64_t>, moe_router_num_groups) = std::nullopt;
   TORCH_ARG(std::optional<int64_t>, moe_router_group_topk) = std::nullopt;
+  // DeepSeek-V3's aux-loss-free balancing (sigmoid scores): a per-expert bias added to the scores
+  // for choosing only, moved by the update rate against each expert's load once an iteration.
+  TORCH_ARG(bool, moe_router_enable_expert_bias) = false;
+  TORCH_ARG(double, moe_router_bias_update_rate) = 1e-3;
   TORCH_ARG(std::optional<int64_t>, moe_shared_expert_intermediate_size) = std::nullopt;
   TORCH_ARG(bool, moe_shared_expert_gate) = false;
   TORCH_ARG(std::optional<double>, moe_expert_capacity_factor) = std::nullopt;

@@ -121,6 +121,12 @@ std::vector<ShardedParameter> GPTModelImpl::sharded_parameters() const {
     TORCH_INTERNAL_ASSERT(it != found.end(), "parameter ", item.key(), " has no sharding spec");
     out.push_back(it->second);
   }
+  // Buffers (the routers' expert bias) are whole on every rank and start at zero.
+  for (const auto& item : named_buffers(true)) {
+    const std::string& name = item.key();
+    out.push_back(ShardedParameter{name, common::shift_index(name, common::kLayersPart, layer_offset), item.value(),
+                                   tp::ParamInit{tp::ParamInit::kZeros, 0.0, {}}, false, true});
+  }
   return out;
 }
 
@@ -253,11 +259,13 @@ at::Tensor GPTModelImpl::attention_bias(const at::Tensor& mask, int64_t seq_len,
 std::map<std::string, at::Tensor> GPTModelImpl::state_dict() const {
   std::map<std::string, at::Tensor> out;
   for (const auto& item : named_parameters(true)) out[item.key()] = item.value().detach();
+  for (const auto& item : named_buffers(true)) out[item.key()] = item.value().detach();
   return out;
 }
 
 void GPTModelImpl::load_state_dict(const std::map<std::string, at::Tensor>& state, bool strict) {
   auto params = named_parameters(true);
+  for (const auto& item : named_buffers(true)) params.insert(item.key(), item.value());
   std::set<std::string> missing;
   for (const auto& item : params) missing.insert(item.key());
   at::NoGradGuard no_grad;

@@ -167,7 +167,6 @@ void validate_moe(const Arguments& a) {
   MOE_CHECK(a.moe_router_load_balancing_type != "sinkhorn" || a.moe_aux_loss_coeff == 0,
             "--moe-router-load-balancing-type sinkhorn takes no auxiliary loss: --moe-aux-loss-coeff must be 0 (got ",
             a.moe_aux_loss_coeff, ")");
-  MOE_CHECK(!a.moe_router_enable_expert_bias, "--moe-router-enable-expert-bias is not implemented yet");
   MOE_CHECK(!a.domino, "--domino with MoE layers is not implemented");
 }
 

@@ -184,7 +184,7 @@ std::vector<DcpItem> torch_dist_items(const Arguments& args, const TrainingState
                            sharded_object(c10::IValue())});
         }
       }
-      if (!c.optimizer) continue;
+      if (!c.optimizer || params[i].buffer) continue;
       const auto& state_of = c.optimizer->param_state.at(model_chunk_prefix(v, model.size()) + params[i].name);
       for (const auto& [ours, theirs] : kTorchDistOptimizerStates)
         if (auto s = state_of.find(ours); s != state_of.end())
@@ -293,7 +293,7 @@ RankCheckpoint read_torch_dist(const std::string& iter_dir, const Arguments& arg
     const auto places = placements(params, args);
     for (size_t i = 0; i < params.size(); ++i) {
       c.model[v][params[i].name] = read(places[i], places[i].key, params[i]);
-      if (!c.optimizer) continue;
+      if (!c.optimizer || params[i].buffer) continue;
       auto& s = c.optimizer->param_state[model_chunk_prefix(v, model.size()) + params[i].name];
       for (const auto& [ours, theirs] : kTorchDistOptimizerStates) {
         const std::string key = std::string("optimizer.state.") + theirs + "." + places[i].key;

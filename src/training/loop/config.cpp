@@ -69,6 +69,8 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
         .moe_z_loss_coeff(a.moe_z_loss_coeff)
         .moe_router_num_groups(a.moe_router_num_groups)
         .moe_router_group_topk(a.moe_router_group_topk)
+        .moe_router_enable_expert_bias(a.moe_router_enable_expert_bias)
+        .moe_router_bias_update_rate(a.moe_router_bias_update_rate)
         .moe_shared_expert_intermediate_size(a.moe_shared_expert_intermediate_size)
         .moe_shared_expert_gate(a.moe_shared_expert_gate)
         .moe_expert_capacity_factor(a.moe_expert_capacity_factor)

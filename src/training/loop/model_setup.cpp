@@ -36,9 +36,11 @@ Model get_model(const TrainingContext& ctx, const ModelBuilder& model_builder) {
     // dtype and device without memory (the wrapper initialises them unit by unit).
     at::NoGradGuard no_grad;
     const at::ScalarType dtype = params_dtype(ctx.args);
-    auto move = [&](at::Tensor& t, bool deferrable) {
-      const auto options = t.options().dtype(dtype == at::kFloat ? t.scalar_type() : dtype).device(ctx.device);
-      if (deferrable && tensor_parallel::DeferredParameterInit::deferred(t))
+    // Buffers keep their dtype (the routers' expert bias stays float32, as Megatron-Core keeps it).
+    auto move = [&](at::Tensor& t, bool parameter) {
+      const auto options =
+          t.options().dtype(dtype == at::kFloat || !parameter ? t.scalar_type() : dtype).device(ctx.device);
+      if (parameter && tensor_parallel::DeferredParameterInit::deferred(t))
         t.set_data(tensor_parallel::DeferredParameterInit::without_memory(t.sizes(), options));
       else
         t.set_data(t.to(options));

@@ -23,6 +23,10 @@ TopKRouterImpl::TopKRouterImpl(const TransformerConfig& config_) : config(config
 void TopKRouterImpl::reset() {
   weight = register_parameter("weight", at::empty({*config.num_moe_experts(), config.hidden_size()}, at::kFloat));
   if (config.perform_initialization()) tp::init_sharded_param_from_default_generator(weight, param_inits()[0].second);
+  if (config.moe_router_enable_expert_bias()) {
+    expert_bias = register_buffer("expert_bias", at::zeros({*config.num_moe_experts()}, at::kFloat));
+    local_tokens_per_expert = at::zeros({*config.num_moe_experts()}, at::kFloat);
+  }
 }
 
 std::vector<std::pair<std::string, tp::ParamInit>> TopKRouterImpl::param_inits() const {
@@ -110,7 +114,8 @@ std::pair<at::Tensor, at::Tensor> TopKRouterImpl::forward(const at::Tensor& hidd
     }
   } else {
     const at::Tensor scores = at::sigmoid(logits.to(at::kFloat));
-    idx = topk_indices(scores, c, sorted);
+    // The expert bias moves the choice only; the weights stay the plain scores.
+    idx = topk_indices(expert_bias.defined() ? scores + expert_bias.to(at::kFloat) : scores, c, sorted);
     chosen = scores.gather(1, idx);
     if (k > 1) chosen = chosen / (chosen.sum(-1, true) + 1e-20);
   }
@@ -136,6 +141,14 @@ std::pair<at::Tensor, at::Tensor> TopKRouterImpl::forward(const at::Tensor& hidd
     }
     routing_map = c.moe_pad_expert_input_to_capacity() ? keep : routing_map.logical_and(keep);
     probs = probs * routing_map;
+  }
+
+  // The expert bias counts the tokens each expert takes where gradients are recorded (training,
+  // and a recomputed forward rather than the first one under no_grad).
+  if (expert_bias.defined() && at::GradMode::is_enabled()) {
+    if (local_tokens_per_expert.device() != routing_map.device())
+      local_tokens_per_expert = local_tokens_per_expert.to(routing_map.device());
+    local_tokens_per_expert.add_(routing_map.sum(0).to(at::kFloat));
   }
 
   // Load balancing, joined to the gradient through the probabilities. With sequence and context
@@ -171,6 +184,28 @@ std::pair<at::Tensor, at::Tensor> TopKRouterImpl::forward(const at::Tensor& hidd
     probs = moe_aux_loss_auto_scaler(probs, loss, state);
   }
   return {probs, routing_map};
+}
+
+void update_router_expert_bias(const std::vector<std::shared_ptr<torch::nn::Module>>& chunks,
+                               const std::vector<comm::ProcessGroup*>& groups) {
+  std::vector<TopKRouterImpl*> routers;
+  for (const auto& chunk : chunks)
+    for (const auto& m : chunk->modules()) {
+      auto* r = dynamic_cast<TopKRouterImpl*>(m.get());
+      if (r && r->expert_bias.defined() && r->is_training()) routers.push_back(r);
+    }
+  if (routers.empty()) return;
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> counts;
+  for (auto* r : routers) counts.push_back(r->local_tokens_per_expert.to(r->expert_bias.device()));
+  at::Tensor all = at::stack(counts);  // [routers, E]: one collective per group for every layer
+  for (comm::ProcessGroup* g : groups)
+    if (g && g->size() > 1) g->all_reduce(all);
+  const at::Tensor step = at::sign(all.mean(-1, /*keepdim=*/true) - all);
+  for (size_t i = 0; i < routers.size(); ++i) {
+    routers[i]->expert_bias.add_(step[static_cast<int64_t>(i)], routers[i]->config.moe_router_bias_update_rate());
+    routers[i]->local_tokens_per_expert.zero_();
+  }
 }
 
 }  // namespace megatron::transformer

@@ -25,7 +25,7 @@ class ProcessGroup;
 
 namespace megatron::models::common {
 
-// One parameter of this rank with how its full tensor is sharded and initialised.
+// One parameter (or saved buffer) of this rank with how its full tensor is sharded and initialised.
 struct MEGATRON_API ShardedParameter {
   std::string name;       // state-dict name on this stage
   std::string init_name;  // global name the initialisation is seeded with
@@ -35,6 +35,8 @@ struct MEGATRON_API ShardedParameter {
   // expert-parallel ranks hold other experts, so its gradient is averaged over the
   // expert-data-parallel ranks only and its norm summed over the expert-parallel ones.
   bool expert_parallel = false;
+  // A buffer saved with the model (the routers' expert bias): no gradient, no optimizer state.
+  bool buffer = false;
 };
 
 class MEGATRON_API LanguageModule : public transformer::MegatronModule {

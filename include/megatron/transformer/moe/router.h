@@ -10,10 +10,16 @@
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
 
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "megatron/tensor_parallel/sharding.h"
 #include "megatron/transformer/transformer_config.h"
+
+namespace megatron::comm {
+class ProcessGroup;
+}
 
 namespace megatron::transformer {
 
@@ -28,7 +34,18 @@ class MEGATRON_API TopKRouterImpl : public torch::nn::Cloneable<TopKRouterImpl>,
 
   TransformerConfig config;
   at::Tensor weight;  // [E, h]
+  // With moe_router_enable_expert_bias: the bias [E] (float32, a buffer saved with the model,
+  // Megatron-Core's expert_bias) and the tokens each expert took since the last update (not saved).
+  at::Tensor expert_bias;
+  at::Tensor local_tokens_per_expert;
 };
 TORCH_MODULE(TopKRouter);
+
+// The expert bias's step, once an iteration after the last backward (Megatron-Core's
+// _update_router_expert_bias): every training router's token counts in `chunks` summed over each
+// of `groups` (TP, then DP x CP: every rank that routed this iteration's tokens) in one collective
+// each, bias += rate * sign(mean count - count), the counts restarted.
+MEGATRON_API void update_router_expert_bias(const std::vector<std::shared_ptr<torch::nn::Module>>& chunks,
+                                            const std::vector<comm::ProcessGroup*>& groups);
 
 }  // namespace megatron::transformer
