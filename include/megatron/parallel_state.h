@@ -66,6 +66,7 @@ class MEGATRON_API ParallelState {
   }
   std::shared_ptr<comm::ProcessGroup> context_parallel_group_ptr() const { return cp_; }
   std::shared_ptr<comm::ProcessGroup> model_parallel_group_ptr() const { return mp_; }
+  std::shared_ptr<comm::ProcessGroup> pipeline_model_parallel_group_ptr() const { return pp_; }
   // Expert groups: EP spreads the experts, expert TP splits each one, expert DP holds replicas of
   // the same experts (its gradients are reduced over it, as dense ones are over DP x CP).
   comm::ProcessGroup& get_expert_model_parallel_group() const { return *ep_; }

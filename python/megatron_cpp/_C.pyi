@@ -134,6 +134,14 @@ class Arguments:
     def apply_query_key_layer_scaling(self, arg0: bool) -> None:
         ...
     @property
+    def async_ckpt_use_cpu_shm(self) -> bool:
+        """
+        accepted, no effect: --async-save already copies the state to (pinned) host memory in the training process
+        """
+    @async_ckpt_use_cpu_shm.setter
+    def async_ckpt_use_cpu_shm(self, arg0: bool) -> None:
+        ...
+    @property
     def async_save(self) -> bool:
         """
         copy each checkpoint to host memory and write it on a background thread while training goes on; it becomes the latest once every rank has written it
@@ -1622,6 +1630,14 @@ class Arguments:
     def recompute_num_layers(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
+    def rerun_mode(self) -> str:
+        """
+        accepted, no effect: a NaN or Inf loss or gradient norm stops the run with one line (as a reproducible one does under Megatron-LM's validate_results; its rerun to tell a transient fault apart is not implemented); report_stats is refused
+        """
+    @rerun_mode.setter
+    def rerun_mode(self, arg0: str) -> None:
+        ...
+    @property
     def reset_attention_mask(self) -> bool:
         """
         no attention across EOD
@@ -2012,6 +2028,14 @@ class Arguments:
         """
     @valid_num_workers.setter
     def valid_num_workers(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def verify_integrity(self) -> bool:
+        """
+        torch_dist: write integrity.json (every file's SHA-256) with each save and check it before loading
+        """
+    @verify_integrity.setter
+    def verify_integrity(self, arg0: bool) -> None:
         ...
     @property
     def virtual_pipeline_model_parallel_size(self) -> int | None:

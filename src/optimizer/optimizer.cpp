@@ -36,17 +36,17 @@ int param_group_of(const std::string& name, int64_t dim, bool decoupled_lr) {
 
 MegatronOptimizer::MegatronOptimizer(distributed::DistributedDataParallel& ddp, OptimizerConfig config,
                                      std::shared_ptr<comm::ProcessGroup> model_parallel_group,
-                                     std::shared_ptr<comm::ProcessGroup> expert_model_parallel_group)
-    : MegatronOptimizer(ddp, std::move(config), std::move(model_parallel_group), std::move(expert_model_parallel_group),
+                                     std::vector<std::shared_ptr<comm::ProcessGroup>> expert_norm_groups)
+    : MegatronOptimizer(ddp, std::move(config), std::move(model_parallel_group), std::move(expert_norm_groups),
                         /*sharded=*/false) {}
 
 MegatronOptimizer::MegatronOptimizer(distributed::DistributedDataParallel& ddp, OptimizerConfig config,
                                      std::shared_ptr<comm::ProcessGroup> model_parallel_group,
-                                     std::shared_ptr<comm::ProcessGroup> expert_model_parallel_group, bool sharded)
+                                     std::vector<std::shared_ptr<comm::ProcessGroup>> expert_norm_groups, bool sharded)
     : ddp_(ddp),
       config_(std::move(config)),
       mp_(std::move(model_parallel_group)),
-      ep_(std::move(expert_model_parallel_group)),
+      expert_norm_groups_(std::move(expert_norm_groups)),
       lr_(config_.lr),
       decoupled_lr_(config_.lr) {
   TORCH_CHECK(config_.optimizer == "adam" || config_.optimizer == "sgd", "[optimizer] unknown optimizer '",
@@ -160,16 +160,17 @@ at::Tensor MegatronOptimizer::sums_of_squares(const std::vector<at::Tensor>& fla
 }
 
 // A sum over every rank's counted pieces: over the shards, then the model-parallel ranks; the
-// experts' entry (t[1]) over the expert-parallel ranks too, unless the data-parallel shards
-// already covered them (their group holds the expert-parallel ranks).
+// experts' entry (t[1]) over the expert norm groups instead, unless the data-parallel shards
+// already covered the ranks holding other experts (the distributed optimizer's).
 void MegatronOptimizer::sum_over_model(at::Tensor& t) const {
   reduce_norm_over_shards(t);
+  const bool experts_apart = !is_distributed() && !expert_norm_groups_.empty();
+  at::Tensor experts = experts_apart ? t.narrow(0, 1, 1).clone() : at::Tensor();
   if (mp_ && mp_->size() > 1) mp_->all_reduce(t);
-  if (!is_distributed() && ep_ && ep_->size() > 1) {
-    at::Tensor experts = t.narrow(0, 1, 1).clone();
-    ep_->all_reduce(experts);
-    t.narrow(0, 1, 1).copy_(experts);
-  }
+  if (!experts_apart) return;
+  for (const auto& g : expert_norm_groups_)
+    if (g && g->size() > 1) g->all_reduce(experts);
+  t.narrow(0, 1, 1).copy_(experts);
 }
 
 // The global gradient norm in fp32 (Megatron-LM's): norms of the counted ranges, their squares

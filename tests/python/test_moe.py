@@ -68,10 +68,12 @@ def test_expert_parallel_runs_give_the_single_rank_losses(tmp_path):
 
 
 def test_tensor_parallel_moe_runs_give_the_single_rank_losses(tmp_path):
-    """Each expert split over the tensor-parallel ranks (expert TP = TP, with sequence
-    parallelism): the dispatchers move tokens over the ETP x EP ranks and sum the experts' partial
-    outputs, the router's gradient is summed over TP and the auxiliary losses count the tokens of
-    every TP rank, the experts' gradient norm summed over their shards."""
+    """With sequence parallelism, each expert split over the tensor-parallel ranks (expert TP =
+    TP) or whole with the tensor-parallel ranks holding other experts (expert TP 1): the
+    dispatchers move tokens over the ETP x EP ranks and sum the experts' partial outputs, the
+    router's gradient is summed over TP and the auxiliary losses count the tokens of every TP rank,
+    the experts' gradient norm summed over their shards and holders once each; an expert TP 1 run
+    saves and resumes bit for bit."""
     # The vocabulary padded alike at TP 1 and 2 (to 128, not 128 x TP).
     want = train(tmp_path, "single", ["--make-vocab-size-divisible-by", "64"])
     tp = ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--make-vocab-size-divisible-by", "64"]
@@ -80,13 +82,25 @@ def test_tensor_parallel_moe_runs_give_the_single_rank_losses(tmp_path):
                                                    "alltoall", "--use-distributed-optimizer"], ranks=4), want)
     same(train(tmp_path, "tp2_ep2_ag", tp + ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type",
                                                 "allgather"], ranks=4), want)
+    etp1 = tp + ["--expert-tensor-parallel-size", "1", "--expert-model-parallel-size", "2"]
+    whole = train(tmp_path, "tp2_etp1_ep2_a2a", etp1 + ["--moe-token-dispatcher-type", "alltoall"], ranks=2)
+    same(whole, want)
+    same(train(tmp_path, "tp2_etp1_ep4_ag_dist", tp + ["--expert-tensor-parallel-size", "1",
+                                                      "--expert-model-parallel-size", "4", "--use-distributed-optimizer"],
+               ranks=4), want)
+    ckpt = tmp_path / "ckpt"
+    train(tmp_path, "first", etp1 + ["--moe-token-dispatcher-type", "alltoall", "--save", ckpt, "--save-interval", "2",
+                                     "--exit-interval", "2"], ranks=2)
+    assert train(tmp_path, "resumed", etp1 + ["--moe-token-dispatcher-type", "alltoall", "--load", ckpt],
+                 ranks=2) == whole[2:]
 
 
 @pytest.mark.parametrize("flags, message", [
     (["--tensor-model-parallel-size", "2"], "MoE layers with tensor parallelism need --sequence-parallel"),
-    (["--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-tensor-parallel-size", "1"],
-     "--expert-tensor-parallel-size 1 with --tensor-model-parallel-size 2: experts split over other ranks than the "
-     "dense layers are not implemented yet"),
+    (["--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-tensor-parallel-size", "1",
+      "--expert-model-parallel-size", "4"],
+     "--expert-tensor-parallel-size (1) x --expert-model-parallel-size (4) must divide the tensor-, context- and "
+     "data-parallel ranks (2)"),
     (["--moe-router-load-balancing-type", "sinkhorn"],
      "sinkhorn takes no auxiliary loss: --moe-aux-loss-coeff must be 0 (got 0.01)"),
 ])

@@ -80,20 +80,24 @@ def test_megatron_script_flags_and_early_exits(tmp_path, default_data):
     save and stop early, as Megatron-LM does."""
     ckpt = tmp_path / "ckpt"
     switches = ["--use-mcore-models", "--use-flash-attn", "--overlap-grad-reduce", "--transformer-impl", "local",
-                "--no-gradient-accumulation-fusion", "--recompute-activations"]
+                "--no-gradient-accumulation-fusion", "--recompute-activations", "--rerun-mode", "validate_results"]
     run = subprocess.run(MPIRUN + ["-np", "2", PRETRAIN] + tiny(tmp_path, 10) + default_data + switches
                          + ["--exit-interval", "4", "--save", str(ckpt)],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     out = run.stdout + run.stderr
     assert ("these Megatron-LM flags have no effect in megatron-cpp (see --help): --use-mcore-models "
-            "--use-flash-attn --no-gradient-accumulation-fusion\n") in out
+            "--use-flash-attn --no-gradient-accumulation-fusion --rerun-mode\n") in out
     # One bucket per parameter group (weights, then biases and norms) at the default 40M elements.
     assert "Number of buckets for gradient all-reduce: 2 (overlapped with the backward pass)" in out
     assert "exiting program at iteration 4" in run.stdout
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
     train = [r for r in map(json.loads, open(tmp_path / "metrics.jsonl")) if r["type"] == "train"]
     assert train[-1]["iteration"] == 4  # the partial log window is flushed before stopping
+
+    refused = subprocess.run([PRETRAIN] + tiny(tmp_path, 10) + default_data + ["--rerun-mode", "report_stats"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--rerun-mode report_stats (rerunning iterations" in refused.stderr
 
     run = subprocess.run([PRETRAIN] + tiny(tmp_path, 10) + default_data
                          + ["--exit-duration-in-mins", "1e-6", "--save", str(tmp_path / "ckpt2")],

@@ -12,6 +12,7 @@ run code, a metadata.json of another version, a tensor no parameter reads) stop 
 line naming the file and key."""
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import pickle
@@ -45,7 +46,9 @@ def ep(size: int) -> list[str]:
 @pytest.mark.parametrize("shape, saved, distopt, resumes", [
     (LLAMA, (SAVED, 8), True, [(layout(), 1), (layout(pp=4), 4), (layout(), 4), (SAVED, 8)]),
     ([], (SAVED, 8), False, [(layout(tp=4), 4), (layout(tp=2), 2)]),
-    (MOE, (ep(2), 4), True, [([], 1), (ep(4), 4), (layout(tp=2) + ["--sequence-parallel"] + ep(2), 4), (ep(2), 4)]),
+    (MOE, (ep(2), 4), True, [([], 1), (ep(4), 4), (layout(tp=2) + ["--sequence-parallel"] + ep(2), 4),
+                             (layout(tp=2) + ["--sequence-parallel", "--expert-tensor-parallel-size", "1"] + ep(4), 4),
+                             (ep(2), 4)]),
 ], ids=["llama_distributed_optimizer", "gpt2", "moe_expert_parallel"])
 def test_a_torch_dist_checkpoint_resumes_at_any_layout(tmp_path, shape, saved, distopt, resumes):
     opt = ["--use-distributed-optimizer"] if distopt else []
@@ -95,6 +98,35 @@ def test_async_save_writes_what_a_plain_save_writes_and_a_kill_keeps_the_previou
     assert sorted(losses(tmp_path / "killed.jsonl")) == [5, 6]
     assert losses(tmp_path / "resumed.jsonl") == losses(tmp_path / "killed.jsonl")
     assert not [p.name for p in background.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_verify_integrity_keeps_every_files_sha256_and_refuses_a_changed_one(tmp_path):
+    """--verify-integrity (megatron-core's integrity.json): each file of the iteration folder with
+    its SHA-256 as hashlib computes it; a resume checks them and goes on, one flipped byte in a
+    .distcp file stops the next with one line naming that file, and a checkpoint saved without it
+    is named as such. Other formats are refused at start-up."""
+    ck = tmp_path / "ck"
+    flags = [*layout(tp=2), *NO_DROPOUT, "--ckpt-format", "torch_dist", "--verify-integrity"]
+    run([PRETRAIN, *tiny(2, *flags, "--save", str(ck), "--save-interval", "2")], np=2)
+    it = ck / "iter_0000002"
+    manifest = json.loads((it / "integrity.json").read_text())
+    files = sorted(p.name for p in it.iterdir() if p.is_file() and p.name != "integrity.json")
+    assert manifest["algorithm"] == "sha256" and sorted(manifest["files"]) == files and "__1_0.distcp" in files
+    assert manifest["files"] == {name: hashlib.sha256((it / name).read_bytes()).hexdigest() for name in files}
+    out = run([PRETRAIN, *tiny(3, *flags, "--load", str(ck))], np=2).stdout
+    assert "[ iter_0000002 ] at iteration 2" in out
+    shard = it / "__1_0.distcp"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    shard.write_bytes(bytes(data))
+    bad = run([PRETRAIN, *tiny(3, *flags, "--load", str(ck))], np=2, check=False)
+    assert bad.returncode != 0 and "1 file(s) of" in bad.stderr and "__1_0.distcp: hash mismatch" in bad.stderr, \
+        bad.stderr[-2000:]
+    (it / "integrity.json").unlink()
+    bad = run([PRETRAIN, *tiny(3, *flags, "--load", str(ck))], np=2, check=False)
+    assert bad.returncode != 0 and "saved without --verify-integrity" in bad.stderr, bad.stderr[-2000:]
+    refused = run([PRETRAIN, *tiny(1, "--verify-integrity")], check=False)
+    assert refused.returncode == 2 and "--verify-integrity needs --ckpt-format torch_dist" in refused.stderr
 
 
 def test_convert_checkpoint_moves_between_the_formats(tmp_path):

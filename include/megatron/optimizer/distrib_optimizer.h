@@ -20,7 +20,7 @@ class MEGATRON_API DistributedOptimizer : public MegatronOptimizer {
   // `ddp` must hold shards (use_distributed_optimizer with more than one data-parallel rank).
   DistributedOptimizer(distributed::DistributedDataParallel& ddp, OptimizerConfig config,
                        std::shared_ptr<comm::ProcessGroup> model_parallel_group,
-                       std::shared_ptr<comm::ProcessGroup> expert_model_parallel_group = nullptr);
+                       std::vector<std::shared_ptr<comm::ProcessGroup>> expert_norm_groups = {});
   bool is_distributed() const override { return true; }
 
  protected:

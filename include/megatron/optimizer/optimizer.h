@@ -81,11 +81,12 @@ class MEGATRON_API MegatronOptimizer {
  public:
   // Updates the parameters `ddp` holds (which must outlive this and hold no shards: those take a
   // DistributedOptimizer). model_parallel_group (TP x PP) sums the norm and the overflow check;
-  // nullptr for a single rank. expert_model_parallel_group also sums the experts' part of the
-  // norms (each of its ranks holds other experts).
+  // nullptr for a single rank. expert_norm_groups, in turn, sum the experts' part of the norms
+  // instead (PP, then expert TP x EP: every rank holding other experts or other shards of them);
+  // empty: the model-parallel group does.
   MegatronOptimizer(distributed::DistributedDataParallel& ddp, OptimizerConfig config,
                     std::shared_ptr<comm::ProcessGroup> model_parallel_group,
-                    std::shared_ptr<comm::ProcessGroup> expert_model_parallel_group = nullptr);
+                    std::vector<std::shared_ptr<comm::ProcessGroup>> expert_norm_groups = {});
   virtual ~MegatronOptimizer();
   MegatronOptimizer(const MegatronOptimizer&) = delete;
   MegatronOptimizer& operator=(const MegatronOptimizer&) = delete;
@@ -152,7 +153,7 @@ class MEGATRON_API MegatronOptimizer {
   // For DistributedOptimizer: the groups over the DDP's shards.
   MegatronOptimizer(distributed::DistributedDataParallel& ddp, OptimizerConfig config,
                     std::shared_ptr<comm::ProcessGroup> model_parallel_group,
-                    std::shared_ptr<comm::ProcessGroup> expert_model_parallel_group, bool sharded);
+                    std::vector<std::shared_ptr<comm::ProcessGroup>> expert_norm_groups, bool sharded);
 
   // The updated main parameters into the model (Megatron-LM's _copy_main_params_to_model_params).
   virtual void copy_main_params_to_model_params();
@@ -181,7 +182,8 @@ class MEGATRON_API MegatronOptimizer {
   void load_state_of(UpdateGroup& g, const std::map<std::string, at::Tensor>& s, const std::string& what);
 
   OptimizerConfig config_;
-  std::shared_ptr<comm::ProcessGroup> mp_, ep_;
+  std::shared_ptr<comm::ProcessGroup> mp_;
+  std::vector<std::shared_ptr<comm::ProcessGroup>> expert_norm_groups_;
   std::vector<at::Tensor> main_params_;  // by DDP params() index, without shards: views of the groups' main
   std::optional<GradScaler> scaler_;
   double lr_, decoupled_lr_;
@@ -192,6 +194,6 @@ class MEGATRON_API MegatronOptimizer {
 MEGATRON_API std::unique_ptr<MegatronOptimizer> get_megatron_optimizer(
     const OptimizerConfig& config, distributed::DistributedDataParallel& ddp,
     std::shared_ptr<comm::ProcessGroup> model_parallel_group,
-    std::shared_ptr<comm::ProcessGroup> expert_model_parallel_group = nullptr);
+    std::vector<std::shared_ptr<comm::ProcessGroup>> expert_norm_groups = {});
 
 }  // namespace megatron::optimizer

@@ -221,6 +221,7 @@ struct MEGATRON_API Arguments {
   bool exit_signal_handler = false;             // SIGTERM: save a checkpoint after the current iteration, stop
   std::string kill_switch_path;                 // stop without saving once this file exists
   std::string ckpt_format = "torch";            // what --save writes: torch (per-rank files) or torch_dist
+  bool verify_integrity = false;                // torch_dist: integrity.json written with each save, checked on load
   std::optional<int64_t> exit_interval;         // stop (saving to --save first) when iteration % N == 0
   std::optional<double> exit_duration_in_mins;  // stop (saving first) once training has run this long
 
@@ -277,6 +278,7 @@ struct MEGATRON_API Arguments {
   std::string cross_entropy_fusion_impl = "native";
   bool ddp_average_in_collective = false;
   std::string async_strategy = "nvrx";
+  std::string rerun_mode = "disabled";  // validate_results is named in the start-up warning; report_stats refused
   int64_t num_distributed_optimizer_instances = 1;  // > 1 (a partial distributed optimizer) is refused
   int64_t timing_log_level = 0;
   // Options of Megatron-LM's torch_dist checkpoints (not written or read here: --ckpt-format torch).
@@ -288,6 +290,7 @@ struct MEGATRON_API Arguments {
   bool ckpt_assume_constant_structure = false;
   bool auto_detect_ckpt_format = false;
   bool use_persistent_ckpt_worker = false;
+  bool async_ckpt_use_cpu_shm = false;
   std::string pp_partition_method;  // Megatron-DeepSpeed's (BLOOM's scripts)
   bool sync_tp_duplicated_parameters = false;
   bool abort_on_unmet_fused_kernel_constraints = false;

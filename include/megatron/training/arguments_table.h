@@ -342,6 +342,8 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(checkpointing, ckpt_format, kNotSaved, one_of("torch|torch_dist"),                                              \
     "the format --save writes: torch (default), Megatron-LM's per-rank model_optim_rng.pt files; torch_dist, "      \
     "megatron-core's sharded files, which load at any TP/PP/DP. --load reads either")                              \
+  X(checkpointing, verify_integrity, kNotSaved, any(),                                                              \
+    "torch_dist: write integrity.json (every file's SHA-256) with each save and check it before loading")          \
   X(training, exit_interval, kNotSaved, positive(),                                                                 \
     "stop when the iteration is a multiple of this, saving a checkpoint to --save first")                           \
   X(training, exit_duration_in_mins, kNotSaved, positive(),                                                         \
@@ -412,6 +414,10 @@ enum class ArgSaved { kSaved, kNotSaved };
     "accepted, no effect: data-parallel gradients are always averaged in the collective (ReduceOp AVG)")            \
   X(ignored, async_strategy, kNotSaved, one_of("nvrx|mcore"),                                                        \
     "accepted, no effect: --async-save writes from a thread of the training process")                              \
+  X(ignored, rerun_mode, kNotSaved, one_of("disabled|validate_results|report_stats"),                               \
+    "accepted, no effect: a NaN or Inf loss or gradient norm stops the run with one line (as a reproducible one "  \
+    "does under Megatron-LM's validate_results; its rerun to tell a transient fault apart is not implemented); "   \
+    "report_stats is refused")                                                                                      \
   X(distributed, num_distributed_optimizer_instances, kNotSaved, positive(),                                        \
     "Megatron-LM's partial distributed optimizer: only 1 (the optimizer state sharded over the whole DP group)")     \
   X(ignored, timing_log_level, kNotSaved, between(0, 2),                                                            \
@@ -429,6 +435,8 @@ enum class ArgSaved { kSaved, kNotSaved };
     "accepted, no effect: --load's format is always detected from its files")                                     \
   X(ignored, use_persistent_ckpt_worker, kNotSaved, any(),                                                          \
     "accepted, no effect: --async-save always writes on a background thread of the training process")               \
+  X(ignored, async_ckpt_use_cpu_shm, kNotSaved, any(),                                                              \
+    "accepted, no effect: --async-save already copies the state to (pinned) host memory in the training process")   \
   X(ignored, pp_partition_method, kNotSaved, any(),                                                                \
     "type:transformer accepted, no effect: each pipeline stage holds an equal share of the transformer layers")     \
   X(ignored, sync_tp_duplicated_parameters, kNotSaved, any(),                                                       \

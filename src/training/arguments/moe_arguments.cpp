@@ -146,19 +146,21 @@ void validate_moe(const Arguments& a) {
   const int64_t ep = a.expert_model_parallel_size;
   MOE_CHECK(experts % ep == 0, "--num-experts (", experts, ") must be divisible by --expert-model-parallel-size (", ep,
             ")");
-  // Megatron-LM's rule: the experts' ranks are folded out of the data- (and context-) parallel ones.
-  const int64_t folded = a.data_parallel_size * a.context_parallel_size;
-  MOE_CHECK(folded % ep == 0, "--expert-model-parallel-size (", ep, ") must divide the data-parallel size (",
-            a.data_parallel_size, ")",
-            a.context_parallel_size > 1 ? " x --context-parallel-size (" + std::to_string(a.context_parallel_size) +
-                                              ") = " + std::to_string(folded)
-                                        : std::string());
-  // What this build does not compute yet is refused by name rather than run another way.
+  // Megatron-LM's rule: the experts' ranks (expert TP x EP) are folded out of the tensor-, context-
+  // and data-parallel ones; with expert TP = TP, out of the data- (and context-) parallel ones.
   const int64_t tp = a.tensor_model_parallel_size, etp = a.expert_tensor_parallel_size.value_or(tp);
+  const int64_t folded = a.data_parallel_size * a.context_parallel_size;
+  if (etp == tp)
+    MOE_CHECK(folded % ep == 0, "--expert-model-parallel-size (", ep, ") must divide the data-parallel size (",
+              a.data_parallel_size, ")",
+              a.context_parallel_size > 1 ? " x --context-parallel-size (" + std::to_string(a.context_parallel_size) +
+                                                ") = " + std::to_string(folded)
+                                          : std::string());
+  MOE_CHECK((tp * folded) % (etp * ep) == 0, "--expert-tensor-parallel-size (", etp,
+            ") x --expert-model-parallel-size (", ep, ") must divide the tensor-, context- and data-parallel ranks (",
+            tp * folded, ")");
   MOE_CHECK(tp == 1 || a.sequence_parallel,
             "MoE layers with tensor parallelism need --sequence-parallel (as Megatron-LM's)");
-  MOE_CHECK(etp == tp, "--expert-tensor-parallel-size ", etp, " with --tensor-model-parallel-size ", tp,
-            ": experts split over other ranks than the dense layers are not implemented yet (leave it at TP)");
   MOE_CHECK(etp == 1 || a.disable_bias_linear,
             "MoE layers with tensor parallelism need --disable-bias-linear (Megatron-LM's rule: biased experts are "
             "not split)");

@@ -290,6 +290,10 @@ void validate_checkpointing(const Arguments& a) {
   ARG_CHECK(!a.load.empty() || !(a.finetune || a.ckpt_step || a.load_fallback),
             a.finetune ? "--finetune" : (a.ckpt_step ? "--ckpt-step" : "--load-fallback"), " needs --load");
   ARG_CHECK(!(a.ckpt_step && a.load_fallback), "--ckpt-step and --load-fallback exclude each other");
+  ARG_CHECK(a.rerun_mode != "report_stats",
+            "--rerun-mode report_stats (rerunning iterations to measure their nondeterminism) is not implemented");
+  ARG_CHECK(!a.verify_integrity || a.ckpt_format == "torch_dist",
+            "--verify-integrity needs --ckpt-format torch_dist (as Megatron-LM's), got ", a.ckpt_format);
 }
 
 }  // namespace

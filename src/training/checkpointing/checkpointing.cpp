@@ -15,6 +15,7 @@
 #include "megatron/logging.h"
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/optimizer/param_scheduler.h"
+#include "training/checkpointing/integrity.h"
 #include "training/checkpointing/paths.h"
 #include "training/checkpointing/rank_state.h"
 #include "training/checkpointing/save_steps.h"
@@ -176,6 +177,7 @@ bool load_checkpoint(const Arguments& args, const ParallelState& ps, TrainingSta
       torch_dist = detail::is_torch_dist(iter_dir);
       if (torch_dist) {
         file = iter_dir;
+        if (args.verify_integrity && world.rank() == 0) detail::verify_integrity_manifest(iter_dir);
         ck = detail::read_torch_dist(iter_dir, args, ps, state, want_optimizer);
       } else {
         const std::string rank_dir = rank_dir_of(args, ps, iter_dir);

@@ -13,6 +13,7 @@
 #include "megatron/logging.h"
 #include "megatron/optimizer/optimizer.h"
 #include "megatron/training/checkpointing.h"
+#include "training/checkpointing/integrity.h"
 #include "training/checkpointing/rank_state.h"
 #include "training/checkpointing/save_steps.h"
 
@@ -108,7 +109,7 @@ uint64_t write_save(PendingSave& save) {
 }
 
 // torch_dist: rank 0 gathers what every rank wrote and writes the files that describe it.
-void write_torch_dist_metadata(comm::ProcessGroup& world, PendingSave& save) {
+void write_torch_dist_metadata(comm::ProcessGroup& world, PendingSave& save, bool integrity) {
   const auto parts = all_gather_bytes(world, save.part);
   std::string error;
   if (world.rank() == 0) {
@@ -120,6 +121,7 @@ void write_torch_dist_metadata(comm::ProcessGroup& world, PendingSave& save) {
         md.merge(parse_dcp_metadata(bytes, parts[r].size(), "rank " + std::to_string(r) + "'s part"), save.staging);
       }
       write_torch_dist_global(save.staging, md, *save.rank);
+      if (integrity) save_integrity_manifest(save.staging);  // last: it hashes every other file
     });
   }
   save.rank.reset();
@@ -141,7 +143,7 @@ SaveResult end_save(const Arguments& args, const ParallelState& ps, PendingSave&
     if (world.rank() == 0) capture([&] { remove_tree(save.staging); });
     throw;
   }
-  if (save.torch_dist) write_torch_dist_metadata(world, save);
+  if (save.torch_dist) write_torch_dist_metadata(world, save, args.verify_integrity);
   std::string error;
   if (world.rank() == 0)
     error = capture([&] { publish_checkpoint(args.save, save.iteration, args.keep_last_checkpoints); });

@@ -142,6 +142,8 @@ TorchDistPlacement TorchDistPlacement::of(const ParallelState& ps) {
   at.dp_size = ps.get_data_parallel_world_size(/*with_context_parallel=*/true);
   at.edp_rank = ps.get_expert_data_parallel_rank();
   at.edp_size = ps.get_expert_data_parallel_world_size();
+  at.etp_rank = ps.get_expert_tensor_parallel_rank();
+  at.etp_size = ps.get_expert_tensor_parallel_world_size();
   return at;
 }
 
@@ -154,7 +156,7 @@ std::vector<DcpItem> torch_dist_items(const Arguments& args, const TrainingState
   std::vector<DcpItem> items;
   size_t n = 0;  // the chunks in the order every replica lists them: replica n % replicas writes chunk n
   auto add = [&](const Placement& pl, const std::string& key, const at::Tensor& local) {
-    const bool tp_replica = !pl.layout.is_sharded() && at.tp_size > 1 && at.tp_rank != 0;
+    const bool tp_replica = !pl.layout.is_sharded() && (pl.expert ? at.etp_rank : at.tp_rank) != 0;
     for (const Box& b : boxes(pl, local.sizes())) {
       const size_t index = n++;
       if (tp_replica) continue;

@@ -54,6 +54,7 @@ struct TorchDistPlacement {
   int tp_rank = 0, tp_size = 1, pp_rank = 0, pp_size = 1;
   int dp_rank = 0, dp_size = 1;    // among the replicas of the dense parameters (DP x CP)
   int edp_rank = 0, edp_size = 1;  // among those of the expert parameters
+  int etp_rank = 0, etp_size = 1;  // an expert's tensor-parallel ranks (its unsplit tensors' replicas)
   static TorchDistPlacement of(const ParallelState& ps);
   std::string file_name() const;  // __<rank>_0.distcp
 };

@@ -61,9 +61,9 @@ std::string chunk_unit(const std::string& prefix, const std::string& unit) {
 }
 
 // The wrapper's view of every chunk's trainable parameters. Copies that another rank counts in
-// the gradient norm are marked: replicated parameters on TP ranks > 0, and the last stage's copy
-// of the tied word embedding.
-std::vector<distributed::ModelParam> model_params(const Model& model, int tp_rank, bool decoupled_lr) {
+// the gradient norm are marked: replicated parameters on TP ranks > 0 (expert-TP ranks for an
+// expert's), and the last stage's copy of the tied word embedding.
+std::vector<distributed::ModelParam> model_params(const Model& model, int tp_rank, int etp_rank, bool decoupled_lr) {
   std::vector<distributed::ModelParam> params;
   for (size_t chunk = 0; chunk < model.size(); ++chunk) {
     const std::string prefix = model_chunk_prefix(chunk, model.size());
@@ -76,7 +76,8 @@ std::vector<distributed::ModelParam> model_params(const Model& model, int tp_ran
         mp.param = p.param;
         mp.param_group = optimizer::param_group_of(p.name, p.param.dim(), decoupled_lr);
         mp.counted_elsewhere_in_grad_norm =
-            (tp_rank > 0 && !p.init.layout.is_sharded()) || (tied_copy && p.name == "output_layer.weight");
+            ((p.expert_parallel ? etp_rank : tp_rank) > 0 && !p.init.layout.is_sharded()) ||
+            (tied_copy && p.name == "output_layer.weight");
         mp.shared_across_pipeline_stages = lm->share_embeddings_and_output_weights() &&
                                            !(lm->pre_process() && lm->post_process()) &&
                                            optimizer::is_embedding_or_output_name(p.name);
@@ -106,7 +107,8 @@ std::vector<distributed::ModelParam> model_params(const Model& model, int tp_ran
 
 std::unique_ptr<distributed::DistributedDataParallel> wrap_with_ddp(const TrainingContext& ctx, const Model& model) {
   const auto& ps = ctx.parallel_state;
-  auto params = model_params(model, ps.get_tensor_model_parallel_rank(), ctx.args.decoupled_lr.has_value());
+  auto params = model_params(model, ps.get_tensor_model_parallel_rank(), ps.get_expert_tensor_parallel_rank(),
+                             ctx.args.decoupled_lr.has_value());
   int64_t local_params = 0;
   for (const auto& p : params) local_params += p.param.numel();
   log_in_rank_order(ps.get_world_group(), 0, LogLevel::kInfo,
@@ -173,9 +175,10 @@ std::unique_ptr<optimizer::MegatronOptimizer> get_megatron_optimizer(const Train
                                                                      distributed::DistributedDataParallel& ddp,
                                                                      std::optional<int64_t> model_peak_bytes) {
   const auto& args = ctx.args;
-  auto optim = optimizer::get_megatron_optimizer(optimizer_config_from_args(args), ddp,
-                                                 ctx.parallel_state.model_parallel_group_ptr(),
-                                                 ctx.parallel_state.expert_model_parallel_group_ptr());
+  const auto& ps = ctx.parallel_state;
+  auto optim = optimizer::get_megatron_optimizer(
+      optimizer_config_from_args(args), ddp, ps.model_parallel_group_ptr(),
+      {ps.pipeline_model_parallel_group_ptr(), ps.expert_tensor_and_model_parallel_group_ptr()});
   log_memory_after_setup(ctx, *optim, model_peak_bytes);
   if (ddp.grad_bucket_count() > 0)
     log_rank_0(LogLevel::kInfo,
