@@ -34,19 +34,18 @@ void verify_integrity_manifest(const std::string& dir) {
   int bad = 0;
   for (const auto& [name, digest] : manifest.at("files").items()) {
     const fs::path file = fs::path(dir) / name;
-    std::string actual;
-    // A name that leaves the folder is refused as a mismatch, not followed.
+    const std::string expected = digest.is_string() ? digest.get<std::string>() : digest.dump();
+    // A name that leaves the folder counts as missing; it is not followed.
     if (name.find('/') != std::string::npos || name == ".." || !fs::is_regular_file(file)) {
-      actual = "missing";
-    } else {
-      actual = sha256_of_file(file.string());
+      ++bad;
+      mismatches += "\n  " + name + ": missing";
+      continue;
     }
-    if (digest.is_string() && actual == digest.get<std::string>()) continue;
+    const std::string actual = sha256_of_file(file.string());
+    if (actual == expected) continue;
     ++bad;
-    mismatches += "\n  " + name + ": " +
-                  (actual == "missing" ? std::string("missing or unreadable")
-                                       : "hash mismatch (expected " + digest.dump().substr(0, 17) + "..., got " +
-                                             actual.substr(0, 16) + "...)");
+    mismatches += "\n  " + name + ": hash mismatch (expected " + expected.substr(0, 16) + "..., got " +
+                  actual.substr(0, 16) + "...)";
   }
   TORCH_CHECK(bad == 0, "[checkpointing] --verify-integrity: ", bad, " file(s) of ", dir,
               " differ from integrity.json:", mismatches);

@@ -80,10 +80,10 @@ std::pair<at::Tensor, at::Tensor> TopKRouterImpl::forward(const at::Tensor& hidd
   MoEAuxLossState* state = c.moe_aux_loss_state().get();
   // With sequence parallelism each TP rank routes its share of the tokens, and the router's
   // gradient is summed over TP (as the norms'): the z-loss is each rank's mean over TP.
-  const int tp = tensor_parallel::group_size(c.tp_group());
+  const int tp_size = tp::group_size(c.tp_group());
   if (training && c.moe_z_loss_coeff()) {
     const double coeff = *c.moe_z_loss_coeff();
-    const at::Tensor z = z_loss(logits, coeff / tp);
+    const at::Tensor z = z_loss(logits, coeff / tp_size);
     logits = moe_aux_loss_auto_scaler(logits, z, state);
     if (coeff > 0) state->record("z_loss", z / coeff);
   }
@@ -163,21 +163,21 @@ std::pair<at::Tensor, at::Tensor> TopKRouterImpl::forward(const at::Tensor& hidd
     auto [scores, map] = aux_loss_scores(logits, c);
     const int cp = c.context_parallel_size();
     auto counted = [&](at::Tensor per_expert) {
-      if (tp > 1) c.tp_group()->all_reduce(per_expert);
+      if (tp_size > 1) c.tp_group()->all_reduce(per_expert);
       if (cp > 1) c.cp_group()->all_reduce(per_expert);
       return per_expert;
     };
     at::Tensor loss;
     if (balancing == "aux_loss") {
-      loss = cp * switch_load_balancing_loss(scores, counted(map.sum(0).to(at::kFloat)), tokens * tp * cp, experts, k,
-                                             coeff);
+      loss = cp * switch_load_balancing_loss(scores, counted(map.sum(0).to(at::kFloat)), tokens * tp_size * cp, experts,
+                                             k, coeff);
       state->record("load_balancing_loss", loss / coeff);
     } else {  // seq_aux_loss: each sequence balanced on its own, averaged over the batch
       const int64_t batch = hidden.size(1), seq = tokens / batch;
       loss = cp *
              switch_load_balancing_loss(scores.reshape({seq, batch * experts}),
                                         counted(map.reshape({seq, batch * experts}).sum(0).to(at::kFloat)),
-                                        seq * tp * cp, experts, k, coeff) /
+                                        seq * tp_size * cp, experts, k, coeff) /
              static_cast<double>(batch);
       state->record("seq_load_balancing_loss", loss / coeff);
     }
