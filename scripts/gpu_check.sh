@@ -4,7 +4,7 @@
 #   here:  bash scripts/gpu_check.sh build                    # build-gpu/bin/{pretrain_gpt,gpu_test} (ccache: minutes)
 #   there: bash scripts/gpu_check.sh all                      # carry build-gpu/bin build-gpu/lib
 #          third_party/gpu-deps/onig third_party/gpu-deps/utf8proc (docs/gpu.md)
-#   bash scripts/gpu_check.sh measure [OUT]      # GPU tests, fused kernels against ATen's, SDPA backend,
+#   bash scripts/gpu_check.sh measure [OUT]      # GPU tests, fused kernels against ATen's, SDPA backend, MoE grouped GEMM,
 #                                                # GPT-2 124M bench with each kernel switched off in turn (and
 #                                                # --domino), a 3-step trace
 #   bash scripts/gpu_check.sh tests [OUT]        # only the GPU tests and the fused kernels' bench
@@ -92,6 +92,12 @@ EOF
     >"$out/bench_gpt2-124m.txt" 2>&1 ||
     note "- gpt2-124m bench FAILED (see bench_gpt2-124m.txt)"
   { echo '```'; cat "$out/bench_gpt2-124m.txt"; echo '```'; } >>"$summary"
+  # MoE: the local experts as grouped GEMMs (--moe-grouped-gemm) against one GEMM pair per expert.
+  MEGATRON_BUILD_DIR="$build" "$python" tools/bench/moe_bench.py --ep-sizes 1 --bf16 --hidden-size 1024 \
+    --ffn-hidden-size 2048 --seq-length 1024 --micro-batch-size 8 >"$out/moe_bench.txt" 2>&1 ||
+    note "- moe_bench FAILED (see moe_bench.txt)"
+  { echo '```'; cat "$out/moe_bench.txt"; echo '```'; } >>"$summary"
+  rm -f "$out/moe_bench.txt"
   # Three iterations of GPT-2 124M under the profiler: where the time goes.
   rm -rf "$out/trace"
   "$build/bin/pretrain_gpt" --config configs/gpt2-124m.toml --mock-data --vocab-size 50304 --bf16 \

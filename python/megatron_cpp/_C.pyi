@@ -1048,7 +1048,7 @@ class Arguments:
     @property
     def moe_grouped_gemm(self) -> bool:
         """
-        accepted, no effect yet: the local experts run one after another
+        the local experts' GEMMs grouped into one call each (at::_grouped_mm)
         """
     @moe_grouped_gemm.setter
     def moe_grouped_gemm(self, arg0: bool) -> None:
@@ -1588,6 +1588,14 @@ class Arguments:
         """
     @qk_layernorm.setter
     def qk_layernorm(self, arg0: bool) -> None:
+        ...
+    @property
+    def qk_layernorm_across_heads(self) -> bool:
+        """
+        with --qk-layernorm: one RMSNorm over all heads' queries and one over the keys (OLMoE), not per head
+        """
+    @qk_layernorm_across_heads.setter
+    def qk_layernorm_across_heads(self, arg0: bool) -> None:
         ...
     @property
     def rampup_batch_size(self) -> list[int]:
@@ -3375,6 +3383,7 @@ class TransformerConfig:
     moe_aux_loss_coeff: typing.Any
     moe_expert_capacity_factor: typing.Any
     moe_ffn_hidden_size: typing.Any
+    moe_grouped_gemm: typing.Any
     moe_layer_pattern: typing.Any
     moe_pad_expert_input_to_capacity: typing.Any
     moe_router_bias_update_rate: typing.Any
@@ -3399,6 +3408,7 @@ class TransformerConfig:
     perform_initialization: typing.Any
     pipeline_model_parallel_size: typing.Any
     qk_layernorm: typing.Any
+    qk_layernorm_across_heads: typing.Any
     recompute_granularity: typing.Any
     recompute_method: typing.Any
     recompute_num_layers: typing.Any
@@ -3481,9 +3491,9 @@ def checkpoint_arguments(path: str) -> Arguments:
     """
     The Arguments a checkpoint file was saved with.
     """
-def convert_checkpoint(*, load: str = '', save: str = '', ckpt_step: typing.SupportsInt | None = None, target_tensor_model_parallel_size: typing.SupportsInt = 1, target_pipeline_model_parallel_size: typing.SupportsInt = 1, target_num_layers_per_virtual_pipeline_stage: typing.SupportsInt | None = None, export_hf: str = '', import_hf: str = '', make_vocab_size_divisible_by: typing.SupportsInt = 128, overwrite: bool = False, vocab_file: str = '', merge_file: str = '', tokenizer_model: str = '', hf_model_type: str = '', ckpt_format: str = 'torch') -> typing.Any:
+def convert_checkpoint(*, load: str = '', save: str = '', ckpt_step: typing.SupportsInt | None = None, target_tensor_model_parallel_size: typing.SupportsInt = 1, target_pipeline_model_parallel_size: typing.SupportsInt = 1, target_num_layers_per_virtual_pipeline_stage: typing.SupportsInt | None = None, export_hf: str = '', import_hf: str = '', make_vocab_size_divisible_by: typing.SupportsInt = 128, overwrite: bool = False, vocab_file: str = '', merge_file: str = '', tokenizer_model: str = '', hf_model_type: str = '', ckpt_format: str = 'torch', target_expert_model_parallel_size: typing.SupportsInt = 1, target_expert_tensor_parallel_size: typing.SupportsInt | None = None) -> typing.Any:
     """
-    tools/convert_checkpoint in-process: reads the checkpoint in load (either format, or the Hugging Face model in import_hf), writes it to save at the target TP/PP/virtual-PP layout (ckpt_format 'torch') or as megatron-core's torch_dist files ('torch_dist', which load at any layout) and/or exports it to export_hf (config.json + model.safetensors + the tokenizer's files; vocab_file, merge_file and tokenizer_model replace the paths it was trained with; hf_model_type picks the architecture, by default the first that fits). Returns the iteration converted ('release' for an import). A save folder that already holds checkpoints is refused unless overwrite.
+    tools/convert_checkpoint in-process: reads the checkpoint in load (either format, or the Hugging Face model in import_hf), writes it to save at the target TP/PP/virtual-PP/EP layout (ckpt_format 'torch') or as megatron-core's torch_dist files ('torch_dist', which load at any layout) and/or exports it to export_hf (config.json + model.safetensors + the tokenizer's files; vocab_file, merge_file and tokenizer_model replace the paths it was trained with; hf_model_type picks the architecture, by default the first that fits). Returns the iteration converted ('release' for an import). A save folder that already holds checkpoints is refused unless overwrite.
     """
 def copy_to_tensor_model_parallel_region(input: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
     """

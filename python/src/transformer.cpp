@@ -115,6 +115,7 @@ void init_transformer(py::module_& m) {
   MEGATRON_CONFIG_FIELD(attention_dropout)
   MEGATRON_CONFIG_FIELD(rotary_interleaved)
   MEGATRON_CONFIG_FIELD(qk_layernorm)
+  MEGATRON_CONFIG_FIELD(qk_layernorm_across_heads)
   MEGATRON_CONFIG_FIELD(init_method_std)
   MEGATRON_CONFIG_FIELD(use_scaled_init_method)
   MEGATRON_CONFIG_FIELD(perform_initialization)
@@ -147,6 +148,7 @@ void init_transformer(py::module_& m) {
   MEGATRON_CONFIG_FIELD(moe_expert_capacity_factor)
   MEGATRON_CONFIG_FIELD(moe_token_drop_policy)
   MEGATRON_CONFIG_FIELD(moe_pad_expert_input_to_capacity)
+  MEGATRON_CONFIG_FIELD(moe_grouped_gemm)
 #undef MEGATRON_CONFIG_FIELD
 
   cls.def(py::init([setters](const py::kwargs& kwargs) {

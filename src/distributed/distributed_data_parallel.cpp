@@ -56,11 +56,6 @@ DistributedDataParallel::DistributedDataParallel(std::vector<ModelParam> params,
   // expert-parallel rank's tokens, so its average over the expert-data-parallel ranks is scaled
   // down to the average over all data-parallel ranks.
   expert_grad_scale_ = static_cast<double>(edp_size) / dp_size;
-  bool has_experts = false;
-  for (const auto& p : params_) has_experts = has_experts || p.expert_parallel;
-  TORCH_CHECK(!has_experts || !sharded_grads || edp_size == dp_size, "[distributed_data_parallel] ",
-              to_string(config_.data_parallel_sharding_strategy),
-              " with expert parallelism is not implemented yet (the FSDP units reduce over the data-parallel ranks)");
   const bool sharded_params = sharded_grads && config_.shards_params();
   if (sharded_grads) fsdp_ = std::make_unique<FsdpUnits>(dp_, sharded_params, config_.fsdp_prefetch, tp_);
   // One buffer per parameter dtype for the parameters outside FSDP units (all of them without
@@ -70,7 +65,10 @@ DistributedDataParallel::DistributedDataParallel(std::vector<ModelParam> params,
   std::vector<std::string> unit_names;
   std::map<std::string, std::vector<size_t>> by_unit;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const std::string& unit = sharded_grads ? params_[i].fsdp_unit : std::string();
+    // A layer's experts are a unit of their own, sharded and reduced over the expert-data-parallel
+    // ranks (its other parameters' unit over the data-parallel ones).
+    std::string unit = sharded_grads ? params_[i].fsdp_unit : std::string();
+    if (!unit.empty() && params_[i].expert_parallel) unit += kExpertUnitSuffix;
     if (unit.empty()) {
       by_dtype[{params_[i].expert_parallel, params_[i].param.scalar_type()}].push_back(i);
     } else {
@@ -207,7 +205,14 @@ void DistributedDataParallel::finish_grad_sync() {
     for (size_t b = 0; b < root_buffers_; ++b)
       if (expert_buffer_[b]) buffers_[b]->grads().mul_(expert_grad_scale_);
   }
-  if (fsdp_) fsdp_->finish();
+  if (fsdp_) {
+    fsdp_->finish();
+    at::NoGradGuard no_grad;
+    for (size_t b = root_buffers_; b < buffers_.size(); ++b)
+      if (expert_buffer_[b] && expert_grad_scale_ != 1.0)
+        for (size_t r = 0; r < buffers_[b]->regions().size(); ++r)
+          fsdp_->grad_shard(static_cast<size_t>(buffer_fsdp_unit_[b]), r).mul_(expert_grad_scale_);
+  }
   grads_synced_ = true;
 }
 

@@ -35,12 +35,33 @@ class ParamSyncWait : public transformer::ParamGather {
   std::shared_ptr<transformer::ParamGather> unit_;
 };
 
+// An MoE layer's two FSDP units (its experts', over the expert-data-parallel ranks, and the
+// rest), gathered and released around the layer's forward together.
+class UnitPair : public transformer::ParamGather {
+ public:
+  UnitPair(std::shared_ptr<transformer::ParamGather> first, std::shared_ptr<transformer::ParamGather> second)
+      : first_(std::move(first)), second_(std::move(second)) {}
+  void before_forward() override {
+    first_->before_forward();
+    second_->before_forward();
+  }
+  void after_forward(const at::Tensor& output) override {
+    first_->after_forward(output);
+    second_->after_forward(output);
+  }
+
+ private:
+  std::shared_ptr<transformer::ParamGather> first_, second_;
+};
+
 }  // namespace
 
 std::shared_ptr<transformer::ParamGather> DistributedDataParallel::param_gather(const std::string& unit_name) const {
   std::shared_ptr<transformer::ParamGather> unit;
   if (fsdp_) {
     if (auto it = fsdp_unit_index_.find(unit_name); it != fsdp_unit_index_.end()) unit = fsdp_->hooks(it->second);
+    if (auto it = fsdp_unit_index_.find(unit_name + kExpertUnitSuffix); it != fsdp_unit_index_.end())
+      unit = unit ? std::make_shared<UnitPair>(unit, fsdp_->hooks(it->second)) : fsdp_->hooks(it->second);
   }
   if (!config_.overlap_param_gather || !sharded_ || config_.shards_params()) return unit;
   // buckets_[k] cuts buffers_[bucket_buffer_[k]], one of the buffers outside FSDP units.

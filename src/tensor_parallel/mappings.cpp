@@ -1,6 +1,7 @@
 #include "megatron/tensor_parallel/mappings.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <numeric>
@@ -112,6 +113,12 @@ at::Tensor exchange_rows(const at::Tensor& input, const GroupPtr& group, const s
                          const std::vector<int64_t>& input_splits) {
   auto sizes = input.sizes().vec();
   if (!output_splits.empty()) sizes[0] = std::accumulate(output_splits.begin(), output_splits.end(), int64_t{0});
+  // A range in --profile traces whose recorded input shape is [rows sent to the other ranks, row
+  // width] (a meta tensor, made only while a profiler records): tools/bench/moe_bench.py's bytes.
+  const int64_t rows = input.size(0), kept = input_splits.empty() ? rows / group->size() : input_splits[group->rank()];
+  RECORD_USER_SCOPE_WITH_INPUTS(
+      "all_to_all", std::vector<c10::IValue>{
+                        at::empty({rows - kept, rows ? input.numel() / rows : 0}, input.options().device(at::kMeta))});
   at::Tensor out = at::empty(sizes, input.options());
   group->all_to_all(out, input.contiguous(), output_splits, input_splits);
   return out;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "megatron/tensor_parallel/mappings.h"
 #include "megatron/tensor_parallel/random.h"
 #include "megatron/transformer/norm.h"
 #include "output_projection.h"
@@ -35,6 +36,26 @@ at::Tensor apply_rotary_pos_emb(const at::Tensor& t, const at::Tensor& freqs, bo
   return at::cat({out, t.narrow(-1, rot_dim, d - rot_dim)}, -1);
 }
 
+namespace {
+
+// RMSNorm over the last dim of x [s, b, w] whose width is split over the TP ranks (each holds its
+// heads' part, and the norm's weight for it): the sum of squares is summed over the ranks (its
+// gradient too, as each rank's output depends on every rank's inputs through it).
+at::Tensor across_heads_rms_norm(const at::Tensor& x, const NormImpl& norm, const tp::GroupPtr& group) {
+  TORCH_CHECK(norm.normalization == Normalization::kRMSNorm,
+              "[attention] query and key norms across heads are RMSNorms (--normalization RMSNorm)");
+  const at::Tensor xf = x.to(at::kFloat);
+  at::Tensor squares = xf.square().sum(-1, /*keepdim=*/true);
+  squares =
+      tp::copy_to_tensor_model_parallel_region(tp::reduce_from_tensor_model_parallel_region(squares, group), group);
+  const int64_t width = x.size(-1) * norm.layout.size;
+  const at::Tensor gamma = norm.zero_centered_gamma ? norm.weight + 1 : norm.weight;
+  return (xf * at::rsqrt(squares / static_cast<double>(width) + norm.eps)).to(x.scalar_type()) *
+         gamma.to(x.scalar_type());
+}
+
+}  // namespace
+
 // --- SelfAttention ---------------------------------------------------------------------------
 
 SelfAttentionImpl::SelfAttentionImpl(const TransformerConfig& config_, int64_t layer_number_)
@@ -58,7 +79,12 @@ void SelfAttentionImpl::reset() {
                                                             .fp8(config.fp8())));
   linear_proj = register_module("linear_proj", tp::RowParallelLinear(detail::output_projection_options(
                                                    config, config.num_attention_heads() * hn)));
-  if (config.qk_layernorm()) {
+  if (config.qk_layernorm() && config.qk_layernorm_across_heads()) {
+    // This rank's heads' part of each norm's weight (the heads' order: a column-parallel split).
+    const tp::ShardLayout split{0, 1, tp::group_rank(config.tp_group()), static_cast<int>(tp_size)};
+    q_layernorm = register_module("q_layernorm", Norm(config, heads_per_partition * hn, split));
+    k_layernorm = register_module("k_layernorm", Norm(config, groups_per_partition * hn, split));
+  } else if (config.qk_layernorm()) {
     q_layernorm = register_module("q_layernorm", Norm(config, hn));
     k_layernorm = register_module("k_layernorm", Norm(config, hn));
   }
@@ -117,7 +143,10 @@ at::Tensor SelfAttentionImpl::context(const at::Tensor& mixed_qkv, const at::Ten
   at::Tensor q = parts[0].reshape({s, b, heads_per_partition, hn});
   at::Tensor k = parts[1];
   at::Tensor v = parts[2];
-  if (q_layernorm) {  // Megatron-Core's order: the norms, then RoPE
+  if (q_layernorm && config.qk_layernorm_across_heads()) {
+    q = across_heads_rms_norm(q.reshape({s, b, -1}), *q_layernorm, config.tp_group()).view(q.sizes());
+    k = across_heads_rms_norm(k.reshape({s, b, -1}), *k_layernorm, config.tp_group()).view(k.sizes());
+  } else if (q_layernorm) {  // Megatron-Core's order: the norms, then RoPE
     q = q_layernorm(q);
     k = k_layernorm(k);
   }

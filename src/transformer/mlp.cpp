@@ -79,6 +79,10 @@ at::Tensor MLPImpl::forward_weighted(const at::Tensor& tokens, const at::Tensor&
 at::Tensor MLPImpl::activation(const at::Tensor& h) {
   if (linear_fc1->options.skip_bias_add())
     return fusions::bias_gelu(h, linear_fc1->bias, config.activation() == Activation::kGeluTanh);
+  return mlp_activation(config, h);
+}
+
+at::Tensor mlp_activation(const TransformerConfig& config, const at::Tensor& h) {
   if (!config.gated_linear_unit()) return activate(h, config.activation());
   auto gate_up = h.chunk(2, -1);
   return activate(gate_up[0], config.activation()) * gate_up[1];

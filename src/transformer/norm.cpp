@@ -9,12 +9,13 @@ namespace megatron::transformer {
 
 namespace tp = megatron::tensor_parallel;
 
-NormImpl::NormImpl(const TransformerConfig& config, int64_t hidden)
+NormImpl::NormImpl(const TransformerConfig& config, int64_t hidden, tp::ShardLayout layout_)
     : normalization(config.normalization()),
       hidden_size(hidden > 0 ? hidden : config.hidden_size()),
       eps(config.layernorm_epsilon()),
       zero_centered_gamma(config.layernorm_zero_centered_gamma()),
-      fused(config.persist_layer_norm()) {
+      fused(config.persist_layer_norm()),
+      layout(layout_) {
   reset();
 }
 
@@ -27,8 +28,8 @@ void NormImpl::reset() {
 
 std::vector<std::pair<std::string, tp::ParamInit>> NormImpl::param_inits() const {
   std::vector<std::pair<std::string, tp::ParamInit>> out{
-      {"weight", {zero_centered_gamma ? tp::ParamInit::kZeros : tp::ParamInit::kOnes, 0.0, {}}}};
-  if (bias.defined()) out.push_back({"bias", {tp::ParamInit::kZeros, 0.0, {}}});
+      {"weight", {zero_centered_gamma ? tp::ParamInit::kZeros : tp::ParamInit::kOnes, 0.0, layout}}};
+  if (bias.defined()) out.push_back({"bias", {tp::ParamInit::kZeros, 0.0, layout}});
   return out;
 }
 

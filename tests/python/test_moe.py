@@ -1,8 +1,9 @@
 """pretrain_gpt with mixture-of-experts layers (docs/moe.md): data and pipeline parallelism give
 the single-rank run's losses and gradient norms (which holds only if the auxiliary losses enter
-the backward with the main loss's scale on every stage and micro-batch), a resume continues the
-run bit for bit, and the MoE flags Megatron-LM refuses, or this build does not compute yet, are
-one line each. The layer's numerics are test_gpt_parity.py's moe_* cases."""
+the backward with the main loss's scale on every stage and micro-batch), and so do the other
+layouts and the grouped GEMM; the MoE flags Megatron-LM refuses, or this build does not compute
+yet, are one line each. The layer's numerics are test_gpt_parity.py's moe_* cases; the checkpoints'
+test_moe_checkpoints.py."""
 import json
 import subprocess
 
@@ -95,6 +96,30 @@ def test_tensor_parallel_moe_runs_give_the_single_rank_losses(tmp_path):
                  ranks=2) == whole[2:]
 
 
+def test_interleaved_pipeline_and_recompute_give_the_single_rank_losses_and_fp16_trains(tmp_path):
+    """MoE layers under the interleaved schedule (two model chunks a stage, experts over EP 2) and
+    full recomputation (the router and dispatch run again in the backward; the auxiliary losses
+    are logged once), and in fp16 with its loss scaler."""
+    want = train(tmp_path, "single", [])
+    same(train(tmp_path, "vpp2_ep2", ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage",
+                                     "1", "--expert-model-parallel-size", "2"], ranks=4), want)
+    same(train(tmp_path, "recompute", ["--recompute-granularity", "full", "--recompute-method", "uniform",
+                                      "--recompute-num-layers", "1"]), want)
+    fp16 = train(tmp_path, "fp16", ["--fp16", "--initial-loss-scale", "4096"], iters=8)
+    assert all(r[1] == r[1] and r[1] < 10 for r in fp16) and fp16[-1][1] < fp16[0][1], fp16
+
+
+def test_zero2_and_zero3_with_expert_parallelism_give_the_single_rank_losses(tmp_path):
+    """Megatron-FSDP over MoE layers: each layer's experts a unit of their own, sharded and reduced
+    over the expert-data-parallel ranks (the rest of the layer over the data-parallel ones), both
+    gathered around the layer's forward and backward under ZeRO-3."""
+    want = train(tmp_path, "single", [])
+    fsdp = ["--use-megatron-fsdp", "--use-distributed-optimizer", "--expert-model-parallel-size", "2"]
+    for strategy, dispatcher in (("optim_grads", "alltoall"), ("optim_grads_params", "allgather")):
+        same(train(tmp_path, strategy, fsdp + ["--data-parallel-sharding-strategy", strategy,
+                                               "--moe-token-dispatcher-type", dispatcher], ranks=4), want)
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--tensor-model-parallel-size", "2"], "MoE layers with tensor parallelism need --sequence-parallel"),
     (["--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-tensor-parallel-size", "1",
@@ -146,96 +171,6 @@ def test_expert_bias_balances_alike_at_every_layout_and_is_saved(tmp_path):
         steps = b / 1e-2
         assert torch.allclose(steps, steps.round(), atol=1e-4) and steps.abs().max() <= 2, b
     assert any(b.abs().sum() > 0 for b in biases), biases
-
-
-def test_an_expert_parallel_run_saves_megatron_lms_rank_files_and_resumes_bit_for_bit(tmp_path):
-    ckpt = tmp_path / "ckpt"
-    flags = ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", "alltoall"]
-    whole = train(tmp_path, "whole", flags, ranks=2)
-    train(tmp_path, "first", flags + ["--save", ckpt, "--save-interval", "2", "--exit-interval", "2"], ranks=2)
-    resumed = train(tmp_path, "resumed", flags + ["--load", ckpt], ranks=2)
-    assert resumed == whole[2:]
-    # One folder per expert-parallel rank (mp_rank_TT_EEE), each with its two experts under their
-    # local indices, as Megatron-LM's legacy checkpoints keep them.
-    iter_dir = ckpt / "iter_0000002"
-    assert sorted(p.name for p in iter_dir.iterdir()) == ["mp_rank_00_000", "mp_rank_00_001"]
-    halves = [torch.load(iter_dir / d / "model_optim_rng.pt", weights_only=True)["model"]
-              for d in ("mp_rank_00_000", "mp_rank_00_001")]
-    for model in halves:
-        experts = {k.split(".")[6] for k in model if ".mlp.experts.local_experts." in k}
-        assert experts == {"0", "1"}, sorted(model)
-    expert = "decoder.layers.0.mlp.experts.local_experts.0.linear_fc1.weight"
-    assert not torch.equal(halves[0][expert], halves[1][expert])  # experts 0 and 2
-    assert torch.equal(halves[0]["decoder.layers.0.mlp.router.weight"], halves[1]["decoder.layers.0.mlp.router.weight"])
-    # Another expert-parallel size cannot read these files, and says so.
-    proc = subprocess.run([program("pretrain_gpt"), *MODEL, *MOE, "--train-iters", "4", "--load", str(ckpt)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0 and "this run has TP 1, PP 1, EP 1" in proc.stderr, proc.stderr[-2000:]
-
-
-def test_a_moe_run_resumes_bit_for_bit(tmp_path):
-    ckpt = tmp_path / "ckpt"
-    whole = train(tmp_path, "whole", [])
-    train(tmp_path, "first", ["--save", ckpt, "--save-interval", "2", "--exit-interval", "2"])
-    resumed = train(tmp_path, "resumed", ["--load", ckpt])
-    assert resumed == whole[2:]
-    # torch.load opens it as Megatron-LM's loader does, --moe-layer-freq evaluated as Megatron-LM keeps it.
-    saved = torch.load(ckpt / "iter_0000002" / "mp_rank_00" / "model_optim_rng.pt", weights_only=True)
-    assert saved["args"].moe_layer_freq == [1, 0, 1, 1] and saved["args"].num_experts == 4
-    # What the converters cannot write for MoE layers yet is refused, nothing written.
-    for flags, message in ((["--export-hf", tmp_path / "hf"], "no Hugging Face architecture fits this checkpoint"),
-                           (["--save", tmp_path / "tp2", "--target-tensor-parallel-size", "2"],
-                            "not implemented with tensor parallelism yet")):
-        proc = subprocess.run([program("convert_checkpoint"), "--load", str(ckpt), *map(str, flags)],
-                              capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 1 and message in proc.stderr, proc.stderr[-2000:]
-    assert not (tmp_path / "hf").exists() and not (tmp_path / "tp2").exists()
-
-
-# Hugging Face's MoE members of the Llama family, small: their config, then what our dump tool
-# takes for the same model. Qwen2-MoE with a dense layer between MoE ones (mlp_only_layers) and
-# the top-k probabilities left unnormalised (norm_topk_prob false: --moe-router-pre-softmax).
-HF_MOE = {
-    "mixtral": ("MixtralConfig", "MixtralForCausalLM",
-                dict(hidden_size=32, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
-                     num_key_value_heads=2, max_position_embeddings=16, vocab_size=250, num_local_experts=4,
-                     num_experts_per_tok=2, sliding_window=None),
-                dict(layers=2, norm="rmsnorm", eps=1e-5, mlp="swiglu", bias=0, position="rope", tied=0, groups=2,
-                     ffn=24, rotary_base=1000000, experts=4, moe_layers="1,1", moe_ffn=24, topk=2)),
-    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM",
-                  dict(hidden_size=32, intermediate_size=40, moe_intermediate_size=24,
-                       shared_expert_intermediate_size=20, num_hidden_layers=3, num_attention_heads=4,
-                       num_key_value_heads=2, max_position_embeddings=16, vocab_size=250, num_experts=4,
-                       num_experts_per_tok=2, mlp_only_layers=[1], norm_topk_prob=False),
-                  dict(layers=3, norm="rmsnorm", eps=1e-6, mlp="swiglu", bias=0, qkv_bias=1, position="rope", tied=0,
-                       groups=2, ffn=40, experts=4, moe_layers="1,0,1", moe_ffn=24, topk=2, pre_softmax=1,
-                       shared_ffn=20, shared_gate=1)),
-}
-
-
-@pytest.mark.parametrize("family", sorted(HF_MOE))
-def test_hugging_face_moe_import_gives_their_logits_and_exports_back_bit_identical(tmp_path, family):
-    import transformers
-
-    from test_checkpoint import CONVERT, assert_exported_back, our_logits, run, saved_hf_model
-
-    config_class, model_class, kwargs, dump_opts = HF_MOE[family]
-    theirs = saved_hf_model(tmp_path, config_class, model_class, kwargs)
-    run([CONVERT, "--import-hf", str(tmp_path / "hf"), "--save", str(tmp_path / "ck"),
-         "--make-vocab-size-divisible-by", "8"])
-    state = torch.load(tmp_path / "ck" / "release" / "mp_rank_00" / "model_optim_rng.pt", weights_only=True)["model"]
-    assert "decoder.layers.0.mlp.experts.local_experts.3.linear_fc2.weight" in state
-    dump = our_logits(state, tmp_path, hidden=32, heads=4, vocab=250, divisible_by=8, max_seq=16, seq=16, batch=2,
-                      **dump_opts)
-    with torch.no_grad():
-        expected = theirs(dump["input_ids"]).logits
-    assert (dump["logits"][..., :250] - expected).abs().max().item() <= 1e-4
-
-    assert_exported_back(tmp_path, theirs)
-    config = transformers.AutoConfig.from_pretrained(str(tmp_path / "back"))
-    assert type(config).__name__ == config_class
-    for key, value in kwargs.items():
-        assert getattr(config, key) == value, key
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -298,3 +233,70 @@ def test_the_moe_layer_is_usable_from_python_under_megatron_cores_names():
     probs, routing_map = TopKRouter(config)(x)
     assert probs.shape == routing_map.shape == (15, 4) and (routing_map.sum(1) == 2).all()
     assert torch.allclose(probs.sum(1), torch.ones(15), atol=1e-6)  # softmax over the top 2
+
+
+def grad_fn_names(tensor):
+    """The names of every autograd node behind a tensor."""
+    seen, stack, names = set(), [tensor.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.add(node.name())
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return names
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_grouped_gemm_experts_compute_what_the_loop_over_experts_does(bias):
+    """moe_grouped_gemm: two at::_grouped_mm calls over the local experts (their autograd nodes
+    are in the graph) give the per-expert loop's output and every gradient, expert biases (fc2's
+    weighted by the probability) included; an expert with no tokens gets zero gradients."""
+    import torch
+
+    from megatron_cpp.core.transformer import TransformerConfig
+    from megatron_cpp.core.transformer.moe import MoELayer
+
+    def layer(grouped):
+        return MoELayer(TransformerConfig(num_layers=1, hidden_size=16, num_attention_heads=2, add_bias_linear=bias,
+                                          gated_linear_unit=True, activation="silu", num_moe_experts=4,
+                                          moe_router_topk=1, moe_ffn_hidden_size=24, moe_aux_loss_coeff=0.01,
+                                          moe_grouped_gemm=grouped))
+
+    loop, grouped = layer(False), layer(True)
+    weights = dict(loop.named_parameters())
+    with torch.no_grad():
+        for name, p in grouped.named_parameters():
+            p.copy_(weights[name] + (0.1 if name.endswith("bias") else 0.0))
+            weights[name].copy_(p)
+        # Expert 3 chosen by no token: its router row far below the others.
+        for router in (loop, grouped):
+            dict(router.named_parameters())["router.weight"][3].fill_(-10.0)  # the inputs are positive
+    x = torch.rand(6, 2, 16, generator=torch.Generator().manual_seed(1))
+    outs = []
+    for m in (loop, grouped):
+        m.train()
+        out = m(x.clone().requires_grad_())
+        out.square().sum().backward()
+        outs.append(out)
+    assert "GroupedMmBackward0" in grad_fn_names(outs[1]) and "GroupedMmBackward0" not in grad_fn_names(outs[0])
+    assert torch.allclose(outs[1], outs[0], atol=1e-6), (outs[1] - outs[0]).abs().max()
+    got = dict(grouped.named_parameters())
+    for name, p in loop.named_parameters():
+        assert torch.allclose(got[name].grad, p.grad, atol=1e-6), name
+    unused = got["experts.local_experts.3.linear_fc1.weight"].grad
+    assert unused is not None and not unused.any()
+
+
+def test_grouped_gemm_runs_give_the_single_rank_losses(tmp_path):
+    """--moe-grouped-gemm in pretrain_gpt: one rank, EP 2 (two local experts a rank) and TP 2 x EP 2
+    (each expert's TP shard, alltoall) give the per-expert loop's losses and gradient norms."""
+    pad = ["--make-vocab-size-divisible-by", "64"]
+    want = train(tmp_path, "loop", pad)
+    grouped = pad + ["--moe-grouped-gemm"]
+    same(train(tmp_path, "grouped", grouped), want)
+    same(train(tmp_path, "grouped_ep2", grouped + ["--expert-model-parallel-size", "2"], ranks=2), want)
+    same(train(tmp_path, "grouped_tp2_ep2", grouped + ["--tensor-model-parallel-size", "2", "--sequence-parallel",
+                                                      "--expert-model-parallel-size", "2",
+                                                      "--moe-token-dispatcher-type", "alltoall"], ranks=4), want)

@@ -240,9 +240,11 @@ class MEGATRON_API DistributedDataParallel {
   size_t root_buffers_ = 0;  // buffers_[0, root_buffers_) hold the parameters outside the units
   std::unique_ptr<FsdpUnits> fsdp_;
   std::map<std::string, size_t> fsdp_unit_index_;  // "" for the kept unit (ZeRO-3)
-  std::map<std::string, int> fsdp_chunks_;         // model chunk prefix -> index
-  mutable std::set<std::string> hooked_units_;     // param_gather() asked for them
-  bool grads_synced_ = false;                      // finish_grad_sync() ran since zero_grad_buffer()
+  // A layer's expert unit is named its unit's name with this suffix.
+  static constexpr const char* kExpertUnitSuffix = " experts";
+  std::map<std::string, int> fsdp_chunks_;      // model chunk prefix -> index
+  mutable std::set<std::string> hooked_units_;  // param_gather() asked for them
+  bool grads_synced_ = false;                   // finish_grad_sync() ran since zero_grad_buffer()
   int no_sync_depth_ = 0;
 };
 

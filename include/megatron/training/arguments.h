@@ -41,8 +41,9 @@ struct MEGATRON_API Arguments {
   bool apply_layernorm_1p = false;          // norm weights stored as gamma - 1
   double norm_epsilon = 1e-5;
   bool swiglu = false;
-  bool qk_layernorm = false;  // each head's query and key normalised before RoPE
-  bool openai_gelu = false;   // tanh-approximated GELU, as GPT-2 (Hugging Face's gelu_new)
+  bool qk_layernorm = false;               // each head's query and key normalised before RoPE
+  bool qk_layernorm_across_heads = false;  // one norm over all heads' queries, one over the keys (OLMoE)
+  bool openai_gelu = false;                // tanh-approximated GELU, as GPT-2 (Hugging Face's gelu_new)
   bool disable_bias_linear = false;
   bool add_qkv_bias = false;  // bias on Q, K, V even with --disable-bias-linear (Qwen 2)
   bool untie_embeddings_and_output_weights = false;

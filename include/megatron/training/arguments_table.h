@@ -115,6 +115,8 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(network_size, norm_epsilon, kSaved, positive(), "normalisation epsilon")                                        \
   X(network_size, swiglu, kSaved, any(), "SwiGLU MLP instead of GELU")                                              \
   X(network_size, qk_layernorm, kSaved, any(), "normalise each head's query and key (--normalization) before RoPE") \
+  X(network_size, qk_layernorm_across_heads, kSaved, any(),                                                         \
+    "with --qk-layernorm: one RMSNorm over all heads' queries and one over the keys (OLMoE), not per head")         \
   X(network_size, openai_gelu, kSaved, any(), "tanh-approximated GELU, as OpenAI's GPT-2")                          \
   X(network_size, disable_bias_linear, kSaved, any(), "no biases in linear layers")                                 \
   X(network_size, add_qkv_bias, kSaved, any(), "bias on the Q, K, V projection even with --disable-bias-linear")     \
@@ -144,7 +146,7 @@ enum class ArgSaved { kSaved, kNotSaved };
     "past capacity, keep the tokens of highest probability | the earliest")                                          \
   X(moe, moe_pad_expert_input_to_capacity, kSaved, any(), "every expert takes exactly its capacity")                \
   X(moe, moe_token_dispatcher_type, kSaved, one_of("allgather|alltoall"), "how tokens reach their experts")          \
-  X(ignored, moe_grouped_gemm, kSaved, any(), "accepted, no effect yet: the local experts run one after another") \
+  X(moe, moe_grouped_gemm, kSaved, any(), "the local experts' GEMMs grouped into one call each (at::_grouped_mm)")   \
   X(moe, expert_model_parallel_size, kSaved, positive(), "ranks the experts are split over")                         \
   X(moe, expert_tensor_parallel_size, kSaved, positive(), "tensor-parallel ranks of each expert (default TP)")       \
   X(ignored, moe_permute_fusion, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")                       \

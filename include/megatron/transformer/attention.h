@@ -47,7 +47,9 @@ class MEGATRON_API SelfAttentionImpl : public torch::nn::Cloneable<SelfAttention
   tensor_parallel::ColumnParallelLinear linear_qkv{nullptr};
   tensor_parallel::RowParallelLinear linear_proj{nullptr};
   // With TransformerConfig::qk_layernorm: each head's query and key normalised over its
-  // kv_channels before RoPE (one weight shared by the heads; its gradient is summed over TP).
+  // kv_channels before RoPE (one weight shared by the heads; its gradient is summed over TP), or
+  // with qk_layernorm_across_heads all the queries over heads x kv_channels and the keys over
+  // query groups x kv_channels (weights of that width, split over TP with the heads).
   Norm q_layernorm{nullptr}, k_layernorm{nullptr};
 };
 TORCH_MODULE(SelfAttention);

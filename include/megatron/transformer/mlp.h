@@ -46,4 +46,8 @@ class MEGATRON_API MLPImpl : public torch::nn::Cloneable<MLPImpl>, public tensor
 };
 TORCH_MODULE(MLP);
 
+// The activation alone of a linear_fc1 output that already holds its bias: GELU, or (gated)
+// activation(gate) * up; the grouped experts' (moe_layer.h), which add their biases per row.
+MEGATRON_API at::Tensor mlp_activation(const TransformerConfig& config, const at::Tensor& fc1_output);
+
 }  // namespace megatron::transformer

@@ -1,5 +1,6 @@
 // The normalisation of a transformer layer: LayerNorm (weight, bias) or RMSNorm (weight), chosen
-// by TransformerConfig::normalization. Parameters are replicated on every TP rank.
+// by TransformerConfig::normalization. Parameters are replicated on every TP rank, unless a
+// layout says they are this rank's shard (the query and key norms across heads).
 #pragma once
 
 #include "megatron/export.h"
@@ -17,7 +18,7 @@ namespace megatron::transformer {
 
 class MEGATRON_API NormImpl : public torch::nn::Cloneable<NormImpl>, public tensor_parallel::ShardedModule {
  public:
-  explicit NormImpl(const TransformerConfig& config, int64_t hidden_size = 0);
+  explicit NormImpl(const TransformerConfig& config, int64_t hidden_size = 0, tensor_parallel::ShardLayout layout = {});
   void reset() override;
   // [*, h] -> [*, h]
   at::Tensor forward(const at::Tensor& x);
@@ -30,6 +31,7 @@ class MEGATRON_API NormImpl : public torch::nn::Cloneable<NormImpl>, public tens
   double eps;
   bool zero_centered_gamma;  // weight holds gamma - 1
   bool fused;                // TransformerConfig::persist_layer_norm: the fused kernels where they apply
+  tensor_parallel::ShardLayout layout;
   at::Tensor weight, bias;
 };
 TORCH_MODULE(Norm);

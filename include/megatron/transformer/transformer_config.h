@@ -67,6 +67,9 @@ struct MEGATRON_API TransformerConfig {
   TORCH_ARG(bool, bias_gelu_fusion) = true;
   // Each head's query and key normalised (the layer's normalization) before RoPE (--qk-layernorm).
   TORCH_ARG(bool, qk_layernorm) = false;
+  // With qk_layernorm: one RMSNorm over all the heads' queries (and one over the keys) instead of
+  // one per head, OLMoE's; its weight split over TP with the heads (--qk-layernorm-across-heads).
+  TORCH_ARG(bool, qk_layernorm_across_heads) = false;
   // Rotary positions rotate channel pairs (2i, 2i+1) instead of (i, i + d/2) (--rotary-interleaved).
   TORCH_ARG(bool, rotary_interleaved) = false;
 
@@ -131,6 +134,9 @@ struct MEGATRON_API TransformerConfig {
   TORCH_ARG(bool, moe_pad_expert_input_to_capacity) = false;
   // How tokens reach the experts of other expert-parallel ranks (moe/token_dispatcher.h).
   TORCH_ARG(std::string, moe_token_dispatcher_type) = "allgather";  // | alltoall
+  // The local experts' linear layers as two grouped GEMMs (at::_grouped_mm) instead of one GEMM
+  // pair per expert; the parameters stay SequentialMLP's, so checkpoints are alike with or without.
+  TORCH_ARG(bool, moe_grouped_gemm) = false;
   // Expert parallelism: the experts split over the ep_group's ranks, num_moe_experts /
   // expert_model_parallel_size on each (nullptr group: one rank holds them all).
   TORCH_ARG(int64_t, expert_model_parallel_size) = 1;

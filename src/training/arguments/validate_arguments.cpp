@@ -102,6 +102,8 @@ void validate_network_size(Arguments& a) {
             a.tensor_model_parallel_size, ")");
   ARG_CHECK(a.kv_channels || a.hidden_size % a.num_attention_heads == 0, "--hidden-size (", a.hidden_size,
             ") is not divisible by --num-attention-heads (", a.num_attention_heads, "); set --kv-channels");
+  ARG_CHECK(!a.qk_layernorm_across_heads || (a.qk_layernorm && a.normalization == "RMSNorm"),
+            "--qk-layernorm-across-heads needs --qk-layernorm and --normalization RMSNorm");
   if (!a.group_query_attention) a.num_query_groups = a.num_attention_heads;
   ARG_CHECK(a.num_attention_heads % a.num_query_groups == 0, "--num-attention-heads (", a.num_attention_heads,
             ") is not divisible by --num-query-groups (", a.num_query_groups, ")");

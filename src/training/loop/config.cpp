@@ -21,6 +21,7 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
       .add_qkv_bias(!a.disable_bias_linear || a.add_qkv_bias)
       .rotary_interleaved(a.rotary_interleaved)
       .qk_layernorm(a.qk_layernorm)
+      .qk_layernorm_across_heads(a.qk_layernorm_across_heads)
       .gated_linear_unit(a.swiglu)
       .activation(a.swiglu ? transformer::Activation::kSilu
                            : (a.openai_gelu ? transformer::Activation::kGeluTanh : transformer::Activation::kGelu))
@@ -77,6 +78,7 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
         .moe_token_drop_policy(a.moe_token_drop_policy)
         .moe_pad_expert_input_to_capacity(a.moe_pad_expert_input_to_capacity)
         .moe_token_dispatcher_type(a.moe_token_dispatcher_type)
+        .moe_grouped_gemm(a.moe_grouped_gemm)
         .expert_model_parallel_size(a.expert_model_parallel_size)
         .ep_group(ctx.parallel_state.expert_model_parallel_group_ptr())
         .expert_tensor_parallel_size(ctx.parallel_state.get_expert_tensor_parallel_world_size())

@@ -21,7 +21,9 @@
 namespace megatron::transformer {
 
 // This expert-parallel rank's experts (num_local_experts; local_experts.I is global expert
-// local_expert_offset + I), run one after another on their tokens.
+// local_expert_offset + I), run one after another on their tokens, or with moe_grouped_gemm as
+// one grouped GEMM per linear layer over all of them (Megatron-Core's GroupedMLP computation
+// under SequentialMLP's parameters).
 class MEGATRON_API SequentialMLPImpl : public torch::nn::Cloneable<SequentialMLPImpl> {
  public:
   explicit SequentialMLPImpl(const TransformerConfig& config);
@@ -32,6 +34,10 @@ class MEGATRON_API SequentialMLPImpl : public torch::nn::Cloneable<SequentialMLP
 
   TransformerConfig config;
   torch::nn::ModuleList local_experts{nullptr};
+
+ private:
+  at::Tensor grouped_forward(const at::Tensor& tokens, const std::vector<int64_t>& tokens_per_expert,
+                             const at::Tensor& probs);
 };
 TORCH_MODULE(SequentialMLP);
 
