@@ -29,6 +29,12 @@ int main(int argc, char** argv) {
   app.add_option("--target-pipeline-model-parallel-size", o.target_pipeline_model_parallel_size,
                  "PP size of the written checkpoint")
       ->capture_default_str();
+  app.add_option("--target-expert-parallel-size", o.target_expert_model_parallel_size,
+                 "EP size of the written checkpoint (MoE: the experts split over that many ranks)")
+      ->capture_default_str();
+  app.add_option_function<int64_t>(
+      "--target-expert-tensor-parallel-size", [&](const int64_t& v) { o.target_expert_tensor_parallel_size = v; },
+      "expert-TP size of the written checkpoint: the target TP (default) or 1 (each expert whole)");
   app.add_option_function<int64_t>(
       "--target-num-layers-per-virtual-pipeline-stage",
       [&](const int64_t& v) { o.target_num_layers_per_virtual_pipeline_stage = v; },
@@ -43,10 +49,11 @@ int main(int argc, char** argv) {
   app.add_option("--tokenizer-model", o.tokenizer_model,
                  "HuggingFaceTokenizer's tokenizer.json or folder to export (default: the one trained with)");
   app.add_option("--hf-model-type", o.hf_model_type,
-                 "with --export-hf: the model_type to write (gpt2, llama, qwen2, mistral, bloom; default: the first "
-                 "that fits the checkpoint)");
+                 "with --export-hf: the model_type to write (gpt2, llama, qwen2, mistral, qwen3, mixtral, qwen2_moe, "
+                 "qwen3_moe, bloom; default: the first that fits the checkpoint)");
   app.add_option("--import-hf", o.import_hf,
-                 "read a Hugging Face GPT-2, Llama, Qwen2, Mistral or BLOOM model from here");
+                 "read a Hugging Face GPT-2, Llama, Qwen2, Mistral, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE or BLOOM "
+                 "model from here");
   app.add_option("--make-vocab-size-divisible-by", o.make_vocab_size_divisible_by,
                  "vocabulary padding of an imported model")
       ->capture_default_str();
@@ -55,9 +62,10 @@ int main(int argc, char** argv) {
     const auto r = training::convert_checkpoint(o);
     if (!o.export_hf.empty()) std::printf("exported %s to %s\n", o.load.c_str(), o.export_hf.c_str());
     if (!o.save.empty())
-      std::printf("wrote %s (%s, TP %d, PP %d%s) to %s\n", training::iteration_dir_name(r.iteration).c_str(),
+      std::printf("wrote %s (%s, TP %d, PP %d, EP %d%s) to %s\n", training::iteration_dir_name(r.iteration).c_str(),
                   o.ckpt_format.c_str(), o.target_tensor_model_parallel_size, o.target_pipeline_model_parallel_size,
-                  r.has_optimizer_state ? "" : ", no optimizer state", o.save.c_str());
+                  o.target_expert_model_parallel_size, r.has_optimizer_state ? "" : ", no optimizer state",
+                  o.save.c_str());
     if (!r.optimizer_unread.empty()) std::printf("optimizer state left behind: %s\n", r.optimizer_unread.c_str());
     return 0;
   });

@@ -60,8 +60,8 @@ void init_checkpointing(py::module_& m) {
       [](const std::string& load, const std::string& save, std::optional<int64_t> ckpt_step, int tp, int pp,
          std::optional<int64_t> vp_layers, const std::string& export_hf, const std::string& import_hf,
          int64_t divisible_by, bool overwrite, const std::string& vocab_file, const std::string& merge_file,
-         const std::string& tokenizer_model, const std::string& hf_model_type,
-         const std::string& ckpt_format) -> py::object {
+         const std::string& tokenizer_model, const std::string& hf_model_type, const std::string& ckpt_format, int ep,
+         std::optional<int64_t> etp) -> py::object {
         tr::ConvertOptions o;
         o.load = load;
         o.save = save;
@@ -78,6 +78,8 @@ void init_checkpointing(py::module_& m) {
         o.tokenizer_model = tokenizer_model;
         o.hf_model_type = hf_model_type;
         o.ckpt_format = ckpt_format;
+        o.target_expert_model_parallel_size = ep;
+        o.target_expert_tensor_parallel_size = etp;
         tr::ConvertResult r;
         {
           py::gil_scoped_release release;
@@ -91,9 +93,10 @@ void init_checkpointing(py::module_& m) {
       py::arg("target_num_layers_per_virtual_pipeline_stage") = py::none(), py::arg("export_hf") = "",
       py::arg("import_hf") = "", py::arg("make_vocab_size_divisible_by") = 128, py::arg("overwrite") = false,
       py::arg("vocab_file") = "", py::arg("merge_file") = "", py::arg("tokenizer_model") = "",
-      py::arg("hf_model_type") = "", py::arg("ckpt_format") = "torch",
+      py::arg("hf_model_type") = "", py::arg("ckpt_format") = "torch", py::arg("target_expert_model_parallel_size") = 1,
+      py::arg("target_expert_tensor_parallel_size") = py::none(),
       "tools/convert_checkpoint in-process: reads the checkpoint in load (either format, or the Hugging Face model "
-      "in import_hf), writes it to save at the target TP/PP/virtual-PP layout (ckpt_format 'torch') or as "
+      "in import_hf), writes it to save at the target TP/PP/virtual-PP/EP layout (ckpt_format 'torch') or as "
       "megatron-core's torch_dist files ('torch_dist', which load at any layout) and/or exports it to "
       "export_hf (config.json + model.safetensors + the tokenizer's files; vocab_file, merge_file and "
       "tokenizer_model replace the paths it was trained with; hf_model_type picks the architecture, by default the "

@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
         {"rope-original", "8192"},
         {"qkv-bias", "0"},
         {"qk-layernorm", "0"},
+        {"qk-across-heads", "0"},
+        {"kv-channels", "0"},  // 0: hidden / heads
         {"embed-ln", "0"},
         {"pad-vocab-to", "0"},
         {"eps", "1e-5"},
@@ -96,7 +98,9 @@ int main(int argc, char** argv) {
     cfg.hidden_dropout(0.0).attention_dropout(0.0).add_bias_linear(i64("bias") != 0);
     cfg.add_qkv_bias(i64("bias") != 0 || i64("qkv-bias") != 0).rotary_interleaved(i64("rotary-interleaved") != 0);
     cfg.layernorm_epsilon(std::stod(a["eps"])).qk_layernorm(i64("qk-layernorm") != 0);
+    cfg.qk_layernorm_across_heads(i64("qk-across-heads") != 0);
     if (i64("groups") > 0) cfg.num_query_groups(i64("groups"));
+    if (i64("kv-channels") > 0) cfg.kv_channels(i64("kv-channels"));
     if (i64("ffn") > 0) cfg.ffn_hidden_size(i64("ffn"));
     TORCH_CHECK(a["norm"] == "layernorm" || a["norm"] == "rmsnorm", "[gpt_parity_dump] --norm: layernorm or rmsnorm");
     cfg.normalization(a["norm"] == "rmsnorm" ? tr::Normalization::kRMSNorm : tr::Normalization::kLayerNorm);

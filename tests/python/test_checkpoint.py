@@ -276,6 +276,13 @@ HF_IMPORTS = {
                 dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
                      num_key_value_heads=2, max_position_embeddings=16, vocab_size=250, sliding_window=None),
                 dict(norm="rmsnorm", eps=1e-6, mlp="swiglu", bias=0, position="rope", tied=0, groups=2, ffn=48)),
+    # Qwen 3: an RMSNorm on each head's query and key, heads of 16 in a hidden of 32 (head_dim).
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM",
+              dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=16, max_position_embeddings=16, vocab_size=250,
+                   tie_word_embeddings=True, rope_theta=1000000.0),
+              dict(norm="rmsnorm", eps=1e-6, mlp="swiglu", bias=0, position="rope", tied=1, groups=2, ffn=48,
+                   rotary_base=1000000, qk_layernorm=1, kv_channels=16)),
 }
 
 

@@ -85,26 +85,37 @@ def test_bad_family_options_are_one_clear_line(tmp_path, flags, message):
 
 # Published parameter counts (Hugging Face model cards / safetensors totals) of each full-size preset.
 PUBLISHED = {"bloom-560m": 559_214_592, "llama3-8b": 8_030_261_248, "llama3.1-8b": 8_030_261_248,
-             "qwen2-0.5b": 494_032_768, "mistral-7b": 7_248_023_552}
+             "qwen2-0.5b": 494_032_768, "mistral-7b": 7_248_023_552, "mixtral-8x7b": 46_702_792_704,
+             "qwen3-30b-a3b": 30_532_122_624, "olmoe-1b-7b": 6_919_161_856}
 # The true vocabulary each was published with (the presets pad it as Megatron-LM does).
 VOCAB = {"bloom-560m": 250_880, "llama3-8b": 128_256, "llama3.1-8b": 128_256, "qwen2-0.5b": 151_936,
-         "mistral-7b": 32_768}
+         "mistral-7b": 32_768, "mixtral-8x7b": 32_000, "qwen3-30b-a3b": 151_936, "olmoe-1b-7b": 50_304}
 
 
 def parameter_count(c: dict, vocab: int) -> int:
     """Parameters of a decoder from its published definition: embeddings (+ LayerNorm), per layer
-    two norms, q/k/v, output projection and MLP (with biases where the family has them), final
-    norm, and an untied output layer."""
+    two norms, q/k/v (and the query and key norms, per head or across them), output projection and MLP (with biases
+    where the family has them) or, in every layer with --num-experts, a router and that many
+    expert MLPs, final norm, and an untied output layer."""
     h, layers, heads = c["hidden-size"], c["num-layers"], c["num-attention-heads"]
     groups = c.get("num-query-groups", heads) if c.get("group-query-attention") else heads
-    d = h // heads
+    d = c.get("kv-channels", h // heads)
     ffn = c.get("ffn-hidden-size", 4 * h)
     norm = 2 * h if c.get("normalization", "LayerNorm") == "LayerNorm" else h
     bias = not c.get("disable-bias-linear", False)
     qkv = h * (heads + 2 * groups) * d + ((heads + 2 * groups) * d if bias or c.get("add-qkv-bias") else 0)
+    qk_norms = 2 * d if c.get("qk-layernorm") else 0
+    if c.get("qk-layernorm-across-heads"):  # OLMoE's: over all the queries and all the keys
+        qk_norms = (heads + groups) * d
     proj = heads * d * h + (h if bias else 0)
-    mlp = h * ffn * (3 if c.get("swiglu") else 2) + ((2 * ffn if c.get("swiglu") else ffn) + h if bias else 0)
-    total = vocab * h + (2 * h if c.get("embed-layernorm") else 0) + layers * (2 * norm + qkv + proj + mlp) + norm
+
+    def mlp_of(width):
+        return h * width * (3 if c.get("swiglu") else 2) + ((2 * width if c.get("swiglu") else width) + h if bias else 0)
+
+    experts = c.get("num-experts")
+    mlp = experts * (h + mlp_of(c.get("moe-ffn-hidden-size", ffn))) if experts else mlp_of(ffn)
+    total = (vocab * h + (2 * h if c.get("embed-layernorm") else 0)
+             + layers * (2 * norm + qkv + qk_norms + proj + mlp) + norm)
     return total + (vocab * h if c.get("untie-embeddings-and-output-weights") else 0)
 
 
@@ -117,7 +128,9 @@ def test_published_presets_have_the_published_parameter_counts(preset):
 
 TINY_PRESETS = {"bloom-tiny": ("BloomForCausalLM", []), "llama3-tiny": ("LlamaForCausalLM", []),
                 "qwen2-tiny": ("Qwen2ForCausalLM", []),
-                "mistral-tiny": ("MistralForCausalLM", ["--hf-model-type", "mistral"])}
+                "mistral-tiny": ("MistralForCausalLM", ["--hf-model-type", "mistral"]),
+                "mixtral-tiny": ("MixtralForCausalLM", []), "qwen3-moe-tiny": ("Qwen3MoeForCausalLM", []),
+                "olmoe-tiny": ("OlmoeForCausalLM", [])}
 
 
 @pytest.mark.parametrize("preset", sorted(TINY_PRESETS))

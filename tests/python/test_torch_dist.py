@@ -136,7 +136,7 @@ def test_convert_checkpoint_moves_between_the_formats(tmp_path):
     run([PRETRAIN, *tiny(2, *flags, *layout(tp=2, pp=2), "--save", str(tmp_path / "dist"), "--ckpt-format",
                          "torch_dist")], np=4)
     out = run([CONVERT, "--load", str(tmp_path / "dist"), "--save", str(tmp_path / "torch")]).stdout
-    assert "(torch, TP 1, PP 1)" in out
+    assert "(torch, TP 1, PP 1, EP 1)" in out
     out = run([CONVERT, "--load", str(tmp_path / "torch"), "--save", str(tmp_path / "back"), "--ckpt-format",
                "torch_dist"]).stdout
     assert "(torch_dist, " in out and (tmp_path / "back" / "iter_0000002" / "metadata.json").is_file()

@@ -1,5 +1,5 @@
 // Checkpoint conversion (tools/convert_checkpoint and megatron_cpp.convert_checkpoint): a
-// checkpoint of any TP/PP/virtual-PP layout or format (torch, torch_dist), or a Hugging Face GPT-2 / Llama model,
+// checkpoint of any TP/PP/virtual-PP/EP layout or format (torch, torch_dist), or a Hugging Face GPT-2 / Llama model,
 // assembled at TP = 1 in this process and written at another layout and/or exported to Hugging Face (config.json +
 // model.safetensors). Optimizer state moves along when the source has it; RNG states are dropped, as they belong to
 // ranks.
@@ -25,6 +25,10 @@ struct MEGATRON_API ConvertOptions {
   int target_tensor_model_parallel_size = 1;
   int target_pipeline_model_parallel_size = 1;
   std::optional<int64_t> target_num_layers_per_virtual_pipeline_stage;
+  // MoE checkpoints: the experts over EP ranks, each expert over expert-TP ranks (unset: the
+  // target TP; 1: each expert whole).
+  int target_expert_model_parallel_size = 1;
+  std::optional<int64_t> target_expert_tensor_parallel_size;
   // The format of save: torch (per-rank files at the target layout) or torch_dist (megatron-core's
   // sharded files, which load at any layout). The source's is read from its files.
   std::string ckpt_format = "torch";

@@ -16,6 +16,7 @@
 #include "megatron/models/common/language_module.h"
 #include "megatron/tensor_parallel/sharding.h"
 #include "megatron/training/checkpointing.h"
+#include "training/checkpointing/conversion_layout.h"
 #include "training/checkpointing/full_checkpoint.h"
 #include "training/checkpointing/torch_dist.h"
 #include "training/hf/hf_conversion.h"
@@ -26,70 +27,9 @@ using TensorMap = RankCheckpoint::TensorMap;
 using detail::export_hf;
 using detail::FullCheckpoint;
 using detail::import_hf;
+using namespace detail;  // conversion_layout.h
 
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// How megatron/core splits each parameter over TP ranks: column-parallel layers (fused QKV, fc1,
-// the vocabulary) along dim 0, row-parallel ones (proj, fc2) along dim 1, the rest replicated.
-tensor_parallel::ShardLayout layout_of(const std::string& name, bool swiglu, int rank, int size) {
-  if (name == "embedding.word_embeddings.weight" || name == "output_layer.weight" ||
-      ends_with(name, ".self_attention.linear_qkv.weight") || ends_with(name, ".self_attention.linear_qkv.bias"))
-    return {0, 1, rank, size};
-  if (ends_with(name, ".mlp.linear_fc1.weight") || ends_with(name, ".mlp.linear_fc1.bias"))
-    return {0, swiglu ? 2 : 1, rank, size};
-  if (ends_with(name, ".self_attention.linear_proj.weight") || ends_with(name, ".mlp.linear_fc2.weight"))
-    return {1, 1, rank, size};
-  return {-1, 1, rank, size};
-}
-
-bool is_vocab_param(const std::string& name) {
-  return name == "embedding.word_embeddings.weight" || name == "output_layer.weight";
-}
-
-int64_t chunks_of(const Arguments& a) {
-  return a.virtual_pipeline_model_parallel_size.value_or(1);
-}
-int64_t layers_per_chunk(const Arguments& a) {
-  return a.num_layers / (a.pipeline_model_parallel_size * chunks_of(a));
-}
-// First global layer of model chunk v on pipeline stage p (Megatron-LM's split).
-int64_t layer_offset(const Arguments& a, int64_t p, int64_t v) {
-  return v * (a.num_layers / chunks_of(a)) + p * layers_per_chunk(a);
-}
-
-// "decoder.layers.3.x" -> "decoder.layers.<3 + delta>.x"; other names unchanged.
-std::string shift_layer(const std::string& name, int64_t delta) {
-  return models::common::shift_index(name, models::common::kLayersPart, delta);
-}
-
-// Which global names model chunk v of stage p holds.
-bool belongs(const Arguments& a, const std::string& global, int64_t p, int64_t v) {
-  const bool first = p == 0 && v == 0;
-  const bool last = p == a.pipeline_model_parallel_size - 1 && v == chunks_of(a) - 1;
-  if (global.rfind("embedding.", 0) == 0) return first;
-  if (global.rfind("decoder.final_layernorm.", 0) == 0) return last;
-  if (global == "output_layer.weight") return last;
-  const std::string prefix = "decoder.layers.";
-  TORCH_CHECK(global.rfind(prefix, 0) == 0, "[convert_checkpoint] unexpected parameter ", global);
-  const int64_t i = std::stoll(global.substr(prefix.size()));
-  const int64_t begin = layer_offset(a, p, v);
-  return i >= begin && i < begin + layers_per_chunk(a);
-}
-
-// Re-pads the vocabulary rows of an embedding-shaped tensor: keeps them when the padded size is
-// unchanged, else keeps the true vocabulary and pads with zeros.
-at::Tensor repad(const at::Tensor& t, int64_t true_vocab, int64_t padded) {
-  if (t.size(0) == padded) return t;
-  auto rows = t.narrow(0, 0, true_vocab);
-  if (padded == true_vocab) return rows.contiguous();
-  auto pad_shape = t.sizes().vec();
-  pad_shape[0] = padded - true_vocab;
-  return at::cat({rows, at::zeros(pad_shape, t.options())});
-}
 
 FullCheckpoint read_full(const std::string& dir, std::optional<int64_t> step) {
   FullCheckpoint f;
@@ -102,62 +42,83 @@ FullCheckpoint read_full(const std::string& dir, std::optional<int64_t> step) {
   }
   const fs::path iter_dir = fs::path(dir) / iteration_dir_name(f.iteration);
   if (detail::is_torch_dist(iter_dir.string())) return detail::read_torch_dist_full(iter_dir.string(), f.iteration);
-  auto rank_dir = [&](int t, int p, int pp) { return (iter_dir / rank_dir_name(t, p, pp)).string(); };
+  auto rank_dir = [&](int t, int p, int pp, int e, int ep) {
+    return (iter_dir / rank_dir_name(t, p, pp, e, ep)).string();
+  };
   const RankCheckpoint first = RankCheckpoint::read(first_rank_dir(iter_dir.string()), true);
   f.a = first.args;
   const auto& a = f.a;
-  TORCH_CHECK(a.expert_model_parallel_size == 1, "[convert_checkpoint] ", iter_dir.string(),
-              " was saved with --expert-model-parallel-size ", a.expert_model_parallel_size,
-              ": converting expert-parallel checkpoints is not implemented yet (resume it with the same layout)");
   const int tp = static_cast<int>(a.tensor_model_parallel_size), pp = static_cast<int>(a.pipeline_model_parallel_size);
-  std::map<std::string, std::vector<at::Tensor>> shards;
-  std::map<std::string, std::map<std::string, std::vector<at::Tensor>>> optim_shards;
+  const int ep = static_cast<int>(a.expert_model_parallel_size), etp = expert_tp_of(a, iter_dir.string());
+  // Each tensor's shards by TP (or expert-TP) rank; the first replica read counts.
+  std::map<std::string, std::map<int, at::Tensor>> shards;
+  std::map<std::string, std::map<std::string, std::map<int, at::Tensor>>> optim_shards;
+  auto shard_index = [&](const std::string& name, int t) { return is_expert_param(name) && etp == 1 ? 0 : t; };
   bool has_optim = true;
   for (int p = 0; p < pp; ++p) {
     for (int t = 0; t < tp; ++t) {
-      const RankCheckpoint ck = (p == 0 && t == 0) ? first : RankCheckpoint::read(rank_dir(t, p, pp), true);
-      TORCH_CHECK(static_cast<int64_t>(ck.model.size()) == chunks_of(a), "[convert_checkpoint] ", rank_dir(t, p, pp),
-                  " holds ", ck.model.size(), " model chunks, its arguments say ", chunks_of(a));
-      for (int64_t v = 0; v < chunks_of(a); ++v) {
-        const bool tied_copy = !a.untie_embeddings_and_output_weights && !(p == 0 && v == 0);
-        for (const auto& [name, tensor] : ck.model[v]) {
-          if (tied_copy && name == "output_layer.weight") continue;  // the first stage's embedding
-          shards[shift_layer(name, layer_offset(a, p, v))].push_back(tensor);
+      for (int e = 0; e < ep; ++e) {
+        // With expert TP 1 a layout's ranks hold some (TP, EP) pairs only; the check below names a gap.
+        if (ep > 1 && !fs::is_directory(rank_dir(t, p, pp, e, ep))) continue;
+        const bool is_first = p == 0 && t == 0 && e == 0;
+        const RankCheckpoint ck = is_first ? first : RankCheckpoint::read(rank_dir(t, p, pp, e, ep), true);
+        TORCH_CHECK(static_cast<int64_t>(ck.model.size()) == chunks_of(a), "[convert_checkpoint] ",
+                    rank_dir(t, p, pp, e, ep), " holds ", ck.model.size(), " model chunks, its arguments say ",
+                    chunks_of(a));
+        auto global_of = [&](const std::string& local, int64_t v) {
+          return expert_to_global(shift_layer(local, layer_offset(a, p, v)), a, e);
+        };
+        for (int64_t v = 0; v < chunks_of(a); ++v) {
+          const bool tied_copy = !a.untie_embeddings_and_output_weights && !(p == 0 && v == 0);
+          for (const auto& [name, tensor] : ck.model[v]) {
+            if (tied_copy && name == "output_layer.weight") continue;  // the first stage's embedding
+            const std::string global = global_of(name, v);
+            shards[global].emplace(shard_index(global, t), tensor);
+          }
         }
-      }
-      if (!ck.optimizer) {
-        has_optim = false;
-        if (f.optimizer_unread.empty()) f.optimizer_unread = ck.optimizer_unread;
-        continue;
-      }
-      for (const auto& [key, state] : ck.optimizer->param_state) {
-        std::string name = key;
-        int64_t v = 0;
-        if (chunks_of(a) > 1) {  // "model<v>.<name>"
-          const size_t dot = name.find('.');
-          v = std::stoll(name.substr(5, dot - 5));
-          name = name.substr(dot + 1);
+        if (!ck.optimizer) {
+          has_optim = false;
+          if (f.optimizer_unread.empty()) f.optimizer_unread = ck.optimizer_unread;
+          continue;
         }
-        const bool tied_copy = !a.untie_embeddings_and_output_weights && !(p == 0 && v == 0);
-        if (tied_copy && name == "output_layer.weight") continue;
-        const std::string global = shift_layer(name, layer_offset(a, p, v));
-        for (const auto& [kind, tensor] : state) optim_shards[global][kind].push_back(tensor);
-      }
-      if (p == 0 && t == 0) {
-        f.grad_scaler = ck.optimizer->grad_scaler;
-        f.scheduler = ck.optimizer->scheduler;
-        f.lr = ck.optimizer->lr;
-        f.decoupled_lr = ck.optimizer->decoupled_lr;
+        for (const auto& [key, state] : ck.optimizer->param_state) {
+          std::string name = key;
+          int64_t v = 0;
+          if (chunks_of(a) > 1) {  // "model<v>.<name>"
+            const size_t dot = name.find('.');
+            v = std::stoll(name.substr(5, dot - 5));
+            name = name.substr(dot + 1);
+          }
+          const bool tied_copy = !a.untie_embeddings_and_output_weights && !(p == 0 && v == 0);
+          if (tied_copy && name == "output_layer.weight") continue;
+          const std::string global = global_of(name, v);
+          for (const auto& [kind, tensor] : state) optim_shards[global][kind].emplace(shard_index(global, t), tensor);
+        }
+        if (is_first) {
+          f.grad_scaler = ck.optimizer->grad_scaler;
+          f.scheduler = ck.optimizer->scheduler;
+          f.lr = ck.optimizer->lr;
+          f.decoupled_lr = ck.optimizer->decoupled_lr;
+        }
       }
     }
   }
-  for (auto& [name, parts] : shards) f.model[name] = layout_of(name, a.swiglu, 0, tp).unshard(parts);
-  if (has_optim) {
-    for (auto& [name, kinds] : optim_shards) {
-      for (auto& [kind, parts] : kinds)
-        f.optim[name][kind] =
-            parts.front().dim() == 0 ? parts.front() : layout_of(name, a.swiglu, 0, tp).unshard(parts);
+  // Every shard of every tensor, in rank order.
+  auto unshard = [&](const std::string& name, const std::map<int, at::Tensor>& parts) {
+    const int n = is_expert_param(name) ? etp : tp;
+    std::vector<at::Tensor> ordered;
+    for (int i = 0; i < n; ++i) {
+      auto it = parts.find(i);
+      TORCH_CHECK(it != parts.end(), "[convert_checkpoint] ", iter_dir.string(), " has no shard ", i, " of ", n, " of ",
+                  name, " (", describe_layout(iter_dir.string()), "): a rank folder is missing");
+      ordered.push_back(it->second);
     }
+    return ordered.front().dim() == 0 ? ordered.front() : layout_of(name, a, 0, n).unshard(ordered);
+  };
+  for (auto& [name, parts] : shards) f.model[name] = unshard(name, parts);
+  if (has_optim) {
+    for (auto& [name, kinds] : optim_shards)
+      for (auto& [kind, parts] : kinds) f.optim[name][kind] = unshard(name, parts);
   }
   f.padded_vocab =
       first.padded_vocab_size > 0 ? first.padded_vocab_size : f.model.at("embedding.word_embeddings.weight").size(0);
@@ -168,11 +129,22 @@ FullCheckpoint read_full(const std::string& dir, std::optional<int64_t> step) {
   return f;
 }
 
-void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp, std::optional<int64_t> vp_layers,
-                const std::string& format) {
+void write_full(const FullCheckpoint& f, const ConvertOptions& o) {
+  const int tp = o.target_tensor_model_parallel_size, pp = o.target_pipeline_model_parallel_size;
+  const int ep = o.target_expert_model_parallel_size;
+  const auto vp_layers = o.target_num_layers_per_virtual_pipeline_stage;
+  const std::string& format = o.ckpt_format;
+  const std::string& save = o.save;
   Arguments a = f.a;
   a.tensor_model_parallel_size = tp;
   a.pipeline_model_parallel_size = pp;
+  TORCH_CHECK(ep == 1 || (a.num_experts && *a.num_experts % ep == 0), "[convert_checkpoint] ",
+              "--target-expert-parallel-size ", ep, " must divide the checkpoint's --num-experts (",
+              a.num_experts.value_or(0), ")");
+  a.expert_model_parallel_size = ep;
+  a.expert_tensor_parallel_size = o.target_expert_tensor_parallel_size;
+  if (a.expert_tensor_parallel_size == tp) a.expert_tensor_parallel_size.reset();
+  const int etp = expert_tp_of(a, "--target-expert-tensor-parallel-size");
   a.num_layers_per_virtual_pipeline_stage = vp_layers;
   a.num_virtual_stages_per_pipeline_rank.reset();
   TORCH_CHECK(a.num_layers % pp == 0, "[convert_checkpoint] --num-layers (", a.num_layers,
@@ -187,10 +159,6 @@ void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp
   TORCH_CHECK(a.num_attention_heads % tp == 0 && a.num_query_groups % tp == 0, "[convert_checkpoint] ",
               a.num_attention_heads, " heads / ", a.num_query_groups,
               " query groups are not divisible by --target-tensor-parallel-size ", tp);
-  TORCH_CHECK(!a.num_experts || tp == 1, "[convert_checkpoint] the checkpoint has MoE layers (--num-experts ",
-              a.num_experts.value_or(0),
-              "), which are not implemented with tensor parallelism yet: keep "
-              "--target-tensor-parallel-size 1");
   const int64_t padded =
       models::common::vocab_size_with_padding(f.true_vocab, a.make_vocab_size_divisible_by, tp, a.pad_vocab_size_to);
 
@@ -206,7 +174,8 @@ void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp
   auto shard = [&](const std::string& global, const at::Tensor& full, int t) {
     at::Tensor x = full.dim() > 0 && is_vocab_param(global) ? repad(full, f.true_vocab, padded) : full;
     if (x.dim() == 0) return x;
-    return layout_of(global, a.swiglu, t, tp).shard(x);
+    if (is_expert_param(global)) return layout_of(global, a, etp == 1 ? 0 : t, etp).shard(x);
+    return layout_of(global, a, t, tp).shard(x);
   };
   // The tied output layer of a last stage that is not the first is a copy of the embedding.
   auto source_name = [&](const std::string& global) {
@@ -217,35 +186,41 @@ void write_full(const FullCheckpoint& f, const std::string& save, int tp, int pp
   std::vector<std::string> globals;
   for (const auto& [name, tensor] : f.model) globals.push_back(name);
   if (!a.untie_embeddings_and_output_weights && (pp > 1)) globals.push_back("output_layer.weight");
+  // Every (TP, PP, EP) folder: each holds its TP shard of the dense tensors and its EP rank's
+  // experts (their expert-TP shard), the layout's ranks reading the ones they are.
   for (int p = 0; p < pp; ++p) {
     for (int t = 0; t < tp; ++t) {
-      RankCheckpoint c;
-      c.args = a;
-      c.padded_vocab_size = padded;
-      c.true_vocab_size = f.true_vocab;
-      c.iteration = f.iteration.value_or(0);
-      std::map<std::string, TensorMap> param_state;
-      for (int64_t v = 0; v < chunks_of(a); ++v) {
-        TensorMap model;
-        const int64_t offset = layer_offset(a, p, v);
-        for (const auto& global : globals) {
-          if (!belongs(a, global, p, v)) continue;
-          const std::string local = shift_layer(global, -offset);
-          model[local] = shard(global, f.model.at(source_name(global)), t);
-          if (f.optim.empty()) continue;
-          auto it = f.optim.find(source_name(global));
-          TORCH_CHECK(it != f.optim.end(), "[convert_checkpoint] the optimizer state has no ", source_name(global));
-          TensorMap& s = param_state[model_chunk_prefix(v, chunks_of(a)) + local];
-          for (const auto& [kind, value] : it->second) s[kind] = shard(global, value, t);
+      for (int e = 0; e < ep; ++e) {
+        RankCheckpoint c;
+        c.args = a;
+        c.padded_vocab_size = padded;
+        c.true_vocab_size = f.true_vocab;
+        c.iteration = f.iteration.value_or(0);
+        std::map<std::string, TensorMap> param_state;
+        for (int64_t v = 0; v < chunks_of(a); ++v) {
+          TensorMap model;
+          const int64_t offset = layer_offset(a, p, v);
+          for (const auto& global : globals) {
+            if (!belongs(a, global, p, v)) continue;
+            const auto [owner, at_rank] = expert_to_local(global, a);
+            if (is_expert_param(global) && owner != e) continue;  // the dense tensors go to every EP rank
+            const std::string local = shift_layer(at_rank, -offset);
+            model[local] = shard(global, f.model.at(source_name(global)), t);
+            if (f.optim.empty()) continue;
+            auto it = f.optim.find(source_name(global));
+            TORCH_CHECK(it != f.optim.end(), "[convert_checkpoint] the optimizer state has no ", source_name(global));
+            TensorMap& s = param_state[model_chunk_prefix(v, chunks_of(a)) + local];
+            for (const auto& [kind, value] : it->second) s[kind] = shard(global, value, t);
+          }
+          c.model.push_back(std::move(model));
         }
-        c.model.push_back(std::move(model));
+        if (!f.optim.empty())
+          c.optimizer = RankCheckpoint::OptimizerState{false,          std::move(param_state), f.lr,
+                                                       f.decoupled_lr, f.grad_scaler,          f.scheduler};
+        c.consumed_train_samples = f.consumed_train;
+        c.consumed_valid_samples = f.consumed_valid;
+        write_rank_dir(staging, rank_dir_name(t, p, pp, e, ep), c.to_files());
       }
-      if (!f.optim.empty())
-        c.optimizer = RankCheckpoint::OptimizerState{false,          std::move(param_state), f.lr,
-                                                     f.decoupled_lr, f.grad_scaler,          f.scheduler};
-      c.consumed_train_samples = f.consumed_train;
-      c.consumed_valid_samples = f.consumed_valid;
-      write_rank_dir(staging, rank_dir_name(t, p, pp), c.to_files());
     }
   }
   publish_checkpoint(save, f.iteration);
@@ -283,9 +258,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
   FullCheckpoint f =
       o.load.empty() ? import_hf(o.import_hf, o.make_vocab_size_divisible_by) : read_full(o.load, o.ckpt_step);
   if (!o.export_hf.empty()) export_hf(f, o);
-  if (!o.save.empty())
-    write_full(f, o.save, o.target_tensor_model_parallel_size, o.target_pipeline_model_parallel_size,
-               o.target_num_layers_per_virtual_pipeline_stage, o.ckpt_format);
+  if (!o.save.empty()) write_full(f, o);
   ConvertResult r;
   r.iteration = f.iteration;
   r.has_optimizer_state = !f.optim.empty();

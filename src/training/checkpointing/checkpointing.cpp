@@ -58,6 +58,9 @@ void check_arguments(const Arguments& args, const TrainingState& state, const Ra
   same("--add-qkv-bias (or biases on every linear layer)", args.add_qkv_bias || !args.disable_bias_linear,
        saved.add_qkv_bias || !saved.disable_bias_linear);
   same("--embed-layernorm", args.embed_layernorm, saved.embed_layernorm);
+  same("--qk-layernorm", args.qk_layernorm, saved.qk_layernorm);
+  same("--qk-layernorm-across-heads", args.qk_layernorm_across_heads, saved.qk_layernorm_across_heads);
+  same("--num-experts", args.num_experts.value_or(0), saved.num_experts.value_or(0));
   same("--untie-embeddings-and-output-weights", args.untie_embeddings_and_output_weights,
        saved.untie_embeddings_and_output_weights);
   if (any_layout) return;

@@ -82,6 +82,7 @@ Architecture bloom_architecture() {
   a.mismatch = [](const Arguments& s) -> std::string {
     if (s.num_experts) return "has no mixture-of-experts layers (--num-experts)";
     if (s.position_embedding_type != "alibi") return "needs ALiBi (--position-embedding-type alibi)";
+    if (s.qk_layernorm) return "has no query and key norms (--qk-layernorm)";
     if (!s.embed_layernorm) return "needs the LayerNorm on the word embeddings (--embed-layernorm)";
     if (s.normalization != "LayerNorm" || s.swiglu || !s.openai_gelu || s.disable_bias_linear)
       return "needs LayerNorm, the tanh GELU (--openai-gelu) and biases; this checkpoint has --normalization " +

@@ -56,6 +56,7 @@ Architecture gpt2_architecture() {
   a.fixed = [](Arguments& s) { s.num_query_groups = s.num_attention_heads; };
   a.mismatch = [](const Arguments& s) -> std::string {
     if (s.num_experts) return "has no mixture-of-experts layers (--num-experts)";
+    if (s.qk_layernorm) return "has no query and key norms (--qk-layernorm)";
     if (s.position_embedding_type != "learned_absolute") return "needs learned positions";
     if (s.embed_layernorm) return "has no LayerNorm on the word embeddings (--embed-layernorm)";
     if (s.normalization != "LayerNorm" || s.swiglu || s.disable_bias_linear)

@@ -1,6 +1,7 @@
 // The Llama family: LlamaForCausalLM (Llama 2 and 3, with Llama 3's RoPE scaling),
-// Qwen2ForCausalLM (bias on q/k/v only) and MistralForCausalLM (no biases, no sliding window).
-// All three share the tensor names; they differ in biases and a few config.json keys.
+// Qwen2ForCausalLM (bias on q/k/v only), MistralForCausalLM (no biases, no sliding window) and
+// Qwen3ForCausalLM (no biases, an RMSNorm on each head's query and key before RoPE). All share
+// the tensor names; they differ in biases, the query and key norms and a few config.json keys.
 #include <c10/util/Exception.h>
 
 #include <sstream>
@@ -135,10 +136,18 @@ void llama_fixed(Arguments& s) {
   s.position_embedding_type = "rope";
 }
 
-std::string llama_mismatch(const Arguments& s, bool with_experts) {
+std::string llama_mismatch(const Arguments& s, bool with_experts, QkNorm qk_norm) {
   if (s.num_experts.has_value() != with_experts)
     return with_experts ? "has mixture-of-experts layers (--num-experts)"
                         : "has no mixture-of-experts layers (--num-experts)";
+  const QkNorm has = !s.qk_layernorm               ? QkNorm::kNone
+                     : s.qk_layernorm_across_heads ? QkNorm::kAcrossHeads
+                                                   : QkNorm::kPerHead;
+  if (has != qk_norm) switch (qk_norm) {
+      case QkNorm::kNone: return "has no query and key norms (--qk-layernorm)";
+      case QkNorm::kPerHead: return "normalises each head's query and key (--qk-layernorm, not across heads)";
+      case QkNorm::kAcrossHeads: return "normalises the queries and keys across heads (--qk-layernorm-across-heads)";
+    }
   if (s.position_embedding_type != "rope") return "needs rotary positions";
   if (s.normalization != "RMSNorm" || !s.swiglu || s.rotary_percent != 1.0) {
     std::ostringstream m;
@@ -226,6 +235,46 @@ Architecture mistral_architecture() {
   };
   a.mismatch = [](const Arguments& s) -> std::string {
     if (auto m = llama_mismatch(s); !m.empty()) return m;
+    if (!s.disable_bias_linear || s.add_qkv_bias) return "has no biases (--disable-bias-linear, no --add-qkv-bias)";
+    return "";
+  };
+  return a;
+}
+
+std::vector<TensorRule> qwen3_qk_norms() {
+  const std::string L = "decoder.layers.{i}.self_attention.", H = "model.layers.{i}.self_attn.";
+  return {{L + "q_layernorm.weight", {H + "q_norm.weight"}, Transform::kNormWeight},
+          {L + "k_layernorm.weight", {H + "k_norm.weight"}, Transform::kNormWeight}};
+}
+
+void qwen3_fixed(Arguments& s) {
+  llama_fixed(s);
+  s.disable_bias_linear = true;
+  s.qk_layernorm = true;
+}
+
+// Qwen 3's attention_bias puts biases on q, k, v and o: a layout --add-qkv-bias does not make.
+ConfigRule qwen3_attention_bias() {
+  return {"attention_bias", [](const Arguments&) { return std::string("false"); },
+          [](const json* v, Arguments&, const std::string& where) {
+            TORCH_CHECK(!bool_or(v, false), "[convert_checkpoint] ", where,
+                        ": attention_bias true (biases on q, k, v and o) is not supported");
+          }};
+}
+
+Architecture qwen3_architecture() {
+  Architecture a;
+  a.model_type = "qwen3";
+  a.class_name = "Qwen3ForCausalLM";
+  a.tensors = llama_tensors({When::kNever, When::kNever, When::kNever});
+  for (auto& r : qwen3_qk_norms()) a.tensors.push_back(std::move(r));
+  a.config = llama_config();
+  a.config.push_back(qwen3_attention_bias());
+  a.config.push_back(qwen2_sliding_window());
+  common_tail(a.config, /*tied_by_default=*/false);
+  a.fixed = qwen3_fixed;
+  a.mismatch = [](const Arguments& s) -> std::string {
+    if (auto m = llama_mismatch(s, /*with_experts=*/false, QkNorm::kPerHead); !m.empty()) return m;
     if (!s.disable_bias_linear || s.add_qkv_bias) return "has no biases (--disable-bias-linear, no --add-qkv-bias)";
     return "";
   };

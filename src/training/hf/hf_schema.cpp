@@ -36,6 +36,8 @@ std::optional<std::vector<int64_t>> expected_shape(const std::string& name, cons
   if (ends("shared_experts.gate_weight")) return {{1, h}};
   if (name == "embedding.word_embeddings.weight" || name == "output_layer.weight") return {{v, h}};
   if (name == "embedding.position_embeddings.weight") return {{a.max_position_embeddings, h}};
+  if (ends("q_layernorm.weight")) return {{a.qk_layernorm_across_heads ? q : d}};
+  if (ends("k_layernorm.weight")) return {{a.qk_layernorm_across_heads ? kv : d}};
   if (ends("norm.weight") || ends("norm.bias")) return {{h}};
   if (ends("linear_qkv.weight")) return {{q + 2 * kv, h}};
   if (ends("linear_qkv.bias")) return {{q + 2 * kv}};
@@ -171,8 +173,9 @@ void walk(const Architecture& arch, const Arguments& a, F&& fn) {
 
 const std::vector<Architecture>& architectures() {
   static const std::vector<Architecture> all = {
-      gpt2_architecture(),    llama_architecture(),     qwen2_architecture(), mistral_architecture(),
-      mixtral_architecture(), qwen2_moe_architecture(), bloom_architecture()};
+      gpt2_architecture(),  llama_architecture(),   qwen2_architecture(),     mistral_architecture(),
+      qwen3_architecture(), mixtral_architecture(), qwen2_moe_architecture(), qwen3_moe_architecture(),
+      olmoe_architecture(), bloom_architecture()};
   return all;
 }
 
@@ -186,9 +189,6 @@ const Architecture& architecture_of_model_type(const std::string& type, const st
 }
 
 const Architecture& architecture_of(const Arguments& args, const std::string& model_type) {
-  TORCH_CHECK(!args.qk_layernorm,
-              "[convert_checkpoint] the model normalises each head's query and key "
-              "(--qk-layernorm), which no Hugging Face architecture here maps yet");
   if (!model_type.empty()) {
     const auto& arch = architecture_of_model_type(model_type, "--hf-model-type");
     const std::string m = arch.mismatch(args);

@@ -69,26 +69,35 @@ Architecture gpt2_architecture();
 Architecture llama_architecture();
 Architecture qwen2_architecture();
 Architecture mistral_architecture();
+Architecture qwen3_architecture();
 Architecture mixtral_architecture();
 Architecture qwen2_moe_architecture();
+Architecture qwen3_moe_architecture();
+Architecture olmoe_architecture();
 Architecture bloom_architecture();
 
 // The Llama family's parts (hf_llama.cpp), which its MoE members (hf_moe.cpp) extend: the tensors
 // of a layer with these biases (its MLP rules for the dense layers only), the config keys every
 // member has, the settings it fixes, what it needs ("" when the settings have it; with_experts:
-// the MoE members' question), Mistral's sliding-window refusal, and Qwen 2's key, settings and
-// biases.
+// the MoE members' question; qk_norm: Qwen 3's and OLMoE's), Mistral's sliding-window refusal,
+// Qwen 2's key, settings and biases, and Qwen 3's query and key norms, settings and
+// attention_bias key.
 struct LlamaBiases {
   When qkv, proj, mlp;
 };
 std::vector<TensorRule> llama_tensors(const LlamaBiases& b);
 std::vector<ConfigRule> llama_config();
 void llama_fixed(Arguments& s);
-std::string llama_mismatch(const Arguments& s, bool with_experts = false);
+// The query and key norms a member has: none, Qwen 3's per head, OLMoE's across the heads.
+enum class QkNorm { kNone, kPerHead, kAcrossHeads };
+std::string llama_mismatch(const Arguments& s, bool with_experts = false, QkNorm qk_norm = QkNorm::kNone);
 void refuse_sliding_window(const nlohmann::json* v, Arguments& s, const std::string& where);
 ConfigRule qwen2_sliding_window();
 void qwen2_fixed(Arguments& s);
 std::string qwen2_biases_mismatch(const Arguments& s);
+std::vector<TensorRule> qwen3_qk_norms();
+void qwen3_fixed(Arguments& s);
+ConfigRule qwen3_attention_bias();
 const std::vector<Architecture>& architectures();
 // The architecture whose model_type is `type`, or whose settings these are (the first that fits,
 // or the one named by model_type when given: "mistral" for a Llama without biases); one clear
