@@ -109,6 +109,22 @@ def test_interleaved_pipeline_and_recompute_give_the_single_rank_losses_and_fp16
     assert all(r[1] == r[1] and r[1] < 10 for r in fp16) and fp16[-1][1] < fp16[0][1], fp16
 
 
+def test_the_flex_dispatcher_is_the_alltoall_exchange_and_its_kernels_are_named(tmp_path):
+    """Megatron-Core's flex dispatcher is the all-to-all exchange with DeepEP or HybridEP kernels:
+    here it runs the alltoall dispatcher (the same losses) and the backend flag is named as having
+    no effect, at start-up and by --check-args."""
+    ep2 = ["--expert-model-parallel-size", "2"]
+    flex = ep2 + ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "hybridep"]
+    same(train(tmp_path, "flex", flex, ranks=2),
+         train(tmp_path, "alltoall", ep2 + ["--moe-token-dispatcher-type", "alltoall"], ranks=2))
+    proc = check_args([*MODEL, *MOE, "--train-iters", "1", *flex], 2)
+    assert proc.returncode == 0 and "no effect: --moe-flex-dispatcher-backend: DeepEP / HybridEP kernels are not in " \
+        "this build; flex runs the alltoall dispatcher" in proc.stdout, proc.stdout + proc.stderr
+    proc = check_args([*MODEL, *MOE, "--train-iters", "1", *ep2, "--moe-enable-deepep"], 2)
+    assert proc.returncode == 0 and "no effect: --moe-enable-deepep" in proc.stdout, proc.stdout + proc.stderr
+    assert "no effect: --moe-flex-dispatcher-backend" in proc.stdout, proc.stdout
+
+
 def test_zero2_and_zero3_with_expert_parallelism_give_the_single_rank_losses(tmp_path):
     """Megatron-FSDP over MoE layers: each layer's experts a unit of their own, sharded and reduced
     over the expert-data-parallel ranks (the rest of the layer over the data-parallel ones), both

@@ -69,7 +69,9 @@ struct MEGATRON_API Arguments {
   std::optional<double> moe_expert_capacity_factor;
   std::string moe_token_drop_policy = "probs";  // | position
   bool moe_pad_expert_input_to_capacity = false;
-  std::string moe_token_dispatcher_type = "allgather";  // | alltoall
+  std::string moe_token_dispatcher_type = "allgather";  // | alltoall | flex (alltoall here)
+  std::string moe_flex_dispatcher_backend;              // deepep | hybridep | ncclep: no effect
+  bool moe_enable_deepep = false;                       // flex with deepep: no effect
   bool moe_grouped_gemm = false;
   int64_t expert_model_parallel_size = 1;
   std::optional<int64_t> expert_tensor_parallel_size;  // default --tensor-model-parallel-size

@@ -145,7 +145,11 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(moe, moe_token_drop_policy, kSaved, one_of("probs|position"),                                                   \
     "past capacity, keep the tokens of highest probability | the earliest")                                          \
   X(moe, moe_pad_expert_input_to_capacity, kSaved, any(), "every expert takes exactly its capacity")                \
-  X(moe, moe_token_dispatcher_type, kSaved, one_of("allgather|alltoall"), "how tokens reach their experts")          \
+  X(moe, moe_token_dispatcher_type, kSaved, one_of("allgather|alltoall|flex"),                                     \
+    "how tokens reach their experts (flex: alltoall's exchange; DeepEP / HybridEP kernels are not in this build)")  \
+  X(ignored, moe_flex_dispatcher_backend, kNotSaved, one_of("deepep|hybridep|ncclep"),                                   \
+    "accepted, no effect: DeepEP / HybridEP kernels are not in this build; flex runs the alltoall dispatcher")      \
+  X(ignored, moe_enable_deepep, kNotSaved, any(), "accepted, no effect: --moe-token-dispatcher-type flex with DeepEP") \
   X(moe, moe_grouped_gemm, kSaved, any(), "the local experts' GEMMs grouped into one call each (at::_grouped_mm)")   \
   X(moe, expert_model_parallel_size, kSaved, positive(), "ranks the experts are split over")                         \
   X(moe, expert_tensor_parallel_size, kSaved, positive(), "tensor-parallel ranks of each expert (default TP)")       \

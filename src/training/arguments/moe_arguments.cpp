@@ -117,6 +117,12 @@ std::vector<int64_t> moe_layer_pattern(const std::string& freq, int64_t num_laye
   return pattern;
 }
 
+void resolve_moe_aliases(Arguments& a) {
+  if (a.moe_enable_deepep) a.moe_token_dispatcher_type = "flex";
+  if (a.moe_token_dispatcher_type == "flex" && a.moe_flex_dispatcher_backend.empty())
+    a.moe_flex_dispatcher_backend = "deepep";  // Megatron-Core's default backend
+}
+
 void validate_moe(const Arguments& a) {
   if (!a.num_experts) return;
   const int64_t experts = *a.num_experts, topk = a.moe_router_topk;

@@ -41,6 +41,7 @@ void resolve_aliases(Arguments& a) {
     a.recompute_granularity = "selective";
   }
   if (a.use_rotary_position_embeddings) a.position_embedding_type = "rope";
+  detail::resolve_moe_aliases(a);
   // Megatron-LM's rule: with rope there is no learned position table to turn off.
   ARG_CHECK(!a.no_position_embedding || a.position_embedding_type == "rope",
             "--no-position-embedding is deprecated, use --position-embedding-type");

@@ -77,7 +77,7 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
         .moe_expert_capacity_factor(a.moe_expert_capacity_factor)
         .moe_token_drop_policy(a.moe_token_drop_policy)
         .moe_pad_expert_input_to_capacity(a.moe_pad_expert_input_to_capacity)
-        .moe_token_dispatcher_type(a.moe_token_dispatcher_type)
+        .moe_token_dispatcher_type(a.moe_token_dispatcher_type == "flex" ? "alltoall" : a.moe_token_dispatcher_type)
         .moe_grouped_gemm(a.moe_grouped_gemm)
         .expert_model_parallel_size(a.expert_model_parallel_size)
         .ep_group(ctx.parallel_state.expert_model_parallel_group_ptr())
