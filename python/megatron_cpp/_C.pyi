@@ -1030,6 +1030,14 @@ class Arguments:
     def moe_aux_loss_coeff(self, arg0: typing.SupportsFloat) -> None:
         ...
     @property
+    def moe_enable_deepep(self) -> bool:
+        """
+        accepted, no effect: --moe-token-dispatcher-type flex with DeepEP
+        """
+    @moe_enable_deepep.setter
+    def moe_enable_deepep(self, arg0: bool) -> None:
+        ...
+    @property
     def moe_expert_capacity_factor(self) -> float | None:
         """
         tokens an expert takes: ceil(tokens x topk / experts x this)
@@ -1044,6 +1052,14 @@ class Arguments:
         """
     @moe_ffn_hidden_size.setter
     def moe_ffn_hidden_size(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
+    def moe_flex_dispatcher_backend(self) -> str:
+        """
+        accepted, no effect: DeepEP / HybridEP kernels are not in this build; flex runs the alltoall dispatcher
+        """
+    @moe_flex_dispatcher_backend.setter
+    def moe_flex_dispatcher_backend(self, arg0: str) -> None:
         ...
     @property
     def moe_grouped_gemm(self) -> bool:
@@ -1184,7 +1200,7 @@ class Arguments:
     @property
     def moe_token_dispatcher_type(self) -> str:
         """
-        how tokens reach their experts
+        how tokens reach their experts (flex: alltoall's exchange; DeepEP / HybridEP kernels are not in this build)
         """
     @moe_token_dispatcher_type.setter
     def moe_token_dispatcher_type(self, arg0: str) -> None:
