@@ -18,11 +18,14 @@ class Activation:
       GELU_TANH
     
       SILU
+    
+      SQUARED_RELU
     """
     GELU: typing.ClassVar[Activation]  # value = <Activation.GELU: 0>
     GELU_TANH: typing.ClassVar[Activation]  # value = <Activation.GELU_TANH: 1>
     SILU: typing.ClassVar[Activation]  # value = <Activation.SILU: 2>
-    __members__: typing.ClassVar[dict[str, Activation]]  # value = {'GELU': <Activation.GELU: 0>, 'GELU_TANH': <Activation.GELU_TANH: 1>, 'SILU': <Activation.SILU: 2>}
+    SQUARED_RELU: typing.ClassVar[Activation]  # value = <Activation.SQUARED_RELU: 3>
+    __members__: typing.ClassVar[dict[str, Activation]]  # value = {'GELU': <Activation.GELU: 0>, 'GELU_TANH': <Activation.GELU_TANH: 1>, 'SILU': <Activation.SILU: 2>, 'SQUARED_RELU': <Activation.SQUARED_RELU: 3>}
     def __eq__(self, other: typing.Any) -> bool:
         ...
     def __getstate__(self) -> int:
@@ -212,6 +215,14 @@ class Arguments:
         """
     @causal_lm.setter
     def causal_lm(self, arg0: bool) -> None:
+        ...
+    @property
+    def check_weight_hash_across_dp_replicas_interval(self) -> int | None:
+        """
+        every N iterations, check that each parameter is bit-identical on all its data-parallel replicas; stop with the parameter and the ranks if not
+        """
+    @check_weight_hash_across_dp_replicas_interval.setter
+    def check_weight_hash_across_dp_replicas_interval(self, arg0: typing.SupportsInt | None) -> None:
         ...
     @property
     def checkpoint_activations(self) -> bool:
@@ -406,6 +417,14 @@ class Arguments:
     def deepspeed_config(self, arg0: str) -> None:
         ...
     @property
+    def defer_embedding_wgrad_compute(self) -> bool:
+        """
+        accepted, no effect: the output layer's weight gradient is computed in its own backward step
+        """
+    @defer_embedding_wgrad_compute.setter
+    def defer_embedding_wgrad_compute(self, arg0: bool) -> None:
+        ...
+    @property
     def deterministic_mode(self) -> bool:
         """
         only deterministic algorithms (ATen's, cuDNN's, cuBLAS with a fixed workspace): reruns are bit-identical
@@ -428,6 +447,14 @@ class Arguments:
         """
     @disable_bias_linear.setter
     def disable_bias_linear(self, arg0: bool) -> None:
+        ...
+    @property
+    def disable_gloo_process_groups(self) -> bool:
+        """
+        accepted, no effect: host-side collectives use the transport the launcher gives (MPI or Gloo)
+        """
+    @disable_gloo_process_groups.setter
+    def disable_gloo_process_groups(self, arg0: bool) -> None:
         ...
     @property
     def dist_ckpt_optim_fully_reshardable(self) -> bool:
@@ -846,6 +873,14 @@ class Arguments:
     def log_world_size_to_tensorboard(self, arg0: bool) -> None:
         ...
     @property
+    def logging_level(self) -> int | None:
+        """
+        Python's logging level: 10 (DEBUG) or lower adds debug lines; higher keeps the iteration and start-up lines, which Megatron-LM prints without its logger; default $MEGATRON_LOGGING_LEVEL
+        """
+    @logging_level.setter
+    def logging_level(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
     def loss_scale(self) -> float | None:
         """
         fixed loss scale (default: dynamic with --fp16)
@@ -1246,6 +1281,14 @@ class Arguments:
     def no_bias_swiglu_fusion(self, arg0: bool) -> None:
         ...
     @property
+    def no_check_for_nan_in_loss_and_grad(self) -> bool:
+        """
+        accepted, no effect: the NaN check rides on the step's one read-back and stays; --skip-nan-iterations skips such updates instead of stopping
+        """
+    @no_check_for_nan_in_loss_and_grad.setter
+    def no_check_for_nan_in_loss_and_grad(self, arg0: bool) -> None:
+        ...
+    @property
     def no_ckpt_fully_parallel_save(self) -> bool:
         """
         accepted, no effect: an option of megatron-core's torch_dist writer; torch_dist saves here are fully parallel, loads strict
@@ -1510,6 +1553,14 @@ class Arguments:
     def overlap_param_gather(self, arg0: bool) -> None:
         ...
     @property
+    def overlap_param_gather_with_optimizer_step(self) -> bool:
+        """
+        accepted, no effect: the parameter all-gather starts once the whole optimizer step is done
+        """
+    @overlap_param_gather_with_optimizer_step.setter
+    def overlap_param_gather_with_optimizer_step(self, arg0: bool) -> None:
+        ...
+    @property
     def override_data_check(self) -> bool:
         """
         resume although the data files, split, sequence length or seed differ from the checkpoint's
@@ -1750,6 +1801,14 @@ class Arguments:
     def save_interval(self, arg0: typing.SupportsInt | None) -> None:
         ...
     @property
+    def save_retain_interval(self) -> int | None:
+        """
+        after each save, delete the older checkpoints whose iteration is not a multiple of N (a multiple of --save-interval)
+        """
+    @save_retain_interval.setter
+    def save_retain_interval(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
     def seed(self) -> int:
         """
         random seed
@@ -1798,6 +1857,14 @@ class Arguments:
     def split(self, arg0: str) -> None:
         ...
     @property
+    def squared_relu(self) -> bool:
+        """
+        squared ReLU MLP activation, relu(x)^2, instead of GELU
+        """
+    @squared_relu.setter
+    def squared_relu(self, arg0: bool) -> None:
+        ...
+    @property
     def swiglu(self) -> bool:
         """
         SwiGLU MLP instead of GELU
@@ -1812,6 +1879,14 @@ class Arguments:
         """
     @sync_tp_duplicated_parameters.setter
     def sync_tp_duplicated_parameters(self, arg0: bool) -> None:
+        ...
+    @property
+    def te_rng_tracker(self) -> bool:
+        """
+        accepted, no effect: dropout streams come from the library's RNG tracker
+        """
+    @te_rng_tracker.setter
+    def te_rng_tracker(self, arg0: bool) -> None:
         ...
     @property
     def tensor_model_parallel_size(self) -> int:
@@ -1846,6 +1921,14 @@ class Arguments:
     def tensorboard_queue_size(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
+    def test_mode(self) -> bool:
+        """
+        check each iteration that every parameter is bit-identical on its data-parallel replicas and its tensor-parallel copies (norms, biases); stop with the parameter and the ranks if not
+        """
+    @test_mode.setter
+    def test_mode(self, arg0: bool) -> None:
+        ...
+    @property
     def tf32(self) -> bool:
         """
         TF32 tensor cores for fp32 matmuls and convolutions on CUDA
@@ -1876,6 +1959,14 @@ class Arguments:
         """
     @timing_log_level.setter
     def timing_log_level(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def timing_log_option(self) -> str:
+        """
+        how the timers report across ranks: the maximum, the minimum and maximum, or every rank's time
+        """
+    @timing_log_option.setter
+    def timing_log_option(self, arg0: str) -> None:
         ...
     @property
     def tokenizer_hf_no_include_special_tokens(self) -> bool:
@@ -2100,6 +2191,14 @@ class Arguments:
         """
     @weight_decay.setter
     def weight_decay(self, arg0: typing.SupportsFloat) -> None:
+        ...
+    @property
+    def wgrad_deferral_limit(self) -> int:
+        """
+        accepted, no effect: the output layer's weight gradient is computed in its own backward step
+        """
+    @wgrad_deferral_limit.setter
+    def wgrad_deferral_limit(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
     def world_size(self) -> int:

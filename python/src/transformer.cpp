@@ -41,8 +41,11 @@ Normalization field_from<Normalization>(py::handle v, const char* f) {
 }
 template <>
 Activation field_from<Activation>(py::handle v, const char* f) {
-  return enum_from<Activation>(
-      v, f, {{"gelu", Activation::kGelu}, {"gelu_tanh", Activation::kGeluTanh}, {"silu", Activation::kSilu}});
+  return enum_from<Activation>(v, f,
+                               {{"gelu", Activation::kGelu},
+                                {"gelu_tanh", Activation::kGeluTanh},
+                                {"silu", Activation::kSilu},
+                                {"squared_relu", Activation::kSquaredRelu}});
 }
 template <>
 RecomputeGranularity field_from<RecomputeGranularity>(py::handle v, const char* f) {
@@ -69,7 +72,8 @@ void init_transformer(py::module_& m) {
   py::enum_<Activation>(m, "Activation")
       .value("GELU", Activation::kGelu)
       .value("GELU_TANH", Activation::kGeluTanh)
-      .value("SILU", Activation::kSilu);
+      .value("SILU", Activation::kSilu)
+      .value("SQUARED_RELU", Activation::kSquaredRelu);
   py::enum_<RecomputeGranularity>(m, "RecomputeGranularity")
       .value("NONE", RecomputeGranularity::kNone)
       .value("FULL", RecomputeGranularity::kFull)

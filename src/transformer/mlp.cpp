@@ -24,7 +24,7 @@ void MLPImpl::reset() {
   const int64_t chunks = config.gated_linear_unit() ? 2 : 1;
   // --bias-gelu-fusion (Megatron-LM's default): fc1's bias is added with the GELU, not in the GEMM.
   const bool bias_gelu = config.bias_gelu_fusion() && config.add_bias_linear() && !config.gated_linear_unit() &&
-                         config.activation() != Activation::kSilu;
+                         (config.activation() == Activation::kGelu || config.activation() == Activation::kGeluTanh);
   linear_fc1 = register_module(
       "linear_fc1", tp::ColumnParallelLinear(tp::ColumnParallelLinearOptions(config.hidden_size(), ffn * chunks)
                                                  .bias(config.add_bias_linear())
@@ -56,6 +56,7 @@ at::Tensor activate(const at::Tensor& x, Activation a) {
     case Activation::kGelu: return at::gelu(x);
     case Activation::kGeluTanh: return at::gelu(x, "tanh");
     case Activation::kSilu: return at::silu(x);
+    case Activation::kSquaredRelu: return at::relu(x).square();
   }
   TORCH_INTERNAL_ASSERT(false);
 }

@@ -14,6 +14,7 @@ const char* to_string(Activation a) {
     case Activation::kGelu: return "gelu";
     case Activation::kGeluTanh: return "gelu_tanh";
     case Activation::kSilu: return "silu";
+    case Activation::kSquaredRelu: return "squared_relu";
   }
   return "?";
 }

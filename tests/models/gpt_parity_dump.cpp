@@ -4,7 +4,8 @@
 // loads the weights into an independent PyTorch GPT and compares.
 //   gpt_parity_dump --out FILE [--layers 2 --hidden 64 --heads 4 --groups 4 --ffn 256
 //     --vocab 300 --divisible-by 128 --max-seq 32 --seq 16 --batch 2 --norm layernorm|rmsnorm
-//     --mlp gelu|gelu_tanh|swiglu --bias 1 --qkv-bias 0 --qk-layernorm 0 --position learned|rope|alibi|none
+//     --mlp gelu|gelu_tanh|squared_relu|swiglu --bias 1 --qkv-bias 0 --qk-layernorm 0 --position
+//     learned|rope|alibi|none
 //     --rotary-percent 1 --rotary-base 10000 --rotary-interleaved 0 --rope-scaling-factor 0
 //     (> 0: Llama 3 scaling with --rope-low 1 --rope-high 4 --rope-original 8192) --embed-ln 0
 //     --pad-vocab-to 0 --eps 1e-5 --tied 1 --seed 1234 --load STATE_DICT_FILE
@@ -108,8 +109,10 @@ int main(int argc, char** argv) {
       cfg.gated_linear_unit(true).activation(tr::Activation::kSilu);
     else if (a["mlp"] == "gelu_tanh")
       cfg.activation(tr::Activation::kGeluTanh);
+    else if (a["mlp"] == "squared_relu")
+      cfg.activation(tr::Activation::kSquaredRelu);
     else
-      TORCH_CHECK(a["mlp"] == "gelu", "[gpt_parity_dump] --mlp: gelu, gelu_tanh or swiglu");
+      TORCH_CHECK(a["mlp"] == "gelu", "[gpt_parity_dump] --mlp: gelu, gelu_tanh, squared_relu or swiglu");
 
     if (i64("experts") > 0) {
       std::vector<int64_t> pattern;

@@ -30,7 +30,7 @@ class Config:
     max_seq_len: int = 0
     norm: str = "layernorm"    # or "rmsnorm"
     eps: float = 1e-5
-    mlp: str = "gelu"          # "gelu", "gelu_tanh" or "swiglu"
+    mlp: str = "gelu"          # "gelu", "gelu_tanh", "squared_relu" or "swiglu"
     bias: bool = True
     position: str = "learned"  # or "rope", "alibi", "none"
     rotary_percent: float = 1.0
@@ -186,6 +186,8 @@ class MLP(nn.Module):
     def forward(self, x):
         if self.kind == "swiglu":
             return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self.kind == "squared_relu":  # Primer (So et al., 2021): relu(x)^2
+            return self.down_proj(torch.square(F.relu(self.up_proj(x))))
         approx = "tanh" if self.kind == "gelu_tanh" else "none"
         return self.down_proj(F.gelu(self.up_proj(x), approximate=approx))
 

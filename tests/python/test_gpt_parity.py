@@ -33,6 +33,12 @@ CASES = {
                   batch=3, mlp="gelu_tanh", tied=0),
         ref=dict(num_layers=2, hidden_size=48, num_heads=6, num_kv_heads=6, ffn_hidden_size=192,
                  max_seq_len=32, mlp="gelu_tanh", tied=False)),
+    # Nemotron's MLP: squared ReLU, no gate, biases off.
+    "squared_relu": dict(
+        args=dict(layers=2, hidden=48, heads=4, ffn=80, vocab=200, seq=12, batch=2, norm="rmsnorm",
+                  mlp="squared_relu", bias=0, position="rope", tied=0),
+        ref=dict(num_layers=2, hidden_size=48, num_heads=4, num_kv_heads=4, ffn_hidden_size=80, norm="rmsnorm",
+                 mlp="squared_relu", bias=False, position="rope", tied=False)),
     "llama": dict(
         args=dict(layers=2, hidden=64, heads=8, groups=2, ffn=96, vocab=300, seq=16, batch=2,
                   norm="rmsnorm", mlp="swiglu", bias=0, position="rope", tied=0,

@@ -44,6 +44,7 @@ struct MEGATRON_API Arguments {
   bool qk_layernorm = false;               // each head's query and key normalised before RoPE
   bool qk_layernorm_across_heads = false;  // one norm over all heads' queries, one over the keys (OLMoE)
   bool openai_gelu = false;                // tanh-approximated GELU, as GPT-2 (Hugging Face's gelu_new)
+  bool squared_relu = false;               // relu(x)^2 (Primer; Nemotron)
   bool disable_bias_linear = false;
   bool add_qkv_bias = false;  // bias on Q, K, V even with --disable-bias-linear (Qwen 2)
   bool untie_embeddings_and_output_weights = false;
@@ -192,12 +193,16 @@ struct MEGATRON_API Arguments {
   bool log_validation_ppl_to_tensorboard = false;
   bool log_memory_to_tensorboard = false;
   bool log_world_size_to_tensorboard = false;
-  bool log_throughput = false;         // a TensorBoard scalar; the iteration line always has it
-  bool log_params_norm = false;        // the updated parameters' norm: iteration line and TensorBoard
-  bool log_num_zeros_in_grad = false;  // zeros in the clipped gradients: iteration line and TensorBoard
-  std::string wandb_project;           // refused with a clear error (no network here)
-  bool profile = false;                // profile iterations profile_step_start + 1 .. profile_step_end
-  bool use_pytorch_profiler = false;   // a Kineto trace (else CUDA profiler ranges for nsys)
+  bool log_throughput = false;               // a TensorBoard scalar; the iteration line always has it
+  bool log_params_norm = false;              // the updated parameters' norm: iteration line and TensorBoard
+  bool log_num_zeros_in_grad = false;        // zeros in the clipped gradients: iteration line and TensorBoard
+  std::optional<int64_t> logging_level;      // Python's numbers: 10 shows debug lines
+  std::string timing_log_option = "minmax";  // max | minmax | all
+  std::optional<int64_t> check_weight_hash_across_dp_replicas_interval;
+  bool test_mode = false;             // the replica check each iteration, tensor-parallel copies too
+  std::string wandb_project;          // refused with a clear error (no network here)
+  bool profile = false;               // profile iterations profile_step_start + 1 .. profile_step_end
+  bool use_pytorch_profiler = false;  // a Kineto trace (else CUDA profiler ranges for nsys)
   int64_t profile_step_start = 10;
   int64_t profile_step_end = 12;
   std::vector<int64_t> profile_ranks = {0};
@@ -218,6 +223,7 @@ struct MEGATRON_API Arguments {
   bool use_checkpoint_args = false;             // model shape and layout from --load's saved args
   bool load_fallback = false;                   // an unreadable checkpoint: load the newest older complete one
   int64_t keep_last_checkpoints = 0;            // 0: keep all
+  std::optional<int64_t> save_retain_interval;  // older checkpoints off this interval are deleted
   bool allow_save_rewind = false;               // saves may move --save's tracker backwards
   bool override_data_check = false;             // resume on data other than the checkpoint's
   bool ignore_memory_check = false;             // train even when the estimate exceeds free memory
@@ -297,6 +303,12 @@ struct MEGATRON_API Arguments {
   std::string pp_partition_method;  // Megatron-DeepSpeed's (BLOOM's scripts)
   bool sync_tp_duplicated_parameters = false;
   bool abort_on_unmet_fused_kernel_constraints = false;
+  bool te_rng_tracker = false;
+  bool disable_gloo_process_groups = false;
+  bool overlap_param_gather_with_optimizer_step = false;
+  bool no_check_for_nan_in_loss_and_grad = false;
+  bool defer_embedding_wgrad_compute = false;
+  int64_t wgrad_deferral_limit = 0;
   bool log_batch_size_to_tensorboard = false;
   int64_t valid_num_workers = 0;
   std::string data_impl = "mmap";

@@ -118,6 +118,7 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(network_size, qk_layernorm_across_heads, kSaved, any(),                                                         \
     "with --qk-layernorm: one RMSNorm over all heads' queries and one over the keys (OLMoE), not per head")         \
   X(network_size, openai_gelu, kSaved, any(), "tanh-approximated GELU, as OpenAI's GPT-2")                          \
+  X(network_size, squared_relu, kSaved, any(), "squared ReLU MLP activation, relu(x)^2, instead of GELU")            \
   X(network_size, disable_bias_linear, kSaved, any(), "no biases in linear layers")                                 \
   X(network_size, add_qkv_bias, kSaved, any(), "bias on the Q, K, V projection even with --disable-bias-linear")     \
   X(network_size, untie_embeddings_and_output_weights, kSaved, any(), "separate output layer weight")               \
@@ -304,6 +305,17 @@ enum class ArgSaved { kSaved, kNotSaved };
     "the norm of the updated parameters in the iteration line and TensorBoard (params-norm)")                       \
   X(logging, log_num_zeros_in_grad, kNotSaved, any(),                                                               \
     "the zeros in the clipped gradients in the iteration line and TensorBoard (num-zeros)")                        \
+  X(logging, logging_level, kNotSaved, between(0, 50),                                                              \
+    "Python's logging level: 10 (DEBUG) or lower adds debug lines; higher keeps the iteration and start-up lines, "  \
+    "which Megatron-LM prints without its logger; default $MEGATRON_LOGGING_LEVEL")                                \
+  X(logging, timing_log_option, kNotSaved, one_of("max|minmax|all"),                                                \
+    "how the timers report across ranks: the maximum, the minimum and maximum, or every rank's time")               \
+  X(training, check_weight_hash_across_dp_replicas_interval, kNotSaved, positive(),                                  \
+    "every N iterations, check that each parameter is bit-identical on all its data-parallel replicas; stop with "  \
+    "the parameter and the ranks if not")                                                                          \
+  X(training, test_mode, kNotSaved, any(),                                                                          \
+    "check each iteration that every parameter is bit-identical on its data-parallel replicas and its "            \
+    "tensor-parallel copies (norms, biases); stop with the parameter and the ranks if not")                         \
   X(logging, wandb_project, kNotSaved, any(), "refused: Weights & Biases needs network access; use --tensorboard-dir") \
   X(logging, profile, kNotSaved, any(),                                                                             \
     "profile the iterations after --profile-step-start up to --profile-step-end on --profile-ranks")                \
@@ -335,6 +347,9 @@ enum class ArgSaved { kSaved, kNotSaved };
     "if the checkpoint to load is missing, truncated or corrupt, load the newest older complete one")               \
   X(checkpointing, keep_last_checkpoints, kNotSaved, non_negative(),                                                \
     "keep only the newest N checkpoints in --save, deleting older ones after each save (0: keep all)")              \
+  X(checkpointing, save_retain_interval, kNotSaved, positive(),                                                     \
+    "after each save, delete the older checkpoints whose iteration is not a multiple of N (a multiple of "          \
+    "--save-interval)")                                                                                            \
   X(checkpointing, allow_save_rewind, kNotSaved, any(),                                                             \
     "let this run save into a --save whose tracker names a later iteration (moving it back, replacing those)")     \
   X(checkpointing, override_data_check, kNotSaved, any(),                                                           \
@@ -449,6 +464,18 @@ enum class ArgSaved { kSaved, kNotSaved };
     "accepted, no effect: parameters replicated over tensor-parallel ranks get the same gradients and stay equal")  \
   X(ignored, abort_on_unmet_fused_kernel_constraints, kNotSaved, any(),                                             \
     "accepted, no effect: where a fused kernel does not apply (CPU, an unsupported size) ATen's path runs")          \
+  X(ignored, te_rng_tracker, kNotSaved, any(), "accepted, no effect: dropout streams come from the library's RNG tracker") \
+  X(ignored, disable_gloo_process_groups, kNotSaved, any(),                                                         \
+    "accepted, no effect: host-side collectives use the transport the launcher gives (MPI or Gloo)")                \
+  X(ignored, overlap_param_gather_with_optimizer_step, kNotSaved, any(),                                            \
+    "accepted, no effect: the parameter all-gather starts once the whole optimizer step is done")                    \
+  X(ignored, no_check_for_nan_in_loss_and_grad, kNotSaved, any(),                                                   \
+    "accepted, no effect: the NaN check rides on the step's one read-back and stays; --skip-nan-iterations skips "  \
+    "such updates instead of stopping")                                                                            \
+  X(ignored, defer_embedding_wgrad_compute, kNotSaved, any(),                                                       \
+    "accepted, no effect: the output layer's weight gradient is computed in its own backward step")                 \
+  X(ignored, wgrad_deferral_limit, kNotSaved, non_negative(),                                                       \
+    "accepted, no effect: the output layer's weight gradient is computed in its own backward step")                 \
   X(ignored, log_batch_size_to_tensorboard, kNotSaved, any(), "accepted, no effect: batch-size is always written")  \
   X(ignored, valid_num_workers, kNotSaved, non_negative(), "accepted, no effect: validation reads as --num-workers says") \
   X(ignored, data_impl, kNotSaved, one_of("mmap|infer"),                                                            \

@@ -42,8 +42,10 @@ MEGATRON_API std::vector<int64_t> list_iterations(const std::string& dir);
 
 // Makes <dir>/<iteration dir>.tmp the checkpoint <dir>/<iteration dir> (replacing an existing
 // one atomically) and then points the tracker at it; keep_last > 0 deletes older iter_ folders
-// beyond the newest keep_last. Single caller (rank 0).
-MEGATRON_API void publish_checkpoint(const std::string& dir, std::optional<int64_t> iteration, int64_t keep_last = 0);
+// beyond the newest keep_last, retain_interval older ones whose iteration is not a multiple of
+// it (Megatron-LM's --save-retain-interval). Single caller (rank 0).
+MEGATRON_API void publish_checkpoint(const std::string& dir, std::optional<int64_t> iteration, int64_t keep_last = 0,
+                                     std::optional<int64_t> retain_interval = std::nullopt);
 // Deletes the iter_*.tmp and iter_*.deleting folders interrupted saves left in dir.
 MEGATRON_API void remove_stale_staging(const std::string& dir);
 

@@ -10,5 +10,8 @@ namespace megatron::training {
 
 // Raises `signal` (default SIGKILL) when MEGATRON_FAULT_INJECTION names `point` for this rank.
 MEGATRON_API void fault_point(const std::string& point, int rank, int signal = 9);
+// Whether MEGATRON_FAULT_INJECTION names `point` for this rank: faults other than a signal
+// (a parameter changed on one replica) are the caller's to make.
+MEGATRON_API bool fault_requested(const std::string& point, int rank);
 
 }  // namespace megatron::training

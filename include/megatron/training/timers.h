@@ -27,9 +27,10 @@ class MEGATRON_API Timers {
 
   void start(const std::string& name);
   void stop(const std::string& name);
-  // The per-iteration times (accumulated / normalizer) with their minimum and maximum over
-  // `group`'s ranks, as Megatron-LM prints them; resets the timers. Collective over group.
-  std::string report(comm::ProcessGroup& group, double normalizer);
+  // The per-iteration times (accumulated / normalizer) over `group`'s ranks as Megatron-LM's
+  // --timing-log-option prints them: "minmax", "max" or "all" (each rank's); resets the timers.
+  // Collective over group.
+  std::string report(comm::ProcessGroup& group, double normalizer, const std::string& option = "minmax");
   // Each timer's maximum over the ranks in the last report (ms), for the `<name>-time` scalars.
   const std::map<std::string, double>& last_max_ms() const { return last_max_ms_; }
 

@@ -26,7 +26,7 @@ namespace megatron::transformer {
 struct MoEAuxLossState;
 
 enum class Normalization { kLayerNorm, kRMSNorm };
-enum class Activation { kGelu, kGeluTanh, kSilu };
+enum class Activation { kGelu, kGeluTanh, kSilu, kSquaredRelu };
 enum class RecomputeGranularity { kNone, kFull, kSelective };
 enum class RecomputeMethod { kUniform, kBlock };
 

@@ -10,10 +10,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <sstream>
 #include <type_traits>
 
 #include "training/arguments/checkpoint_args.h"
 #include "training/arguments/deepspeed_config.h"
+#include "training/arguments/foreign_flags.h"
 #include "training/arguments/toml_config.h"
 
 namespace megatron::training {
@@ -166,10 +168,11 @@ void check_int64(const std::string& flag, const std::string& value) {
 }
 
 std::vector<std::string> with_python_numbers(const std::vector<std::string>& args) {
-  std::set<std::string> numeric, integer;
+  std::set<std::string> numeric, integer, lists;
   for (const auto& f : argument_fields()) {
     const std::string type = f.python_type;
     if (f.flag.empty()) continue;
+    if (type == "List[int]") lists.insert(f.flag);
     if (type.find("int") != std::string::npos) integer.insert(f.flag);
     if (type.find("int") != std::string::npos || type.find("float") != std::string::npos) numeric.insert(f.flag);
   }
@@ -186,6 +189,13 @@ std::vector<std::string> with_python_numbers(const std::vector<std::string>& arg
       flag = word.substr(0, eq);
       if (!numeric.count(flag)) flag.clear();
       out.push_back(eq != std::string::npos && !flag.empty() ? flag + "=" + number(word.substr(eq + 1)) : word);
+    } else if (lists.count(flag) && word.find_first_of(" [],") != std::string::npos) {
+      // A list given as one word ("2 2", "[2 2]"), as a YAML config hands it over: its numbers.
+      std::string spaced = word;
+      for (char& c : spaced)
+        if (c == '[' || c == ']' || c == ',') c = ' ';
+      std::istringstream items(spaced);
+      for (std::string item; items >> item;) out.push_back(number(item));
     } else {
       out.push_back(flag.empty() ? word : number(word));
     }
@@ -228,10 +238,19 @@ void check_flags_known(const std::vector<std::string>& args, CLI::App& app, cons
   for (const CLI::Option* option : app.get_options())
     for (const auto& name : option->get_lnames()) known.push_back("--" + name);
   std::vector<std::string> unknown;
+  std::vector<std::pair<std::string, std::string>> refused;  // reason, its flags
   for (const auto& word : args) {
     if (word.rfind("--", 0) != 0 || word.size() == 2) continue;
     const std::string flag = word.substr(0, word.find('='));
     if (std::find(known.begin(), known.end(), flag) != known.end()) continue;
+    if (const std::string why = detail::foreign_flag_reason(flag); !why.empty()) {
+      auto same = std::find_if(refused.begin(), refused.end(), [&](const auto& r) { return r.first == why; });
+      if (same == refused.end())
+        refused.emplace_back(why, flag);
+      else if (same->second.find(flag) == std::string::npos)
+        same->second += ", " + flag;
+      continue;
+    }
     std::string closest;
     size_t best = flag.size() / 3 + 1;  // a few typos, never a different word
     for (const auto& k : known) {
@@ -240,10 +259,12 @@ void check_flags_known(const std::vector<std::string>& args, CLI::App& app, cons
     }
     unknown.push_back(closest.empty() ? flag : flag + " (did you mean " + closest + "?)");
   }
-  if (unknown.empty()) return;
-  std::string list;
+  std::string list, why;
   for (const auto& u : unknown) list += (list.empty() ? "" : ", ") + u;
-  TORCH_CHECK(false, "[arguments] unknown flag", unknown.size() > 1 ? "s " : " ", list, "; see ", program, " --help");
+  for (const auto& [reason, flags] : refused) why += (why.empty() ? "" : "; ") + flags + ": " + reason;
+  TORCH_CHECK(unknown.empty(), "[arguments] unknown flag", unknown.size() > 1 ? "s " : " ", list, "; see ", program,
+              " --help", why.empty() ? "" : " (also refused: " + why + ")");
+  TORCH_CHECK(refused.empty(), "[arguments] ", why);
 }
 
 }  // namespace

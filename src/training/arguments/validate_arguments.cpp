@@ -14,6 +14,7 @@
 #include "megatron/parallel_state.h"
 #include "megatron/training/arguments.h"
 #include "megatron/training/num_microbatches_calculator.h"
+#include "training/arguments/aliases.h"
 #include "training/arguments/argument_ranges.h"
 #include "training/arguments/context_parallel_arguments.h"
 #include "training/arguments/fp8_arguments.h"
@@ -32,60 +33,6 @@ ShardingStrategy sharding_strategy(const Arguments& a) {
 }
 
 #define ARG_CHECK(cond, ...) TORCH_CHECK(cond, "[arguments] ", __VA_ARGS__)
-
-// Megatron-LM's aliases take their meaning before anything reads the fields they set.
-void resolve_aliases(Arguments& a) {
-  if (a.recompute_activations) {
-    ARG_CHECK(a.recompute_granularity.empty() || a.recompute_granularity == "selective",
-              "--recompute-activations means --recompute-granularity selective, but it is ", a.recompute_granularity);
-    a.recompute_granularity = "selective";
-  }
-  if (a.use_rotary_position_embeddings) a.position_embedding_type = "rope";
-  detail::resolve_moe_aliases(a);
-  // Megatron-LM's rule: with rope there is no learned position table to turn off.
-  ARG_CHECK(!a.no_position_embedding || a.position_embedding_type == "rope",
-            "--no-position-embedding is deprecated, use --position-embedding-type");
-  if (a.tokenizer_type == "PretrainedFromHF") a.tokenizer_type = "HuggingFaceTokenizer";
-  if (!a.tokenizer_name_or_path.empty()) {
-    ARG_CHECK(a.tokenizer_model.empty() || a.tokenizer_model == a.tokenizer_name_or_path,
-              "--tokenizer-name-or-path and --tokenizer-model are the same setting; give one");
-    a.tokenizer_model = a.tokenizer_name_or_path;
-  }
-  if (a.layernorm_epsilon) {
-    ARG_CHECK(a.norm_epsilon == Arguments().norm_epsilon || a.norm_epsilon == *a.layernorm_epsilon,
-              "--layernorm-epsilon (", *a.layernorm_epsilon, ") and --norm-epsilon (", a.norm_epsilon,
-              ") are the same setting; give one");
-    a.norm_epsilon = *a.layernorm_epsilon;
-  }
-  if (a.zero_stage) {
-    const std::string strategy = to_string(static_cast<ShardingStrategy>(*a.zero_stage));  // stages 0-3 in order
-    ARG_CHECK(sharding_strategy(a) == ShardingStrategy::kNoShard || a.data_parallel_sharding_strategy == strategy,
-              "--zero-stage ", *a.zero_stage, " means --data-parallel-sharding-strategy ", strategy, ", but it is ",
-              a.data_parallel_sharding_strategy);
-    ARG_CHECK(*a.zero_stage != 0 || !a.use_distributed_optimizer,
-              "--zero-stage 0 and --use-distributed-optimizer (ZeRO stage 1) exclude each other");
-    a.data_parallel_sharding_strategy = strategy;
-    if (*a.zero_stage >= 2) a.use_megatron_fsdp = true;
-  }
-  if (a.checkpoint_activations) {
-    ARG_CHECK(a.recompute_granularity.empty() || a.recompute_granularity == "full",
-              "--checkpoint-activations means --recompute-granularity full, but it is ", a.recompute_granularity);
-    a.recompute_granularity = "full";
-  }
-  if (a.persistent_save_interval) {
-    ARG_CHECK(!a.save_interval || *a.save_interval == *a.persistent_save_interval, "--persistent-save-interval (",
-              *a.persistent_save_interval, ") and --save-interval (", *a.save_interval,
-              ") are the same setting; give one");
-    a.save_interval = a.persistent_save_interval;
-  }
-  // Megatron-LM's pretrain_gpt.py (and DeepSpeed-Domino's) read GPT-2's vocabulary and merges when
-  // no tokenizer is named.
-  if (a.tokenizer_type.empty() && !a.vocab_file.empty() && !a.merge_file.empty()) a.tokenizer_type = "GPT2BPETokenizer";
-  // A launch script's quotes inside the value ("'99,1,0'") reach the program; Megatron-LM's
-  // parser skips them.
-  if (a.split.size() >= 2 && (a.split.front() == '\'' || a.split.front() == '"') && a.split.back() == a.split.front())
-    a.split = a.split.substr(1, a.split.size() - 2);
-}
 
 void validate_network_size(Arguments& a) {
   if (a.max_position_embeddings == 0) a.max_position_embeddings = a.seq_length;
@@ -106,6 +53,7 @@ void validate_network_size(Arguments& a) {
   ARG_CHECK(!a.qk_layernorm_across_heads || (a.qk_layernorm && a.normalization == "RMSNorm"),
             "--qk-layernorm-across-heads needs --qk-layernorm and --normalization RMSNorm");
   if (!a.group_query_attention) a.num_query_groups = a.num_attention_heads;
+  ARG_CHECK(!a.squared_relu || !(a.swiglu || a.openai_gelu), "--squared-relu excludes --swiglu and --openai-gelu");
   ARG_CHECK(a.num_attention_heads % a.num_query_groups == 0, "--num-attention-heads (", a.num_attention_heads,
             ") is not divisible by --num-query-groups (", a.num_query_groups, ")");
 }
@@ -293,6 +241,9 @@ void validate_checkpointing(const Arguments& a) {
   ARG_CHECK(!a.load.empty() || !(a.finetune || a.ckpt_step || a.load_fallback),
             a.finetune ? "--finetune" : (a.ckpt_step ? "--ckpt-step" : "--load-fallback"), " needs --load");
   ARG_CHECK(!(a.ckpt_step && a.load_fallback), "--ckpt-step and --load-fallback exclude each other");
+  ARG_CHECK(!a.save_retain_interval || (a.save_interval && *a.save_retain_interval % *a.save_interval == 0),
+            "--save-retain-interval (", a.save_retain_interval.value_or(0), ") must be a multiple of --save-interval (",
+            a.save_interval.value_or(0), ")");
   ARG_CHECK(a.rerun_mode != "report_stats",
             "--rerun-mode report_stats (rerunning iterations to measure their nondeterminism) is not implemented");
   ARG_CHECK(!a.verify_integrity || a.ckpt_format == "torch_dist",
@@ -322,7 +273,7 @@ void Arguments::validate(int64_t world) {
   ARG_CHECK(world > 0, "the world size must be positive (got ", world, ")");
   world_size = world;
   detail::check_ranges(*this);  // first, so that an alias's error names the flag given
-  resolve_aliases(*this);
+  detail::resolve_aliases(*this);
   validate_network_size(*this);
   validate_distributed(*this, world);
   detail::validate_context_parallel(*this);

@@ -106,7 +106,8 @@ void write_tracker(const std::string& dir, std::optional<int64_t> iteration) {
   fsync_dir(dir);
 }
 
-void publish_checkpoint(const std::string& dir, std::optional<int64_t> iteration, int64_t keep_last) {
+void publish_checkpoint(const std::string& dir, std::optional<int64_t> iteration, int64_t keep_last,
+                        std::optional<int64_t> retain_interval) {
   const int rank = comm::LauncherEnv::from_environment().rank;
   const std::string final_dir = join(dir, iteration_dir_name(iteration)), staging = final_dir + ".tmp";
   fsync_dir(staging);
@@ -129,14 +130,18 @@ void publish_checkpoint(const std::string& dir, std::optional<int64_t> iteration
   fsync_dir(dir);
   fault_point("save:before_tracker", rank);
   write_tracker(dir, iteration);
-  if (keep_last <= 0 || !iteration) return;
-  // Older checkpoints beyond the newest keep_last; later iterations (another history) stay.
-  std::vector<int64_t> older;
-  for (int64_t it : list_iterations(dir))
-    if (it < *iteration) older.push_back(it);
-  const int64_t remove = static_cast<int64_t>(older.size()) - (keep_last - 1);
-  for (int64_t i = 0; i < remove; ++i) {
-    const std::string victim = join(dir, iteration_dir_name(older[i]));
+  if ((keep_last <= 0 && !retain_interval) || !iteration) return;
+  // Older checkpoints off the retain interval, then beyond the newest keep_last; later iterations
+  // (another history) stay.
+  std::vector<int64_t> older, doomed_ones;
+  for (int64_t it : list_iterations(dir)) {
+    if (it >= *iteration) continue;
+    (retain_interval && it % *retain_interval != 0 ? doomed_ones : older).push_back(it);
+  }
+  const int64_t beyond = keep_last > 0 ? static_cast<int64_t>(older.size()) - (keep_last - 1) : 0;
+  for (int64_t i = 0; i < beyond; ++i) doomed_ones.push_back(older[i]);
+  for (int64_t it : doomed_ones) {
+    const std::string victim = join(dir, iteration_dir_name(it));
     const std::string doomed = victim + ".deleting";  // never a half-deleted folder under a valid name
     remove_tree(doomed);
     fs::rename(victim, doomed);

@@ -146,7 +146,8 @@ SaveResult end_save(const Arguments& args, const ParallelState& ps, PendingSave&
   if (save.torch_dist) write_torch_dist_metadata(world, save, args.verify_integrity);
   std::string error;
   if (world.rank() == 0)
-    error = capture([&] { publish_checkpoint(args.save, save.iteration, args.keep_last_checkpoints); });
+    error = capture(
+        [&] { publish_checkpoint(args.save, save.iteration, args.keep_last_checkpoints, args.save_retain_interval); });
   agree(world, error, "publishing " + save.final_dir);
 
   auto total = at::full({1}, static_cast<double>(bytes), at::kDouble);

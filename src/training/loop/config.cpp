@@ -23,8 +23,10 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
       .qk_layernorm(a.qk_layernorm)
       .qk_layernorm_across_heads(a.qk_layernorm_across_heads)
       .gated_linear_unit(a.swiglu)
-      .activation(a.swiglu ? transformer::Activation::kSilu
-                           : (a.openai_gelu ? transformer::Activation::kGeluTanh : transformer::Activation::kGelu))
+      .activation(a.swiglu         ? transformer::Activation::kSilu
+                  : a.squared_relu ? transformer::Activation::kSquaredRelu
+                  : a.openai_gelu  ? transformer::Activation::kGeluTanh
+                                   : transformer::Activation::kGelu)
       .hidden_dropout(a.hidden_dropout)
       .attention_dropout(a.attention_dropout)
       .init_method_std(a.init_method_std)

@@ -80,6 +80,23 @@ void log_layout(const Arguments& args, const ParallelState& ps) {
   }
 }
 
+// --logging-level (else $MEGATRON_LOGGING_LEVEL), Python's numbers: at 10 (DEBUG) or below the
+// debug lines show. Higher levels change nothing: the lines logged here at info are the ones
+// Megatron-LM prints without its logger, which its level does not silence either.
+void apply_logging_level(const Arguments& args, const comm::LauncherEnv& env) {
+  std::optional<int64_t> level = args.logging_level;
+  if (const char* from_env = std::getenv("MEGATRON_LOGGING_LEVEL"); !level && from_env && *from_env) {
+    char* end = nullptr;
+    const long long value = std::strtoll(from_env, &end, 10);
+    TORCH_CHECK(*end == '\0', "[training] MEGATRON_LOGGING_LEVEL must be a number (Python's logging levels), got '",
+                from_env, "'");
+    level = value;
+  }
+  if (!level) return;
+  log_rank_0(LogLevel::kInfo, "Setting logging level to " + std::to_string(*level));
+  if (*level <= 10) init_logging({env.rank, env.world_size, "debug"});
+}
+
 }  // namespace
 
 uint64_t stage_seed(const Arguments& args, const ParallelState& ps) {
@@ -93,6 +110,7 @@ Initialized initialize_megatron(const Arguments& args, std::shared_ptr<comm::Pro
               " (LOCAL_RANK or the MPI launcher's variable)");
   // A program (or Python script) that did not set up logging for its rank still logs once per job.
   if (logging_world_size() != env.world_size) init_logging({env.rank, env.world_size, ""});
+  apply_logging_level(args, env);
   const c10::Device device = choose_device(args, env.local_rank);
   if (!args.no_cpu_allocator_cache) enable_cpu_allocator_cache();
   set_intra_op_threads_per_rank(env);

@@ -64,28 +64,44 @@ double Timers::take_pending_ms(Timer& t) {
   return ms;
 }
 
-std::string Timers::report(comm::ProcessGroup& group, double normalizer) {
+std::string Timers::report(comm::ProcessGroup& group, double normalizer, const std::string& option) {
   // Every rank has the same timer names (the loop is the same everywhere), in map order.
   const int64_t n = static_cast<int64_t>(timers_.size());
-  auto mins = at::empty({n}, at::kDouble);
+  auto mine = at::empty({n}, at::kDouble);
   int64_t i = 0;
   for (auto& [name, t] : timers_) {
     t.elapsed_ms += take_pending_ms(t);
-    mins[i++] = t.elapsed_ms / normalizer;
-  }
-  auto maxs = mins.clone();
-  group.all_reduce(mins, comm::ReduceOp::kMin);
-  group.all_reduce(maxs, comm::ReduceOp::kMax);
-  std::string out = "(min, max) time across ranks (ms):";
-  i = 0;
-  for (auto& [name, t] : timers_) {
-    std::string dots(std::max<int64_t>(2, 48 - static_cast<int64_t>(name.size())), '.');
-    char line[160];
-    std::snprintf(line, sizeof(line), "\n    %s %s: (%.2f, %.2f)", name.c_str(), dots.c_str(), mins[i].item<double>(),
-                  maxs[i].item<double>());
-    out += line;
-    last_max_ms_[name] = maxs[i].item<double>();
+    mine[i++] = t.elapsed_ms / normalizer;
     t.elapsed_ms = 0;
+  }
+  auto all = at::empty({group.size() * n}, at::kDouble);
+  group.all_gather(all, mine);
+  const at::Tensor by_rank = all.view({group.size(), n});
+  const at::Tensor mins = std::get<0>(by_rank.min(0)), maxs = std::get<0>(by_rank.max(0));
+  std::string out = option == "all"   ? "times across ranks (ms):"
+                    : option == "max" ? "max time across ranks (ms):"
+                                      : "(min, max) time across ranks (ms):";
+  i = 0;
+  char line[200];
+  for (const auto& [name, t] : timers_) {
+    std::string label = name + " ";  // Megatron-LM's (name + ' ').ljust(48, '.')
+    if (label.size() < 48) label.append(48 - label.size(), '.');
+    if (option == "all") {
+      out += "\n  " + name + ":";
+      for (int64_t r = 0; r < group.size(); ++r) {
+        std::snprintf(line, sizeof(line), "\n     rank %2lld: %.2f", static_cast<long long>(r),
+                      by_rank[r][i].item<double>());
+        out += line;
+      }
+    } else if (option == "max") {
+      std::snprintf(line, sizeof(line), "\n    %s: %.2f", label.c_str(), maxs[i].item<double>());
+      out += line;
+    } else {
+      std::snprintf(line, sizeof(line), "\n    %s: (%.2f, %.2f)", label.c_str(), mins[i].item<double>(),
+                    maxs[i].item<double>());
+      out += line;
+    }
+    last_max_ms_[name] = maxs[i].item<double>();
     ++i;
   }
   return out;

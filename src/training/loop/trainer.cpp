@@ -22,6 +22,7 @@
 #include "megatron/training/num_microbatches_calculator.h"
 #include "training/loop/metrics_accumulator.h"
 #include "training/loop/moe_metrics.h"
+#include "training/loop/replica_check.h"
 
 namespace megatron::training::detail {
 namespace {
@@ -285,6 +286,12 @@ void Trainer::train() {
     if (iteration % args_.log_interval == 0 || iteration == *args_.train_iters) {
       training_log(iteration, window);
       window.clear();
+    }
+    const auto hash_interval = args_.check_weight_hash_across_dp_replicas_interval;
+    if (args_.test_mode || (hash_interval && iteration % *hash_interval == 0)) {
+      if (parts_.ddp) parts_.ddp->gather_params();  // ZeRO-3's whole parameters, a pending gather done
+      check_param_hashes_across_replicas(parts_.model, ps_, args_.test_mode, iteration);
+      if (parts_.ddp) parts_.ddp->release_params();
     }
     if (!parts_.valid.empty() && args_.eval_iters > 0 && iteration % args_.eval_interval == 0)
       evaluate_and_print_results(iteration, parts_.valid, "valid");

@@ -119,7 +119,8 @@ void Trainer::training_log(int64_t iteration, const std::vector<IterationRecord>
   line << " number of skipped iterations: " << format("%3.0f", static_cast<double>(skipped))
        << " | number of nan iterations: " << format("%3.0f", static_cast<double>(nan)) << " |";
   log_rank_last(LogLevel::kInfo, line.str());
-  log_rank_last(LogLevel::kInfo, timers_.report(ps_.get_world_group(), static_cast<double>(window.size())));
+  log_rank_last(LogLevel::kInfo,
+                timers_.report(ps_.get_world_group(), static_cast<double>(window.size()), args_.timing_log_option));
   // Megatron-LM's report_memory, once, after the first logged iterations (ranks of the first
   // data-parallel replica), written by the last rank with the iteration line so that one rank writes.
   if (!memory_reported_) {

@@ -1,0 +1,96 @@
+#include "training/arguments/foreign_flags.h"
+
+#include <cstring>
+#include <initializer_list>
+
+namespace megatron::training::detail {
+namespace {
+
+struct Family {
+  const char* reason;
+  std::initializer_list<const char*> prefixes;  // every flag that starts so
+  std::initializer_list<const char*> flags;
+};
+
+// Each family once, named by what it is in Megatron-LM; a flag here that pretrain_gpt learns to
+// honour moves into the arguments table, which is consulted first.
+const Family kFamilies[] = {
+    {"text generation and inference serving (Megatron-LM's inference programs), not training",
+     {"--inference-", "--mamba-inference-"},
+     {"--prompts",
+      "--prompt-file",
+      "--prompt-file-num-truncate",
+      "--temperature",
+      "--top_k",
+      "--top_p",
+      "--top-n-logprobs",
+      "--num-tokens-to-generate",
+      "--return-log-probs",
+      "--output-path",
+      "--max-tokens-to-oom",
+      "--incoming-requests-per-sec",
+      "--incoming-requests-per-step",
+      "--enable-chunked-prefill",
+      "--flash-decode",
+      "--termination-id",
+      "--stop-words",
+      "--output-every-n-results",
+      "--use-legacy-static-engine",
+      "--no-record-throughput",
+      "--use-coordinator",
+      "--decode-only-cuda-graphs",
+      "--enable-cuda-graph",
+      "--moe-pad-experts-for-cuda-graph-inference",
+      "--no-use-tokenizer-model-from-checkpoint-args",
+      "--use-flashinfer-fused-rope",
+      "--async-mode",
+      "--suspend-resume-interval",
+      "--suspend-timeout"}},
+    {"reinforcement learning (Megatron-LM's RL loop), not pretraining",
+     {"--rl-", "--grpo-"},
+     {"--langrl-env-config", "--perform-rl-step", "--refit-method", "--moe-enable-routing-replay"}},
+    {"Mamba and hybrid models are not built by pretrain_gpt", {"--mamba-", "--hybrid-"}, {"--is-hybrid-model"}},
+    {"Megatron-LM's other model builders (mamba, hybrid, multimodal); pretrain_gpt builds GPT",
+     {},
+     {"--model-provider"}},
+    {"encoder and encoder-decoder models (BERT, T5) are not built by pretrain_gpt",
+     {"--bert-"},
+     {"--encoder-num-layers", "--decoder-num-layers", "--encoder-seq-length", "--decoder-seq-length",
+      "--vocab-extra-ids"}},
+    {"vision and multimodal models are not built by pretrain_gpt",
+     {},
+     {"--img-h", "--img-w", "--patch-dim", "--disable-vision-class-token", "--dataloader-seq-length",
+      "--use-packed-sequence", "--dataset-provider", "--language-model-checkpoint", "--total-seq-length",
+      "--packing-buffer-size"}},
+    {"model optimization and distillation (ModelOpt) is not part of megatron-cpp",
+     {"--export-"},
+     {"--sft", "--sft-tokenizer-prompt-format"}},
+    {"Weights & Biases needs network access, which this build does not use (--tensorboard-dir writes the same "
+     "scalars to an event file)",
+     {"--wandb-"},
+     {}},
+    {"multi-latent attention and YaRN rotary scaling (DeepSeek-V2/V3) are not implemented",
+     {"--dsa-indexer-"},
+     {"--multi-latent-attention", "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim",
+      "--v-head-dim", "--rotary-scaling-factor", "--mscale", "--mscale-all-dim"}},
+    {"multi-token prediction is not implemented", {"--mtp-"}, {}},
+    {"the Muon optimizer is not implemented", {"--muon-"}, {"--no-use-layer-wise-param-layout"}},
+    {"linear and other experimental attention variants (gated delta net, DSA) are not implemented",
+     {"--linear-attention-", "--linear-conv-", "--linear-key-", "--linear-value-", "--linear-num-"},
+     {"--experimental-attention-variant", "--attention-output-gate"}},
+    {"CUDA graphs are not captured yet", {"--cuda-graph-"}, {}},
+};
+
+}  // namespace
+
+std::string foreign_flag_reason(const std::string& flag) {
+  for (const Family& family : kFamilies) {
+    for (const char* f : family.flags)
+      if (flag == f) return family.reason;
+    for (const char* p : family.prefixes)
+      if (flag.compare(0, std::strlen(p), p) == 0) return family.reason;
+  }
+  return "";
+}
+
+}  // namespace megatron::training::detail
