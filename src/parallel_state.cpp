@@ -120,7 +120,8 @@ ParallelState::Layout ParallelState::rank_layout(int world_size, int tp, int pp,
 
 ParallelState ParallelState::initialize_model_parallel(std::shared_ptr<comm::ProcessGroup> world, int tp, int pp,
                                                        std::optional<int> vpp, int cp, int ep, std::optional<int> etp,
-                                                       bool tp_pp_dp_mapping) {
+                                                       bool tp_pp_dp_mapping,
+                                                       const std::vector<int>& hierarchical_context_parallel_sizes) {
   TORCH_CHECK(world, "[parallel_state] initialize_model_parallel needs the world group");
   TORCH_CHECK(!vpp || *vpp >= 1, "[parallel_state] virtual_pipeline_model_parallel_size (", *vpp,
               ") must be at least 1");
@@ -156,6 +157,27 @@ ParallelState ParallelState::initialize_model_parallel(std::shared_ptr<comm::Pro
   state.edp_ = mine(layout.expert_data_parallel, "edp");
   TORCH_INTERNAL_ASSERT(state.tp_ && state.cp_ && state.dp_ && state.dp_cp_ && state.pp_ && state.mp_ && state.ep_ &&
                         state.etp_ && state.etp_ep_ && state.edp_);
+  const auto& sizes = hierarchical_context_parallel_sizes;
+  int product = 1;
+  for (int s : sizes) product *= s;
+  TORCH_CHECK(sizes.empty() || product == cp, "[parallel_state] hierarchical_context_parallel_sizes multiply to ",
+              product, ", not the context-parallel size ", cp);
+  // Level l cuts the CP ranks (lower * s * upper) into groups of s ranks lower apart, as
+  // Megatron-Core's create_hierarchical_groups; every CP rank walks every group of the level.
+  int lower = 1;
+  for (int s : sizes) {
+    std::shared_ptr<comm::ProcessGroup> found;
+    for (int first = 0; first < cp; ++first) {
+      if ((first / lower) % s != 0) continue;  // not the first rank of a group
+      std::vector<int> ranks;
+      for (int j = 0; j < s; ++j) ranks.push_back(first + j * lower);
+      if (auto g =
+              state.cp_->new_group(ranks, "hierarchical cp level " + std::to_string(state.hierarchical_cp_.size())))
+        found = g;
+    }
+    state.hierarchical_cp_.push_back(found);
+    lower *= s;
+  }
   return state;
 }
 

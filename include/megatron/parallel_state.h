@@ -20,14 +20,17 @@ class MEGATRON_API ParallelState {
  public:
   // Splits world into groups. world size must equal tp * cp * dp * pp for some dp >= 1, and
   // tp * cp * dp be divisible by etp * ep (etp defaults to tp, as in Megatron-Core).
-  // Collective over world: every rank calls it with the same arguments.
+  // hierarchical_context_parallel_sizes (product cp): the context-parallel group's levels for
+  // cp_comm_type a2a+p2p, the first of consecutive CP ranks. Collective over world: every rank
+  // calls it with the same arguments.
   static ParallelState initialize_model_parallel(std::shared_ptr<comm::ProcessGroup> world,
                                                  int tensor_model_parallel_size = 1,
                                                  int pipeline_model_parallel_size = 1,
                                                  std::optional<int> virtual_pipeline_model_parallel_size = std::nullopt,
                                                  int context_parallel_size = 1, int expert_model_parallel_size = 1,
                                                  std::optional<int> expert_tensor_parallel_size = std::nullopt,
-                                                 bool tp_pp_dp_mapping = false);
+                                                 bool tp_pp_dp_mapping = false,
+                                                 const std::vector<int>& hierarchical_context_parallel_sizes = {});
 
   // The rank lists of every group of each kind, for a world of world_size ranks (pure function;
   // what initialize_model_parallel builds its groups from).
@@ -65,6 +68,12 @@ class MEGATRON_API ParallelState {
     return with_context_parallel ? dp_cp_ : dp_;
   }
   std::shared_ptr<comm::ProcessGroup> context_parallel_group_ptr() const { return cp_; }
+  // One group per level of hierarchical_context_parallel_sizes (empty without), Megatron-Core's
+  // get_hierarchical_context_parallel_groups: level 0 consecutive CP ranks, each next level the
+  // ranks at the same place in the level below's groups.
+  const std::vector<std::shared_ptr<comm::ProcessGroup>>& get_hierarchical_context_parallel_groups() const {
+    return hierarchical_cp_;
+  }
   std::shared_ptr<comm::ProcessGroup> model_parallel_group_ptr() const { return mp_; }
   std::shared_ptr<comm::ProcessGroup> pipeline_model_parallel_group_ptr() const { return pp_; }
   // Expert groups: EP spreads the experts, expert TP splits each one, expert DP holds replicas of
@@ -120,6 +129,7 @@ class MEGATRON_API ParallelState {
   ParallelState() = default;
   std::shared_ptr<comm::ProcessGroup> world_, tp_, pp_, dp_, cp_, dp_cp_, mp_, embedding_, position_embedding_;
   std::shared_ptr<comm::ProcessGroup> ep_, etp_, etp_ep_, edp_;
+  std::vector<std::shared_ptr<comm::ProcessGroup>> hierarchical_cp_;
   std::optional<int> vpp_size_;
 };
 

@@ -81,6 +81,22 @@ class Arguments:
     def abort_on_unmet_fused_kernel_constraints(self, arg0: bool) -> None:
         ...
     @property
+    def account_for_embedding_in_pipeline_split(self) -> bool:
+        """
+        count the embedding as a layer when splitting the layers over the stages: the first chunk holds one fewer
+        """
+    @account_for_embedding_in_pipeline_split.setter
+    def account_for_embedding_in_pipeline_split(self, arg0: bool) -> None:
+        ...
+    @property
+    def account_for_loss_in_pipeline_split(self) -> bool:
+        """
+        count the output layer and loss as a layer when splitting: the last chunk holds one fewer
+        """
+    @account_for_loss_in_pipeline_split.setter
+    def account_for_loss_in_pipeline_split(self, arg0: bool) -> None:
+        ...
+    @property
     def adam_beta1(self) -> float:
         """
         Adam beta1
@@ -375,6 +391,22 @@ class Arguments:
         """
     @ddp_bucket_size.setter
     def ddp_bucket_size(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
+    def decoder_first_pipeline_num_layers(self) -> int | None:
+        """
+        the transformer layers of the first pipeline stage; the others' split evenly (with --decoder-last-pipeline-num-layers, between the stages in the middle)
+        """
+    @decoder_first_pipeline_num_layers.setter
+    def decoder_first_pipeline_num_layers(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
+    def decoder_last_pipeline_num_layers(self) -> int | None:
+        """
+        the transformer layers of the last pipeline stage; the others' split evenly
+        """
+    @decoder_last_pipeline_num_layers.setter
+    def decoder_last_pipeline_num_layers(self, arg0: typing.SupportsInt | None) -> None:
         ...
     @property
     def decoupled_lr(self) -> float | None:
@@ -1009,6 +1041,30 @@ class Arguments:
     def max_position_embeddings(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
+    def megatron_fsdp_grad_comm_dtype(self) -> str:
+        """
+        Megatron-FSDP's gradient reduction: fp32 (the only one here)
+        """
+    @megatron_fsdp_grad_comm_dtype.setter
+    def megatron_fsdp_grad_comm_dtype(self, arg0: str) -> None:
+        ...
+    @property
+    def megatron_fsdp_main_grads_dtype(self) -> str:
+        """
+        Megatron-FSDP's main gradients: fp32 (the only one here)
+        """
+    @megatron_fsdp_main_grads_dtype.setter
+    def megatron_fsdp_main_grads_dtype(self, arg0: str) -> None:
+        ...
+    @property
+    def megatron_fsdp_main_params_dtype(self) -> str:
+        """
+        Megatron-FSDP's main parameters: fp32 (the only one here)
+        """
+    @megatron_fsdp_main_params_dtype.setter
+    def megatron_fsdp_main_params_dtype(self, arg0: str) -> None:
+        ...
+    @property
     def merge_file(self) -> str:
         """
         GPT-2 merges.txt
@@ -1031,6 +1087,14 @@ class Arguments:
         """
     @micro_batch_size.setter
     def micro_batch_size(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def microbatch_group_size_per_virtual_pipeline_stage(self) -> int | None:
+        """
+        accepted, no effect: the interleaved schedule groups micro-batches by the pipeline size (the order changes, not the result)
+        """
+    @microbatch_group_size_per_virtual_pipeline_stage.setter
+    def microbatch_group_size_per_virtual_pipeline_stage(self, arg0: typing.SupportsInt | None) -> None:
         ...
     @property
     def min_loss_scale(self) -> float:
@@ -1443,7 +1507,7 @@ class Arguments:
     @property
     def num_distributed_optimizer_instances(self) -> int:
         """
-        Megatron-LM's partial distributed optimizer: only 1 (the optimizer state sharded over the whole DP group)
+        with --use-distributed-optimizer: the data-parallel ranks in N blocks, each holding a whole optimizer state sharded over its ranks; the gradients reduced in each block, then averaged across the blocks
         """
     @num_distributed_optimizer_instances.setter
     def num_distributed_optimizer_instances(self, arg0: typing.SupportsInt) -> None:
@@ -1537,12 +1601,28 @@ class Arguments:
     def optimizer(self, arg0: str) -> None:
         ...
     @property
+    def outer_dp_sharding_strategy(self) -> str:
+        """
+        hybrid FSDP's outer level: no_shard (the only one here: one sharded group over all data-parallel ranks)
+        """
+    @outer_dp_sharding_strategy.setter
+    def outer_dp_sharding_strategy(self, arg0: str) -> None:
+        ...
+    @property
     def overlap_grad_reduce(self) -> bool:
         """
         all-reduce each data-parallel gradient bucket during the backward pass, as soon as the last micro-batch completes it (with --use-distributed-optimizer each bucket is reduced to the ranks whose shards hold it)
         """
     @overlap_grad_reduce.setter
     def overlap_grad_reduce(self, arg0: bool) -> None:
+        ...
+    @property
+    def overlap_p2p_communication_warmup_flush(self) -> bool:
+        """
+        accepted, no effect: the pipeline's sends and receives are not split from its warm-up and flush
+        """
+    @overlap_p2p_communication_warmup_flush.setter
+    def overlap_p2p_communication_warmup_flush(self, arg0: bool) -> None:
         ...
     @property
     def overlap_param_gather(self) -> bool:
@@ -2009,6 +2089,22 @@ class Arguments:
     def tokenizer_type(self, arg0: str) -> None:
         ...
     @property
+    def tp_comm_overlap(self) -> bool:
+        """
+        accepted, no effect: Transformer Engine's userbuffers overlap is not built; --domino hides TP communication
+        """
+    @tp_comm_overlap.setter
+    def tp_comm_overlap(self, arg0: bool) -> None:
+        ...
+    @property
+    def tp_comm_overlap_cfg(self) -> str:
+        """
+        accepted, no effect: a --tp-comm-overlap configuration
+        """
+    @tp_comm_overlap_cfg.setter
+    def tp_comm_overlap_cfg(self, arg0: str) -> None:
+        ...
+    @property
     def tp_only_amax_red(self) -> bool:
         """
         reduce FP8 amaxes over tensor-parallel ranks only, not DP x CP
@@ -2127,6 +2223,14 @@ class Arguments:
         """
     @use_rotary_position_embeddings.setter
     def use_rotary_position_embeddings(self, arg0: bool) -> None:
+        ...
+    @property
+    def use_torch_fsdp2(self) -> bool:
+        """
+        = --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params (one FSDP implementation here)
+        """
+    @use_torch_fsdp2.setter
+    def use_torch_fsdp2(self, arg0: bool) -> None:
         ...
     @property
     def use_tp_pp_dp_mapping(self) -> bool:
@@ -2917,7 +3021,7 @@ class ParallelState:
     This rank's place in the TP x CP x DP x PP grid and its process groups, in Megatron-LM's rank order (Megatron's parallel_state, as an object instead of module globals).
     """
     @staticmethod
-    def initialize_model_parallel(world: ProcessGroup, tensor_model_parallel_size: typing.SupportsInt = 1, pipeline_model_parallel_size: typing.SupportsInt = 1, virtual_pipeline_model_parallel_size: typing.SupportsInt | None = None, context_parallel_size: typing.SupportsInt = 1, expert_model_parallel_size: typing.SupportsInt = 1, expert_tensor_parallel_size: typing.SupportsInt | None = None, use_tp_pp_dp_mapping: bool = False) -> ParallelState:
+    def initialize_model_parallel(world: ProcessGroup, tensor_model_parallel_size: typing.SupportsInt = 1, pipeline_model_parallel_size: typing.SupportsInt = 1, virtual_pipeline_model_parallel_size: typing.SupportsInt | None = None, context_parallel_size: typing.SupportsInt = 1, expert_model_parallel_size: typing.SupportsInt = 1, expert_tensor_parallel_size: typing.SupportsInt | None = None, use_tp_pp_dp_mapping: bool = False, hierarchical_context_parallel_sizes: collections.abc.Sequence[typing.SupportsInt] = []) -> ParallelState:
         """
         Splits the world group into groups; collective over world, same arguments on every rank.
         """
@@ -2962,6 +3066,8 @@ class ParallelState:
     def get_expert_tensor_parallel_rank(self) -> int:
         ...
     def get_expert_tensor_parallel_world_size(self) -> int:
+        ...
+    def get_hierarchical_context_parallel_groups(self) -> list[ProcessGroup]:
         ...
     def get_model_parallel_group(self) -> ProcessGroup:
         ...
@@ -3483,6 +3589,8 @@ class TransformerConfig:
     """
     Architecture and parallelism of a transformer stack (Megatron's TransformerConfig). Build with keywords, e.g. TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, normalization='RMSNorm'); finalize() returns a checked copy with derived defaults filled.
     """
+    account_for_embedding_in_pipeline_split: typing.Any
+    account_for_loss_in_pipeline_split: typing.Any
     activation: typing.Any
     add_bias_linear: typing.Any
     add_qkv_bias: typing.Any
@@ -3518,6 +3626,8 @@ class TransformerConfig:
     normalization: typing.Any
     num_attention_heads: typing.Any
     num_layers: typing.Any
+    num_layers_in_first_pipeline_stage: typing.Any
+    num_layers_in_last_pipeline_stage: typing.Any
     num_moe_experts: typing.Any
     num_query_groups: typing.Any
     perform_initialization: typing.Any
@@ -3543,6 +3653,10 @@ class TransformerConfig:
     def finalize(self) -> TransformerConfig:
         """
         A copy with derived defaults filled in (num_query_groups, ffn_hidden_size, kv_channels, add_qkv_bias); raises naming the field on inconsistent settings.
+        """
+    def pipeline_layers(self, pp_rank: typing.SupportsInt, vp_rank: typing.SupportsInt = 0) -> tuple[int, int]:
+        """
+        (first layer, layer count) of model chunk vp_rank on pipeline stage pp_rank, as Megatron-Core's get_transformer_layer_offset and get_num_layers_to_build give them
         """
 class VocabParallelEmbedding(torch._C.cpp.nn.Module):
     """

@@ -43,18 +43,20 @@ void init_parallel_state(py::module_& m) {
       .def_static(
           "initialize_model_parallel",
           [](GroupPtr world, int tp, int pp, std::optional<int> vpp, int cp, int ep, std::optional<int> etp,
-             bool tp_pp_dp_mapping) {
+             bool tp_pp_dp_mapping, const std::vector<int>& hierarchical_cp) {
             py::gil_scoped_release release;
-            return std::make_shared<ParallelState>(
-                ParallelState::initialize_model_parallel(std::move(world), tp, pp, vpp, cp, ep, etp, tp_pp_dp_mapping));
+            return std::make_shared<ParallelState>(ParallelState::initialize_model_parallel(
+                std::move(world), tp, pp, vpp, cp, ep, etp, tp_pp_dp_mapping, hierarchical_cp));
           },
           py::arg("world"), py::arg("tensor_model_parallel_size") = 1, py::arg("pipeline_model_parallel_size") = 1,
           py::arg("virtual_pipeline_model_parallel_size") = py::none(), py::arg("context_parallel_size") = 1,
           py::arg("expert_model_parallel_size") = 1, py::arg("expert_tensor_parallel_size") = py::none(),
-          py::arg("use_tp_pp_dp_mapping") = false,
+          py::arg("use_tp_pp_dp_mapping") = false, py::arg("hierarchical_context_parallel_sizes") = std::vector<int>{},
           "Splits the world group into groups; collective over world, same arguments on every rank.")
       .def("get_world_group", [alias](const Self& s) { return alias(s, s->get_world_group()); })
       .def("get_tensor_model_parallel_group", [](const Self& s) { return s->tensor_model_parallel_group_ptr(); })
+      .def("get_hierarchical_context_parallel_groups",
+           [](const Self& s) { return s->get_hierarchical_context_parallel_groups(); })
       .def("get_pipeline_model_parallel_group",
            [alias](const Self& s) { return alias(s, s->get_pipeline_model_parallel_group()); })
       .def(

@@ -126,6 +126,10 @@ void init_transformer(py::module_& m) {
   MEGATRON_CONFIG_FIELD(tensor_model_parallel_size)
   MEGATRON_CONFIG_FIELD(pipeline_model_parallel_size)
   MEGATRON_CONFIG_FIELD(virtual_pipeline_model_parallel_size)
+  MEGATRON_CONFIG_FIELD(num_layers_in_first_pipeline_stage)
+  MEGATRON_CONFIG_FIELD(num_layers_in_last_pipeline_stage)
+  MEGATRON_CONFIG_FIELD(account_for_embedding_in_pipeline_split)
+  MEGATRON_CONFIG_FIELD(account_for_loss_in_pipeline_split)
   MEGATRON_CONFIG_FIELD(tp_group)
   MEGATRON_CONFIG_FIELD(sequence_parallel)
   MEGATRON_CONFIG_FIELD(rng_tracker)
@@ -166,6 +170,15 @@ void init_transformer(py::module_& m) {
             return c;
           }),
           "Keywords are the field names; the others keep Megatron's defaults.")
+      .def(
+          "pipeline_layers",
+          [](const TransformerConfig& c, int64_t pp_rank, int64_t vp_rank) {
+            const auto r = c.pipeline_split().layers(pp_rank, vp_rank);
+            return std::make_pair(r.offset, r.count);
+          },
+          py::arg("pp_rank"), py::arg("vp_rank") = 0,
+          "(first layer, layer count) of model chunk vp_rank on pipeline stage pp_rank, as Megatron-Core's "
+          "get_transformer_layer_offset and get_num_layers_to_build give them")
       .def("finalize", &TransformerConfig::finalize,
            "A copy with derived defaults filled in (num_query_groups, ffn_hidden_size, "
            "kv_channels, add_qkv_bias); raises naming the field on inconsistent settings.")

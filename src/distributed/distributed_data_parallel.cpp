@@ -33,13 +33,22 @@ const char* to_string(ShardingStrategy strategy) {
 DistributedDataParallel::DistributedDataParallel(std::vector<ModelParam> params, DistributedDataParallelConfig config,
                                                  std::shared_ptr<comm::ProcessGroup> data_parallel_group,
                                                  std::shared_ptr<comm::ProcessGroup> tensor_parallel_group,
-                                                 std::shared_ptr<comm::ProcessGroup> expert_data_parallel_group)
+                                                 std::shared_ptr<comm::ProcessGroup> expert_data_parallel_group,
+                                                 std::shared_ptr<comm::ProcessGroup> across_instances_group,
+                                                 std::shared_ptr<comm::ProcessGroup> expert_across_instances_group)
     : params_(std::move(params)),
       config_(std::move(config)),
       dp_(std::move(data_parallel_group)),
       tp_(std::move(tensor_parallel_group)),
-      edp_(expert_data_parallel_group ? std::move(expert_data_parallel_group) : dp_) {
+      edp_(expert_data_parallel_group ? std::move(expert_data_parallel_group) : dp_),
+      across_instances_(std::move(across_instances_group)),
+      expert_across_instances_(expert_across_instances_group ? std::move(expert_across_instances_group)
+                                                             : across_instances_) {
   TORCH_CHECK(!params_.empty(), "[distributed_data_parallel] no parameters to wrap");
+  TORCH_CHECK(!across_instances_ || across_instances_->size() == 1 ||
+                  (config_.use_distributed_optimizer && !config_.shards_grads()),
+              "[distributed_data_parallel] distributed optimizer instances need the distributed optimizer "
+              "without ZeRO-2/3");
   TORCH_CHECK(!config_.shards_grads() || config_.use_distributed_optimizer, "[distributed_data_parallel] ",
               to_string(config_.data_parallel_sharding_strategy), " needs the distributed optimizer");
   const c10::Device device = params_.front().param.device();
@@ -200,6 +209,7 @@ void DistributedDataParallel::finish_grad_sync() {
     }
   }
   for (size_t k = 0; k < buckets_.size(); ++k) buckets_[k]->finish(buffer_group_[bucket_buffer_[k]]);
+  average_across_instances();
   if (expert_grad_scale_ != 1.0) {
     at::NoGradGuard no_grad;
     for (size_t b = 0; b < root_buffers_; ++b)
@@ -214,6 +224,29 @@ void DistributedDataParallel::finish_grad_sync() {
           fsdp_->grad_shard(static_cast<size_t>(buffer_fsdp_unit_[b]), r).mul_(expert_grad_scale_);
   }
   grads_synced_ = true;
+}
+
+// --num-distributed-optimizer-instances: each instance reduced the gradients over its own ranks;
+// the ranks at the same place in every instance average the parts they own (and the pieces every
+// rank keeps whole), so that each instance steps on the whole data-parallel group's gradient.
+void DistributedDataParallel::average_across_instances() {
+  std::vector<bool> done(root_buffers_, false);
+  auto average = [&](size_t b, std::vector<at::Tensor> parts) {
+    done[b] = true;
+    const auto& across = expert_buffer_[b] ? expert_across_instances_ : across_instances_;
+    if (across && across->size() > 1 && !parts.empty()) across->all_reduce_coalesced(parts, comm::ReduceOp::kAvg);
+  };
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const size_t b = bucket_buffer_[k];
+    std::vector<at::Tensor> mine;
+    for (const auto& bucket : buckets_[k]->buckets())
+      for (const auto& p : bucket.pieces)
+        if (p.owner < 0 || p.owner == buffer_group_[b]->rank())
+          mine.push_back(buffers_[b]->grads().narrow(0, p.offset, p.numel));
+    average(b, std::move(mine));
+  }
+  for (size_t b = 0; b < root_buffers_; ++b)  // an instance of one rank: it holds the whole buffer
+    if (!done[b]) average(b, {buffers_[b]->grads()});
 }
 
 DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp) : ddp_(ddp) {

@@ -101,7 +101,8 @@ at::Tensor SelfAttentionImpl::core_attention(const at::Tensor& q, const at::Tens
   if (config.context_parallel_size() > 1) {
     TORCH_CHECK(!attention_mask.defined(),
                 "[attention] context parallelism supports the causal mask only (no --reset-attention-mask, no ALiBi)");
-    at::Tensor context = context_parallel_attention(query, key, value, cp_comm_type, config.cp_group());
+    at::Tensor context =
+        context_parallel_attention(query, key, value, cp_comm_type, config.cp_group(), config.hierarchical_cp_groups());
     return context.permute({2, 0, 1, 3}).reshape({s, b, np * hn});
   }
   if (ng != np) {  // each key/value head serves np/ng consecutive query heads

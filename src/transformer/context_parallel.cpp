@@ -20,7 +20,8 @@ CPCommType parse_cp_comm_type(const std::string& name) {
   if (name == "p2p") return CPCommType::kP2P;
   if (name == "all_gather") return CPCommType::kAllGather;
   if (name == "a2a") return CPCommType::kA2A;
-  TORCH_CHECK(false, "[context_parallel] cp_comm_type must be p2p, all_gather or a2a, got '", name, "'");
+  if (name == "a2a+p2p") return CPCommType::kA2AP2P;
+  TORCH_CHECK(false, "[context_parallel] cp_comm_type must be p2p, all_gather, a2a or a2a+p2p, got '", name, "'");
 }
 
 const char* to_string(CPCommType type) {
@@ -28,6 +29,7 @@ const char* to_string(CPCommType type) {
     case CPCommType::kP2P: return "p2p";
     case CPCommType::kAllGather: return "all_gather";
     case CPCommType::kA2A: return "a2a";
+    case CPCommType::kA2AP2P: return "a2a+p2p";
   }
   return "?";
 }
@@ -235,7 +237,8 @@ at::Tensor sequence_to_heads(const at::Tensor& y, const GroupPtr& group) {
 }  // namespace
 
 at::Tensor context_parallel_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, CPCommType type,
-                                      const std::shared_ptr<comm::ProcessGroup>& cp_group) {
+                                      const std::shared_ptr<comm::ProcessGroup>& cp_group,
+                                      const std::vector<std::shared_ptr<comm::ProcessGroup>>& hierarchical_groups) {
   const int n = cp_group ? cp_group->size() : 1;
   const int64_t np = q.size(1), ng = k.size(1), s = q.size(2);
   TORCH_CHECK(q.dim() == 4 && k.sizes() == v.sizes() && k.size(2) == s && np % ng == 0,
@@ -261,6 +264,27 @@ at::Tensor context_parallel_attention(const at::Tensor& q, const at::Tensor& k, 
       at::Tensor context = at::scaled_dot_product_attention(full(q), expand_heads(full(k), np / n),
                                                             expand_heads(full(v), np / n), {}, 0.0, true);
       return sequence_to_heads(context.index_select(2, back), cp_group);
+    }
+    case CPCommType::kA2AP2P: {
+      TORCH_CHECK(hierarchical_groups.size() == 2 && hierarchical_groups[0] && hierarchical_groups[1] &&
+                      hierarchical_groups[0]->size() * hierarchical_groups[1]->size() == n,
+                  "[context_parallel] a2a+p2p needs two hierarchical groups (a2a, p2p) whose sizes multiply to the "
+                  "context-parallel size (",
+                  n, ")");
+      const GroupPtr &inner = hierarchical_groups[0], &outer = hierarchical_groups[1];
+      const int a = inner->size();
+      TORCH_CHECK(np % a == 0 && ng % a == 0, "[context_parallel] a2a+p2p needs the attention heads (", np,
+                  ") and key/value heads (", ng, ") of this rank divisible by its a2a size (", a, ")");
+      // The a2a group is CP ranks g*a .. g*a+a-1 (g: this rank's place in the p2p group); its
+      // chunks sorted by position are chunks g and 2p-1-g of a ring of p over chunks a times as
+      // long, which the p2p ring then attends over with a/N of the heads.
+      const int g = outer->rank();
+      std::vector<at::Tensor> held;
+      for (int i = 0; i < a; ++i) held.push_back(positions_of(n, g * a + i, c, q.options()));
+      at::Tensor order = at::argsort(at::cat(held)), back = at::argsort(order);
+      auto gathered = [&](const at::Tensor& x) { return heads_to_sequence(x, inner).index_select(2, order); };
+      at::Tensor context = RingAttention::apply(gathered(q), gathered(k), gathered(v), outer);
+      return sequence_to_heads(context.index_select(2, back), inner);
     }
   }
   TORCH_CHECK(false, "[context_parallel] unknown cp_comm_type");

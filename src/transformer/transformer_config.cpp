@@ -1,5 +1,6 @@
 #include "megatron/transformer/transformer_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "megatron/transformer/moe/moe_utils.h"
@@ -162,6 +163,16 @@ std::string fp8_gemm_size_problem(int64_t hidden, int64_t heads, int64_t groups,
   return "";
 }
 
+PipelineSplit TransformerConfig::pipeline_split() const {
+  return {num_layers_,
+          pipeline_model_parallel_size_,
+          virtual_pipeline_model_parallel_size_.value_or(1),
+          num_layers_in_first_pipeline_stage_,
+          num_layers_in_last_pipeline_stage_,
+          account_for_embedding_in_pipeline_split_,
+          account_for_loss_in_pipeline_split_};
+}
+
 TransformerConfig TransformerConfig::finalize() const {
   TransformerConfig c = *this;
   const int64_t tp = c.tensor_model_parallel_size_;
@@ -174,9 +185,8 @@ TransformerConfig TransformerConfig::finalize() const {
               "[transformer_config] pipeline_model_parallel_size must be >= 1, got ", c.pipeline_model_parallel_size_);
   const int64_t vpp = c.virtual_pipeline_model_parallel_size_.value_or(1);
   TORCH_CHECK(vpp >= 1, "[transformer_config] virtual_pipeline_model_parallel_size must be >= 1, got ", vpp);
-  TORCH_CHECK(c.num_layers_ % (c.pipeline_model_parallel_size_ * vpp) == 0, "[transformer_config] num_layers (",
-              c.num_layers_, ") must be divisible by pipeline_model_parallel_size (", c.pipeline_model_parallel_size_,
-              ") x virtual_pipeline_model_parallel_size (", vpp, ")");
+  const std::string split = c.pipeline_split().problem();
+  TORCH_CHECK(split.empty(), "[transformer_config] ", split);
   TORCH_CHECK(c.num_attention_heads_ % tp == 0, "[transformer_config] num_attention_heads (", c.num_attention_heads_,
               ") must be divisible by tensor_model_parallel_size (", tp, ")");
   if (!c.kv_channels_) {
@@ -216,6 +226,15 @@ TransformerConfig TransformerConfig::finalize() const {
               "[transformer_config] cp_comm_type takes one value or one per layer (", c.num_layers_, "), got ",
               c.cp_comm_type_.size());
   for (const auto& type : c.cp_comm_type_) parse_cp_comm_type(type);
+  const bool hierarchical =
+      std::find(c.cp_comm_type_.begin(), c.cp_comm_type_.end(), "a2a+p2p") != c.cp_comm_type_.end();
+  if (hierarchical && c.context_parallel_size() > 1) {
+    const auto& h = c.hierarchical_cp_groups_;
+    TORCH_CHECK(h.size() == 2 && h[0] && h[1] && h[0]->size() * h[1]->size() == c.context_parallel_size(),
+                "[transformer_config] cp_comm_type a2a+p2p needs hierarchical_cp_groups: an a2a and a p2p group "
+                "whose sizes multiply to the context-parallel size (",
+                c.context_parallel_size(), ")");
+  }
   if (c.context_parallel_size() > 1) {
     TORCH_CHECK(c.attention_dropout_ == 0.0, "[transformer_config] attention_dropout (", c.attention_dropout_,
                 ") must be 0 with context parallelism");

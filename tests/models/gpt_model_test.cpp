@@ -465,7 +465,7 @@ TEST(TransformerConfig, ErrorsNameTheProblem) {
             std::string::npos);
   EXPECT_NE(error_of([] {
               GPTModel(gpt2_options(gpt2_config().num_layers(3).pipeline_model_parallel_size(2)));
-            }).find("num_layers (3) must be divisible by pipeline_model_parallel_size (2)"),
+            }).find("--num-layers (3) is not divisible by --pipeline-model-parallel-size (2)"),
             std::string::npos);
   EXPECT_NE(error_of([] {
               GPTModel m(gpt2_options(gpt2_config()));

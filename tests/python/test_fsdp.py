@@ -6,7 +6,7 @@ import re
 import subprocess
 
 import pytest
-from data_helpers import MPIRUN, program
+from data_helpers import MPIRUN, check_args, program
 
 # Four layers (two chunks per stage under the interleaved schedule), micro-batches of 1 so that
 # every data-parallel rank accumulates two or more of them.
@@ -184,3 +184,23 @@ def test_bad_sharding_flags_are_refused(tmp_path, flags, message):
     proc = subprocess.run(MPIRUN + ["-np", "2", program("pretrain_gpt"), *MODEL, "--train-iters", "1", *flags],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and message in proc.stdout + proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_torch_fsdp2_and_megatron_fsdps_fp32_precisions_run_as_zero3(tmp_path):
+    """Megatron-LM's FSDP test configs: --use-torch-fsdp2 is the one FSDP here at ZeRO-3, and the
+    fp32 precisions they name are what it keeps; other precisions and HSDP are refused by name."""
+    plain, _ = train(tmp_path, "plain", 2, iters=4)
+    got, log = train(tmp_path, "fsdp2", 2, "--use-torch-fsdp2", "--megatron-fsdp-main-params-dtype", "fp32",
+                     "--megatron-fsdp-main-grads-dtype", "fp32", "--megatron-fsdp-grad-comm-dtype", "fp32",
+                     "--outer-dp-sharding-strategy", "no_shard", iters=4)
+    assert "after optimizer setup (optim_grads_params)" in log
+    for a, b in zip(got, plain):
+        assert close(a, b), (a, b)
+    for flags, message in ((["--use-megatron-fsdp", "--megatron-fsdp-main-grads-dtype", "bf16"],
+                            "--megatron-fsdp-main-grads-dtype bf16: Megatron-FSDP keeps"),
+                           (["--use-megatron-fsdp", "--outer-dp-sharding-strategy", "optim"],
+                            "--outer-dp-sharding-strategy optim: hybrid sharding (HSDP) is not implemented"),
+                           (["--use-torch-fsdp2", "--data-parallel-sharding-strategy", "optim_grads"],
+                            "--use-torch-fsdp2 shards the parameters (optim_grads_params)")):
+        proc = check_args([*MODEL, "--train-iters", "1", *flags], 2)
+        assert proc.returncode == 2 and message in proc.stdout, (flags, proc.stdout[-1500:])

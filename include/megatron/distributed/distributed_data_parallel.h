@@ -114,10 +114,16 @@ class MEGATRON_API DistributedDataParallel {
   // data_parallel_group averages the gradients (nullptr or one rank: no data parallelism);
   // tensor_parallel_group sums the sequence-parallel gradients of FSDP units;
   // expert_data_parallel_group averages the experts' gradients (nullptr: the data-parallel group).
+  // Megatron-LM's --num-distributed-optimizer-instances: the two data-parallel groups are then one
+  // instance's ranks, each instance holding a whole optimizer state sharded over its ranks, and
+  // the across_instances groups (the ranks at the same place in every instance) average what each
+  // instance reduced.
   DistributedDataParallel(std::vector<ModelParam> params, DistributedDataParallelConfig config,
                           std::shared_ptr<comm::ProcessGroup> data_parallel_group,
                           std::shared_ptr<comm::ProcessGroup> tensor_parallel_group = nullptr,
-                          std::shared_ptr<comm::ProcessGroup> expert_data_parallel_group = nullptr);
+                          std::shared_ptr<comm::ProcessGroup> expert_data_parallel_group = nullptr,
+                          std::shared_ptr<comm::ProcessGroup> across_instances_group = nullptr,
+                          std::shared_ptr<comm::ProcessGroup> expert_across_instances_group = nullptr);
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
@@ -215,6 +221,7 @@ class MEGATRON_API DistributedDataParallel {
   BufferMemory memory(std::set<const void*>& counted) const;
 
  private:
+  void average_across_instances();
   void add_buffer(const std::vector<size_t>& indices, const std::string& fsdp_unit);
   std::vector<const ParamShards*> shards_of(size_t b) const;
   const std::string& gather_wait_unit(size_t i) const {
@@ -224,6 +231,7 @@ class MEGATRON_API DistributedDataParallel {
   std::vector<ModelParam> params_;
   DistributedDataParallelConfig config_;
   std::shared_ptr<comm::ProcessGroup> dp_, tp_, edp_;
+  std::shared_ptr<comm::ProcessGroup> across_instances_, expert_across_instances_;  // nullptr: one instance
   double expert_grad_scale_ = 1.0;
   bool sharded_ = false;
   std::vector<std::unique_ptr<ParamAndGradBuffer>> buffers_;

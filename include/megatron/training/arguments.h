@@ -101,11 +101,20 @@ struct MEGATRON_API Arguments {
   // virtual_pipeline_model_parallel_size.
   std::optional<int64_t> num_layers_per_virtual_pipeline_stage;
   std::optional<int64_t> num_virtual_stages_per_pipeline_rank;
+  std::optional<int64_t> decoder_first_pipeline_num_layers;  // an uneven split: the first stage's layers
+  std::optional<int64_t> decoder_last_pipeline_num_layers;   // and the last's; the rest evenly between
+  bool account_for_embedding_in_pipeline_split = false;      // the embedding counts as a layer
+  bool account_for_loss_in_pipeline_split = false;           // the loss counts as a layer
   bool sequence_parallel = false;
   bool use_distributed_optimizer = false;
   bool use_megatron_fsdp = false;
   std::string data_parallel_sharding_strategy = "no_shard";  // | optim | optim_grads | optim_grads_params
   bool no_fsdp_prefetch = false;
+  // Megatron-FSDP's precisions: main parameters, main gradients and their reduction are fp32 here.
+  std::string megatron_fsdp_main_params_dtype;
+  std::string megatron_fsdp_main_grads_dtype;
+  std::string megatron_fsdp_grad_comm_dtype;
+  std::string outer_dp_sharding_strategy = "no_shard";  // HSDP's outer level: not sharded
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
   std::optional<int64_t> ddp_bucket_size;  // elements; default max(40M, 1M x data-parallel size)
@@ -260,6 +269,7 @@ struct MEGATRON_API Arguments {
   std::optional<double> layernorm_epsilon;          // = --norm-epsilon (Megatron-DeepSpeed's name)
   std::optional<int64_t> persistent_save_interval;  // = --save-interval (Megatron-LM's other name)
   std::string tokenizer_name_or_path;               // = --tokenizer-model (Megatron-DeepSpeed's)
+  bool use_torch_fsdp2 = false;                     // = --use-megatron-fsdp ... optim_grads_params
   bool checkpoint_activations = false;              // = --recompute-granularity full (Megatron-DeepSpeed)
   // No effect here (ignored_megatron_flags() names the ones given): attention is always
   // at::scaled_dot_product_attention with an fp32 softmax, kernels are LibTorch's, host and CUDA
@@ -288,7 +298,7 @@ struct MEGATRON_API Arguments {
   bool ddp_average_in_collective = false;
   std::string async_strategy = "nvrx";
   std::string rerun_mode = "disabled";  // validate_results is named in the start-up warning; report_stats refused
-  int64_t num_distributed_optimizer_instances = 1;  // > 1 (a partial distributed optimizer) is refused
+  int64_t num_distributed_optimizer_instances = 1;  // > 1: the optimizer state sharded within each block of DP
   int64_t timing_log_level = 0;
   // Options of Megatron-LM's torch_dist checkpoints (not written or read here: --ckpt-format torch).
   std::string dist_ckpt_strictness = "assume_ok_unexpected";
@@ -304,6 +314,10 @@ struct MEGATRON_API Arguments {
   bool sync_tp_duplicated_parameters = false;
   bool abort_on_unmet_fused_kernel_constraints = false;
   bool te_rng_tracker = false;
+  bool tp_comm_overlap = false;
+  std::string tp_comm_overlap_cfg;
+  bool overlap_p2p_communication_warmup_flush = false;
+  std::optional<int64_t> microbatch_group_size_per_virtual_pipeline_stage;
   bool disable_gloo_process_groups = false;
   bool overlap_param_gather_with_optimizer_step = false;
   bool no_check_for_nan_in_loss_and_grad = false;

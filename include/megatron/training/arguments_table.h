@@ -184,6 +184,15 @@ enum class ArgSaved { kSaved, kNotSaved };
     "layers per model chunk: the interleaved 1F1B schedule")                                                        \
   X(distributed, num_virtual_stages_per_pipeline_rank, kSaved, positive(),                                          \
     "model chunks per pipeline stage: the interleaved 1F1B schedule")                                               \
+  X(distributed, decoder_first_pipeline_num_layers, kSaved, non_negative(),                                         \
+    "the transformer layers of the first pipeline stage; the others' split evenly (with "                         \
+    "--decoder-last-pipeline-num-layers, between the stages in the middle)")                                        \
+  X(distributed, decoder_last_pipeline_num_layers, kSaved, non_negative(),                                          \
+    "the transformer layers of the last pipeline stage; the others' split evenly")                                  \
+  X(distributed, account_for_embedding_in_pipeline_split, kSaved, any(),                                            \
+    "count the embedding as a layer when splitting the layers over the stages: the first chunk holds one fewer")   \
+  X(distributed, account_for_loss_in_pipeline_split, kSaved, any(),                                                 \
+    "count the output layer and loss as a layer when splitting: the last chunk holds one fewer")                   \
   X(distributed, sequence_parallel, kSaved, any(), "split norms and dropout along the sequence over TP")            \
   X(distributed, use_distributed_optimizer, kSaved, any(), "shard optimizer state over data-parallel ranks (ZeRO-1)") \
   X(distributed, use_megatron_fsdp, kNotSaved, any(),                                                               \
@@ -194,6 +203,14 @@ enum class ArgSaved { kSaved, kNotSaved };
     "--use-megatron-fsdp")                                                                                          \
   X(distributed, no_fsdp_prefetch, kNotSaved, any(),                                                                \
     "with optim_grads_params: gather each layer's parameters when it runs, not one layer ahead")                    \
+  X(distributed, megatron_fsdp_main_params_dtype, kNotSaved, one_of("fp32|bf16|fp16|auto"),                        \
+    "Megatron-FSDP's main parameters: fp32 (the only one here)")                                                    \
+  X(distributed, megatron_fsdp_main_grads_dtype, kNotSaved, one_of("fp32|bf16|fp16|auto"),                         \
+    "Megatron-FSDP's main gradients: fp32 (the only one here)")                                                     \
+  X(distributed, megatron_fsdp_grad_comm_dtype, kNotSaved, one_of("fp32|bf16|fp16|auto"),                          \
+    "Megatron-FSDP's gradient reduction: fp32 (the only one here)")                                                 \
+  X(distributed, outer_dp_sharding_strategy, kNotSaved, one_of("no_shard|optim"),                                   \
+    "hybrid FSDP's outer level: no_shard (the only one here: one sharded group over all data-parallel ranks)")       \
   X(distributed, overlap_grad_reduce, kNotSaved, any(),                                                             \
     "all-reduce each data-parallel gradient bucket during the backward pass, as soon as the last micro-batch "       \
     "completes it (with --use-distributed-optimizer each bucket is reduced to the ranks whose shards hold it)")          \
@@ -399,6 +416,8 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(aliases, layernorm_epsilon, kNotSaved, positive(), "= --norm-epsilon")                                          \
   X(aliases, persistent_save_interval, kNotSaved, positive(), "= --save-interval")                                  \
   X(aliases, tokenizer_name_or_path, kNotSaved, any(), "= --tokenizer-model (Megatron-DeepSpeed's PretrainedFromHF)") \
+  X(aliases, use_torch_fsdp2, kNotSaved, any(),                                                                     \
+    "= --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params (one FSDP implementation here)")     \
   X(aliases, checkpoint_activations, kNotSaved, any(),                                                              \
     "= --recompute-granularity full (each layer's activations recomputed in backward)")                              \
   X(ignored, use_mcore_models, kNotSaved, any(), "accepted, no effect: there is one model implementation")          \
@@ -440,7 +459,8 @@ enum class ArgSaved { kSaved, kNotSaved };
     "does under Megatron-LM's validate_results; its rerun to tell a transient fault apart is not implemented); "   \
     "report_stats is refused")                                                                                      \
   X(distributed, num_distributed_optimizer_instances, kNotSaved, positive(),                                        \
-    "Megatron-LM's partial distributed optimizer: only 1 (the optimizer state sharded over the whole DP group)")     \
+    "with --use-distributed-optimizer: the data-parallel ranks in N blocks, each holding a whole optimizer state " \
+    "sharded over its ranks; the gradients reduced in each block, then averaged across the blocks")               \
   X(ignored, timing_log_level, kNotSaved, between(0, 2),                                                            \
     "accepted, no effect: forward-backward and optimizer times are always logged")                                  \
   X(ignored, dist_ckpt_strictness, kNotSaved,                                                                       \
@@ -465,6 +485,14 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(ignored, abort_on_unmet_fused_kernel_constraints, kNotSaved, any(),                                             \
     "accepted, no effect: where a fused kernel does not apply (CPU, an unsupported size) ATen's path runs")          \
   X(ignored, te_rng_tracker, kNotSaved, any(), "accepted, no effect: dropout streams come from the library's RNG tracker") \
+  X(ignored, tp_comm_overlap, kNotSaved, any(),                                                                     \
+    "accepted, no effect: Transformer Engine's userbuffers overlap is not built; --domino hides TP communication")   \
+  X(ignored, tp_comm_overlap_cfg, kNotSaved, any(), "accepted, no effect: a --tp-comm-overlap configuration")       \
+  X(ignored, overlap_p2p_communication_warmup_flush, kNotSaved, any(),                                              \
+    "accepted, no effect: the pipeline's sends and receives are not split from its warm-up and flush")              \
+  X(ignored, microbatch_group_size_per_virtual_pipeline_stage, kNotSaved, positive(),                               \
+    "accepted, no effect: the interleaved schedule groups micro-batches by the pipeline size (the order changes, "  \
+    "not the result)")                                                                                             \
   X(ignored, disable_gloo_process_groups, kNotSaved, any(),                                                         \
     "accepted, no effect: host-side collectives use the transport the launcher gives (MPI or Gloo)")                \
   X(ignored, overlap_param_gather_with_optimizer_step, kNotSaved, any(),                                            \

@@ -17,6 +17,10 @@ namespace megatron::training {
 // The transformer configuration the flags describe, with this rank's TP group and RNG tracker.
 MEGATRON_API transformer::TransformerConfig core_transformer_config_from_args(const TrainingContext& ctx);
 
+// How the flags split the layers over the pipeline stages (--decoder-first/last-pipeline-num-layers,
+// --account-for-embedding/loss-in-pipeline-split), the model's split without building it.
+MEGATRON_API transformer::PipelineSplit pipeline_split_from_args(const Arguments& args);
+
 // AdamW/SGD, clipping and, with --fp16, the loss scaler.
 MEGATRON_API optimizer::OptimizerConfig optimizer_config_from_args(const Arguments& args);
 

@@ -15,6 +15,7 @@
 
 #include "megatron/comm/process_group.h"
 #include "megatron/transformer/context_parallel.h"
+#include "megatron/transformer/pipeline_split.h"
 
 namespace megatron::tensor_parallel {
 class RngTracker;
@@ -85,6 +86,12 @@ struct MEGATRON_API TransformerConfig {
   TORCH_ARG(int64_t, pipeline_model_parallel_size) = 1;
   // Model chunks per pipeline stage for the interleaved schedule (nullopt: one chunk).
   TORCH_ARG(std::optional<int64_t>, virtual_pipeline_model_parallel_size) = std::nullopt;
+  // An uneven split of the layers over the stages (pipeline_split.h): the first and last stages'
+  // own counts, or the embedding and the loss counted as a layer each.
+  TORCH_ARG(std::optional<int64_t>, num_layers_in_first_pipeline_stage) = std::nullopt;
+  TORCH_ARG(std::optional<int64_t>, num_layers_in_last_pipeline_stage) = std::nullopt;
+  TORCH_ARG(bool, account_for_embedding_in_pipeline_split) = false;
+  TORCH_ARG(bool, account_for_loss_in_pipeline_split) = false;
   // The TP group (nullptr: no tensor parallelism); its size must equal tensor_model_parallel_size.
   TORCH_ARG(std::shared_ptr<comm::ProcessGroup>, tp_group) = nullptr;
   TORCH_ARG(bool, sequence_parallel) = false;
@@ -97,6 +104,9 @@ struct MEGATRON_API TransformerConfig {
   // every layer or one per layer of the whole model ("p2p" | "all_gather" | "a2a").
   TORCH_ARG(std::shared_ptr<comm::ProcessGroup>, cp_group) = nullptr;
   TORCH_ARG(std::vector<std::string>, cp_comm_type) = {"p2p"};
+  // For "a2a+p2p": the a2a group of consecutive CP ranks and the p2p group across them
+  // (ParallelState::get_hierarchical_context_parallel_groups).
+  TORCH_ARG(std::vector<std::shared_ptr<comm::ProcessGroup>>, hierarchical_cp_groups) = {};
   TORCH_ARG(bool, domino) = false;
   TORCH_ARG(bool, domino_intra_layer_overlap) = false;
   // RNG states for dropout inside TP regions (see tensor_parallel/random.h); nullptr: the
@@ -175,6 +185,8 @@ struct MEGATRON_API TransformerConfig {
   // What one expert's MLP is built from: a dense config over the expert-TP group, whose layers
   // leave the communication to the token dispatcher (is_expert), in the model's precision.
   TransformerConfig expert_mlp_config() const;
+  // How the layers divide over the pipeline stages and their chunks.
+  PipelineSplit pipeline_split() const;
   // Whether layer `layer` (0-based, of the whole model) holds an MoE layer.
   bool is_moe_layer(int64_t layer) const;
   // The FP8 config layer `layer` (0-based, of the whole model) runs its GEMMs with, or nullptr.

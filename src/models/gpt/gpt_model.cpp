@@ -48,9 +48,10 @@ void GPTModelImpl::reset() {
               ") must be in [0, pipeline_model_parallel_size (", pp, "))");
   TORCH_CHECK(vp_rank >= 0 && vp_rank < vpp, "[gpt_model] virtual_pipeline_model_parallel_rank (", vp_rank,
               ") must be in [0, virtual_pipeline_model_parallel_size (", vpp, "))");
-  // The config has checked that num_layers divides into pp x vpp chunks.
-  num_local_layers = config.num_layers() / (pp * vpp);
-  layer_offset = vp_rank * (config.num_layers() / vpp) + pp_rank * num_local_layers;
+  // The config has checked that the layers divide as its pipeline split asks.
+  const auto chunk = config.pipeline_split().layers(pp_rank, vp_rank);
+  num_local_layers = chunk.count;
+  layer_offset = chunk.offset;
   padded_vocab_size_ =
       common::vocab_size_with_padding(options.vocab_size(), options.make_vocab_size_divisible_by(),
                                       config.tensor_model_parallel_size(), options.pad_vocab_size_to());

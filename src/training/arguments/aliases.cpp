@@ -14,6 +14,12 @@ using distributed::to_string;
 
 #define ARG_CHECK(cond, ...) TORCH_CHECK(cond, "[arguments] ", __VA_ARGS__)
 
+namespace {
+bool sharding_strategy_is(const Arguments& a, const char* strategy) {
+  return a.data_parallel_sharding_strategy == strategy;
+}
+}  // namespace
+
 // Megatron-LM's aliases take their meaning before anything reads the fields they set.
 void resolve_aliases(Arguments& a) {
   if (a.recompute_activations) {
@@ -49,6 +55,13 @@ void resolve_aliases(Arguments& a) {
               "--zero-stage 0 and --use-distributed-optimizer (ZeRO stage 1) exclude each other");
     a.data_parallel_sharding_strategy = strategy;
     if (*a.zero_stage >= 2) a.use_megatron_fsdp = true;
+  }
+  if (a.use_torch_fsdp2) {  // one FSDP here; torch's FSDP2 shards parameters, gradients and state
+    ARG_CHECK(sharding_strategy_is(a, "no_shard") || sharding_strategy_is(a, "optim_grads_params"),
+              "--use-torch-fsdp2 shards the parameters (optim_grads_params), but --data-parallel-sharding-strategy is ",
+              a.data_parallel_sharding_strategy);
+    a.use_megatron_fsdp = true;
+    a.data_parallel_sharding_strategy = "optim_grads_params";
   }
   if (a.checkpoint_activations) {
     ARG_CHECK(a.recompute_granularity.empty() || a.recompute_granularity == "full",

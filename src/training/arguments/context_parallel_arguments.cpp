@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 namespace megatron::training::detail {
 
 #define CP_CHECK(cond, ...) TORCH_CHECK(cond, "[arguments] ", __VA_ARGS__)
@@ -11,12 +13,16 @@ void validate_context_parallel(Arguments& a) {
   const auto& types = a.cp_comm_type;
   CP_CHECK(types.size() == 1 || static_cast<int64_t>(types.size()) == a.num_layers,
            "--cp-comm-type takes one value or ", "one per layer (--num-layers ", a.num_layers, "), got ", types.size());
-  for (const auto& t : types)  // the table's choices are Megatron-LM's; one is not here yet
-    CP_CHECK(
-        t != "a2a+p2p",
-        "--cp-comm-type a2a+p2p (hierarchical context parallelism) is not implemented; use p2p, all_gather or a2a");
-  CP_CHECK(a.hierarchical_context_parallel_sizes.empty(),
-           "--hierarchical-context-parallel-sizes is for --cp-comm-type a2a+p2p, which is not implemented");
+  const auto& levels = a.hierarchical_context_parallel_sizes;
+  const bool hierarchical = std::find(types.begin(), types.end(), "a2a+p2p") != types.end();
+  int64_t product = 1;
+  for (int64_t s : levels) product *= s;
+  CP_CHECK(!hierarchical || cp == 1 || (levels.size() == 2 && product == cp),
+           "--cp-comm-type a2a+p2p needs --hierarchical-context-parallel-sizes A P (the a2a groups' size, then the "
+           "p2p ring's) with A x P = --context-parallel-size (",
+           cp, ")");
+  CP_CHECK(levels.empty() || product == cp, "--hierarchical-context-parallel-sizes multiply to ", product,
+           ", not --context-parallel-size (", cp, ")");
   if (cp == 1) return;
   // Each rank holds 2 of 2 x CP equal chunks; sequence parallelism then splits a rank's share over TP.
   CP_CHECK(a.seq_length % (2 * cp) == 0, "--seq-length (", a.seq_length, ") must be divisible by 2 x ",
@@ -25,10 +31,11 @@ void validate_context_parallel(Arguments& a) {
            a.seq_length, ") / --context-parallel-size (", cp, ") must be divisible by --tensor-model-parallel-size (",
            tp, ")");
   for (const auto& t : types) {
-    if (t != "a2a") continue;
-    CP_CHECK((a.num_attention_heads / tp) % cp == 0 && (a.num_query_groups / tp) % cp == 0,
-             "--cp-comm-type a2a splits each rank's attention heads (", a.num_attention_heads / tp,
-             ") and key/value heads (", a.num_query_groups / tp, ") over --context-parallel-size (", cp,
+    if (t != "a2a" && t != "a2a+p2p") continue;
+    const int64_t split = t == "a2a" ? cp : levels[0];
+    CP_CHECK((a.num_attention_heads / tp) % split == 0 && (a.num_query_groups / tp) % split == 0, "--cp-comm-type ", t,
+             " splits each rank's attention heads (", a.num_attention_heads / tp, ") and key/value heads (",
+             a.num_query_groups / tp, ") over ", t == "a2a" ? "--context-parallel-size (" : "its a2a groups (", split,
              "): both must be divisible by it");
   }
   CP_CHECK(a.position_embedding_type != "alibi",

@@ -79,6 +79,24 @@ const Family kFamilies[] = {
      {"--linear-attention-", "--linear-conv-", "--linear-key-", "--linear-value-", "--linear-num-"},
      {"--experimental-attention-variant", "--attention-output-gate"}},
     {"CUDA graphs are not captured yet", {"--cuda-graph-"}, {}},
+    {"fill-in-the-middle (FIM) datasets are not implemented", {"--fim-"}, {}},
+    {"muP (maximal update parametrization) is not implemented", {"--mup-"}, {"--use-mup"}},
+    {"a batch-size schedule by consumed tokens is not implemented (--rampup-batch-size ramps by samples)",
+     {},
+     {"--step-batch-size-schedule", "--eval-global-batch-size"}},
+    {"the rerun state machine's fault injection is not implemented (--rerun-mode validate_results stops on a "
+     "NaN or Inf without rerunning)",
+     {"--error-injection-"},
+     {}},
+    {"the straggler detector is not implemented (the timers report each rank's time with --timing-log-option all)",
+     {"--straggler-"},
+     {"--log-straggler", "--disable-straggler-on-startup"}},
+    {"the progress log (progress.txt in --save) is not implemented; --metrics-file records every iteration",
+     {},
+     {"--log-progress"}},
+    {"weight decay on the query and key norms is not implemented (norm weights take none)",
+     {},
+     {"--apply-wd-to-qk-layernorm"}},
 };
 
 }  // namespace

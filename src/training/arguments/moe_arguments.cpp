@@ -165,6 +165,9 @@ void validate_moe(const Arguments& a) {
   MOE_CHECK((tp * folded) % (etp * ep) == 0, "--expert-tensor-parallel-size (", etp,
             ") x --expert-model-parallel-size (", ep, ") must divide the tensor-, context- and data-parallel ranks (",
             tp * folded, ")");
+  const int64_t edp = tp * folded / (etp * ep);
+  MOE_CHECK(edp % a.num_distributed_optimizer_instances == 0, "--num-distributed-optimizer-instances (",
+            a.num_distributed_optimizer_instances, ") must divide the expert-data-parallel size (", edp, ")");
   MOE_CHECK(tp == 1 || a.sequence_parallel,
             "MoE layers with tensor parallelism need --sequence-parallel (as Megatron-LM's)");
   MOE_CHECK(etp == 1 || a.disable_bias_linear,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 #include <string_view>
+#include <utility>
 
 #include "megatron/datasets/blended_dataset.h"
 #include "megatron/datasets/gpt_dataset.h"
@@ -13,6 +14,7 @@
 #include "megatron/logging.h"
 #include "megatron/parallel_state.h"
 #include "megatron/training/arguments.h"
+#include "megatron/training/config.h"
 #include "megatron/training/num_microbatches_calculator.h"
 #include "training/arguments/aliases.h"
 #include "training/arguments/argument_ranges.h"
@@ -59,9 +61,6 @@ void validate_network_size(Arguments& a) {
 }
 
 void validate_distributed(Arguments& a, int64_t world) {
-  ARG_CHECK(a.num_distributed_optimizer_instances == 1, "--num-distributed-optimizer-instances ",
-            a.num_distributed_optimizer_instances,
-            ": a distributed optimizer sharded over part of the data-parallel group is not implemented; use 1");
   const int64_t tp = a.tensor_model_parallel_size, pp = a.pipeline_model_parallel_size, cp = a.context_parallel_size;
   ARG_CHECK(world % (tp * pp * cp) == 0, "world size (", world, ") is not divisible by --tensor-model-parallel-size (",
             tp, ") x --pipeline-model-parallel-size (", pp, ") x --context-parallel-size (", cp, ")");
@@ -69,11 +68,20 @@ void validate_distributed(Arguments& a, int64_t world) {
             a.pp_partition_method,
             ": pipeline stages here hold an equal share of the transformer layers (type:transformer); an uneven "
             "split, such as one counting the embedding as a layer, is not implemented");
-  ARG_CHECK(a.num_layers % pp == 0, "--num-layers (", a.num_layers,
-            ") is not divisible by --pipeline-model-parallel-size (", pp, ")");
   ARG_CHECK(!(a.num_layers_per_virtual_pipeline_stage && a.num_virtual_stages_per_pipeline_rank),
             "give only one of --num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank");
-  const int64_t stage_layers = a.num_layers / pp;
+  // An uneven split checks its own counts below; an even one counts the embedding and loss as
+  // layers if asked.
+  const bool uneven = a.decoder_first_pipeline_num_layers || a.decoder_last_pipeline_num_layers;
+  ARG_CHECK(!uneven || !a.num_layers_per_virtual_pipeline_stage,
+            "with --decoder-first/last-pipeline-num-layers give the virtual stages as "
+            "--num-virtual-stages-per-pipeline-rank (the stages hold different numbers of layers)");
+  const int64_t counted = a.num_layers + (a.account_for_embedding_in_pipeline_split ? 1 : 0) +
+                          (a.account_for_loss_in_pipeline_split ? 1 : 0);
+  ARG_CHECK(uneven || counted % pp == 0, "--num-layers (", a.num_layers, ")",
+            counted != a.num_layers ? " with the embedding and loss counted" : "",
+            " is not divisible by --pipeline-model-parallel-size (", pp, ")");
+  const int64_t stage_layers = counted / pp;
   a.virtual_pipeline_model_parallel_size.reset();
   if (a.num_layers_per_virtual_pipeline_stage) {
     const int64_t per_chunk = *a.num_layers_per_virtual_pipeline_stage;
@@ -83,8 +91,8 @@ void validate_distributed(Arguments& a, int64_t world) {
     a.virtual_pipeline_model_parallel_size = stage_layers / per_chunk;
   } else if (a.num_virtual_stages_per_pipeline_rank) {
     const int64_t chunks = *a.num_virtual_stages_per_pipeline_rank;
-    ARG_CHECK(stage_layers % chunks == 0, "--num-virtual-stages-per-pipeline-rank (", chunks, ") does not divide the ",
-              stage_layers, " layers of each pipeline stage (--num-layers ", a.num_layers,
+    ARG_CHECK(uneven || stage_layers % chunks == 0, "--num-virtual-stages-per-pipeline-rank (", chunks,
+              ") does not divide the ", stage_layers, " layers of each pipeline stage (--num-layers ", a.num_layers,
               " / --pipeline-model-parallel-size ", pp, ")");
     a.virtual_pipeline_model_parallel_size = chunks;
   }
@@ -92,7 +100,24 @@ void validate_distributed(Arguments& a, int64_t world) {
             "the interleaved schedule (--num-layers-per-virtual-pipeline-stage) needs "
             "--pipeline-model-parallel-size > 1 (got ",
             pp, ")");
+  const std::string split = pipeline_split_from_args(a).problem();
+  ARG_CHECK(split.empty(), split);
   a.data_parallel_size = world / (tp * pp * cp);
+  const std::pair<const char*, const std::string*> fsdp_dtypes[] = {
+      {"--megatron-fsdp-main-params-dtype", &a.megatron_fsdp_main_params_dtype},
+      {"--megatron-fsdp-main-grads-dtype", &a.megatron_fsdp_main_grads_dtype},
+      {"--megatron-fsdp-grad-comm-dtype", &a.megatron_fsdp_grad_comm_dtype}};
+  for (const auto& [flag, dtype] : fsdp_dtypes)
+    ARG_CHECK(dtype->empty() || *dtype == "fp32" || *dtype == "auto", flag, " ", *dtype,
+              ": Megatron-FSDP keeps its main parameters and gradients, and reduces them, in fp32 here (fp32 or auto)");
+  ARG_CHECK(a.outer_dp_sharding_strategy == "no_shard", "--outer-dp-sharding-strategy ", a.outer_dp_sharding_strategy,
+            ": hybrid sharding (HSDP) is not implemented; the data-parallel ranks form one sharded group (no_shard)");
+  const int64_t instances = a.num_distributed_optimizer_instances;
+  ARG_CHECK(instances == 1 || (a.use_distributed_optimizer && !a.use_megatron_fsdp),
+            "--num-distributed-optimizer-instances ", instances,
+            " needs --use-distributed-optimizer (and not --use-megatron-fsdp)");
+  ARG_CHECK(a.data_parallel_size * cp % instances == 0, "--num-distributed-optimizer-instances (", instances,
+            ") does not divide the ", a.data_parallel_size * cp, " data-parallel (x context-parallel) ranks");
   ARG_CHECK(a.num_attention_heads % tp == 0, "--num-attention-heads (", a.num_attention_heads,
             ") is not divisible by --tensor-model-parallel-size (", tp, ")");
   ARG_CHECK(a.num_query_groups % tp == 0, "--num-query-groups (", a.num_query_groups,

@@ -147,6 +147,10 @@ void write_full(const FullCheckpoint& f, const ConvertOptions& o) {
   const int etp = expert_tp_of(a, "--target-expert-tensor-parallel-size");
   a.num_layers_per_virtual_pipeline_stage = vp_layers;
   a.num_virtual_stages_per_pipeline_rank.reset();
+  // The target splits its layers evenly over its stages (the source's uneven split is read).
+  a.decoder_first_pipeline_num_layers.reset();
+  a.decoder_last_pipeline_num_layers.reset();
+  a.account_for_embedding_in_pipeline_split = a.account_for_loss_in_pipeline_split = false;
   TORCH_CHECK(a.num_layers % pp == 0, "[convert_checkpoint] --num-layers (", a.num_layers,
               ") is not divisible by --target-pipeline-model-parallel-size (", pp, ")");
   a.virtual_pipeline_model_parallel_size.reset();

@@ -68,6 +68,16 @@ void check_arguments(const Arguments& args, const TrainingState& state, const Ra
   same("--pipeline-model-parallel-size", args.pipeline_model_parallel_size, saved.pipeline_model_parallel_size);
   same("virtual pipeline stages (--num-layers-per-virtual-pipeline-stage)",
        args.virtual_pipeline_model_parallel_size.value_or(1), saved.virtual_pipeline_model_parallel_size.value_or(1));
+  // The stages' files number their layers from the stage's first: the split must be the same.
+  auto given = [](const std::optional<int64_t>& n) { return n ? std::to_string(*n) : std::string("(not given)"); };
+  same("--decoder-first-pipeline-num-layers", given(args.decoder_first_pipeline_num_layers),
+       given(saved.decoder_first_pipeline_num_layers));
+  same("--decoder-last-pipeline-num-layers", given(args.decoder_last_pipeline_num_layers),
+       given(saved.decoder_last_pipeline_num_layers));
+  same("--account-for-embedding-in-pipeline-split", args.account_for_embedding_in_pipeline_split,
+       saved.account_for_embedding_in_pipeline_split);
+  same("--account-for-loss-in-pipeline-split", args.account_for_loss_in_pipeline_split,
+       saved.account_for_loss_in_pipeline_split);
   if (ck.padded_vocab_size > 0 && state.padded_vocab_size > 0)
     same("a padded vocabulary of", state.padded_vocab_size, ck.padded_vocab_size);
 }

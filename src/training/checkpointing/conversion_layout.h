@@ -13,6 +13,7 @@
 #include "megatron/models/common/language_module.h"
 #include "megatron/tensor_parallel/sharding.h"
 #include "megatron/training/arguments.h"
+#include "megatron/training/config.h"
 
 namespace megatron::training::detail {
 
@@ -78,12 +79,9 @@ inline bool is_vocab_param(const std::string& name) {
 inline int64_t chunks_of(const Arguments& a) {
   return a.virtual_pipeline_model_parallel_size.value_or(1);
 }
-inline int64_t layers_per_chunk(const Arguments& a) {
-  return a.num_layers / (a.pipeline_model_parallel_size * chunks_of(a));
-}
 // First global layer of model chunk v on pipeline stage p (Megatron-LM's split).
 inline int64_t layer_offset(const Arguments& a, int64_t p, int64_t v) {
-  return v * (a.num_layers / chunks_of(a)) + p * layers_per_chunk(a);
+  return pipeline_split_from_args(a).layers(p, v).offset;
 }
 
 // "decoder.layers.3.x" -> "decoder.layers.<3 + delta>.x"; other names unchanged.
@@ -101,8 +99,8 @@ inline bool belongs(const Arguments& a, const std::string& global, int64_t p, in
   const std::string prefix = "decoder.layers.";
   TORCH_CHECK(global.rfind(prefix, 0) == 0, "[convert_checkpoint] unexpected parameter ", global);
   const int64_t i = std::stoll(global.substr(prefix.size()));
-  const int64_t begin = layer_offset(a, p, v);
-  return i >= begin && i < begin + layers_per_chunk(a);
+  const auto chunk = pipeline_split_from_args(a).layers(p, v);
+  return i >= chunk.offset && i < chunk.offset + chunk.count;
 }
 
 // Re-pads the vocabulary rows of an embedding-shaped tensor: keeps them when the padded size is

@@ -7,6 +7,16 @@
 
 namespace megatron::training {
 
+transformer::PipelineSplit pipeline_split_from_args(const Arguments& a) {
+  return {a.num_layers,
+          a.pipeline_model_parallel_size,
+          a.virtual_pipeline_model_parallel_size.value_or(1),
+          a.decoder_first_pipeline_num_layers,
+          a.decoder_last_pipeline_num_layers,
+          a.account_for_embedding_in_pipeline_split,
+          a.account_for_loss_in_pipeline_split};
+}
+
 transformer::TransformerConfig core_transformer_config_from_args(const TrainingContext& ctx) {
   const Arguments& a = ctx.args;
   transformer::TransformerConfig c(a.num_layers, a.hidden_size, a.num_attention_heads);
@@ -33,10 +43,15 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
       .tensor_model_parallel_size(a.tensor_model_parallel_size)
       .pipeline_model_parallel_size(a.pipeline_model_parallel_size)
       .virtual_pipeline_model_parallel_size(a.virtual_pipeline_model_parallel_size)
+      .num_layers_in_first_pipeline_stage(a.decoder_first_pipeline_num_layers)
+      .num_layers_in_last_pipeline_stage(a.decoder_last_pipeline_num_layers)
+      .account_for_embedding_in_pipeline_split(a.account_for_embedding_in_pipeline_split)
+      .account_for_loss_in_pipeline_split(a.account_for_loss_in_pipeline_split)
       .tp_group(ctx.parallel_state.tensor_model_parallel_group_ptr())
       .sequence_parallel(a.sequence_parallel)
       .cp_group(ctx.parallel_state.context_parallel_group_ptr())
       .cp_comm_type(a.cp_comm_type)
+      .hierarchical_cp_groups(ctx.parallel_state.get_hierarchical_context_parallel_groups())
       .persist_layer_norm(!a.no_persist_layer_norm)
       .bias_gelu_fusion(!a.no_bias_gelu_fusion)
       .domino(a.domino)

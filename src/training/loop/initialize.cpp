@@ -129,7 +129,9 @@ Initialized initialize_megatron(const Arguments& args, std::shared_ptr<comm::Pro
   auto ps = ParallelState::initialize_model_parallel(
       world, static_cast<int>(args.tensor_model_parallel_size), static_cast<int>(args.pipeline_model_parallel_size),
       vpp ? std::optional<int>(static_cast<int>(*vpp)) : std::nullopt, static_cast<int>(args.context_parallel_size),
-      static_cast<int>(args.expert_model_parallel_size), expert_tp_size_of(args), args.use_tp_pp_dp_mapping);
+      static_cast<int>(args.expert_model_parallel_size), expert_tp_size_of(args), args.use_tp_pp_dp_mapping,
+      std::vector<int>(args.hierarchical_context_parallel_sizes.begin(),
+                       args.hierarchical_context_parallel_sizes.end()));
   log_layout(args, ps);
   // Megatron-LM's _set_random_seed: one seed per pipeline stage, TP-region states per TP rank.
   const uint64_t seed = stage_seed(args, ps);

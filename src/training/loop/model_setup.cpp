@@ -5,6 +5,8 @@
 #include <c10/util/Exception.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
+
 #include "megatron/logging.h"
 #include "megatron/memory.h"
 #include "megatron/models/common/language_module.h"
@@ -103,6 +105,31 @@ std::vector<distributed::ModelParam> model_params(const Model& model, int tp_ran
   return params;
 }
 
+// Megatron-LM's --num-distributed-optimizer-instances: `group` cut into `instances` blocks of
+// consecutive ranks, each an instance with a whole optimizer state sharded over its block, and
+// the ranks at the same place in every block, which average what each block reduced.
+struct InstanceGroups {
+  std::shared_ptr<comm::ProcessGroup> within, across;
+};
+InstanceGroups instance_groups(const std::shared_ptr<comm::ProcessGroup>& group, int64_t instances,
+                               const std::string& name) {
+  if (!group || instances == 1) return {group, nullptr};
+  const int n = static_cast<int>(instances), block = group->size() / n;
+  InstanceGroups out;
+  // Every member walks every subgroup, in one order (as ParallelState makes its groups).
+  for (int i = 0; i < n; ++i) {
+    std::vector<int> ranks;
+    for (int r = 0; r < block; ++r) ranks.push_back(i * block + r);
+    if (auto g = group->new_group(ranks, name + " within a distributed optimizer instance")) out.within = g;
+  }
+  for (int r = 0; r < block; ++r) {
+    std::vector<int> ranks;
+    for (int i = 0; i < n; ++i) ranks.push_back(i * block + r);
+    if (auto g = group->new_group(ranks, name + " across distributed optimizer instances")) out.across = g;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::unique_ptr<distributed::DistributedDataParallel> wrap_with_ddp(const TrainingContext& ctx, const Model& model) {
@@ -119,10 +146,24 @@ std::unique_ptr<distributed::DistributedDataParallel> wrap_with_ddp(const Traini
                               std::to_string(ps.get_pipeline_model_parallel_rank()) +
                               "): " + std::to_string(local_params));
   const auto config = ddp_config_from_args(ctx.args);
-  auto ddp = std::make_unique<distributed::DistributedDataParallel>(
-      std::move(params), config, ps.get_world_group().size() > 1 ? ps.data_parallel_group_ptr(true) : nullptr,
-      ps.tensor_model_parallel_group_ptr(),
-      ps.get_world_group().size() > 1 ? ps.expert_data_parallel_group_ptr() : nullptr);
+  const bool several = ps.get_world_group().size() > 1;
+  const int64_t instances = ctx.args.num_distributed_optimizer_instances;
+  const auto dense = instance_groups(several ? ps.data_parallel_group_ptr(true) : nullptr, instances, "data-parallel");
+  const auto experts =
+      instance_groups(several ? ps.expert_data_parallel_group_ptr() : nullptr, instances, "expert-data-parallel");
+  // The norm sums each rank's shards over its instance: an instance's ranks must hold its experts'
+  // instance ranks for each of them once (true when expert parallelism is inner to the data-parallel order).
+  if (instances > 1 && experts.within && dense.within) {
+    const auto& block = dense.within->global_ranks();
+    for (int r : experts.within->global_ranks())
+      TORCH_CHECK(std::find(block.begin(), block.end(), r) != block.end(),
+                  "[training] --num-distributed-optimizer-instances ", instances, ": rank ", r,
+                  " shares the experts' optimizer instance of rank ", ps.get_rank(),
+                  " but not its data-parallel one; this expert layout is not implemented with instances");
+  }
+  auto ddp = std::make_unique<distributed::DistributedDataParallel>(std::move(params), config, dense.within,
+                                                                    ps.tensor_model_parallel_group_ptr(),
+                                                                    experts.within, dense.across, experts.across);
   // Under ZeRO-2/3 each decoder layer calls its unit's hooks around its forward (gathering its
   // parameters under ZeRO-3), and under ZeRO-3 a GPT model gathers those outside the layers as its
   // forward begins; with --overlap-param-gather each waits for its part of the gather.

@@ -39,7 +39,8 @@ MemoryEstimate theoretical_memory(const Arguments& a, int64_t pipeline_rank, int
   const double s = static_cast<double>(a.seq_length / a.context_parallel_size),
                b = static_cast<double>(a.micro_batch_size);
   const bool first = pipeline_rank == 0, last = pipeline_rank + 1 == a.pipeline_model_parallel_size;
-  const double layers = static_cast<double>(a.num_layers) / pp;
+  const auto split = pipeline_split_from_args(a);
+  const double layers = static_cast<double>(split.stage_layers(pipeline_rank));
 
   MemoryEstimate m;
   // Parameters: the layer's matrices split over TP, its norms and biases replicated. An MoE layer
@@ -51,9 +52,12 @@ MemoryEstimate theoretical_memory(const Arguments& a, int64_t pipeline_rank, int
   double moe_layers = 0, moe_extra = 0, moe_mlp_activations = 0;
   if (a.num_experts) {
     const auto pattern = detail::moe_layer_pattern(a.moe_layer_freq, a.num_layers);
-    const auto begin =
-        pattern.begin() + static_cast<std::ptrdiff_t>(pipeline_rank * a.num_layers / a.pipeline_model_parallel_size);
-    moe_layers = static_cast<double>(std::count(begin, begin + static_cast<std::ptrdiff_t>(layers), int64_t{1}));
+    for (int64_t v = 0; v < split.virtual_size; ++v) {
+      const auto chunk = split.layers(pipeline_rank, v);
+      const auto begin = pattern.begin() + static_cast<std::ptrdiff_t>(chunk.offset);
+      moe_layers +=
+          static_cast<double>(std::count(begin, begin + static_cast<std::ptrdiff_t>(chunk.count), int64_t{1}));
+    }
     const double experts = static_cast<double>(*a.num_experts), unit = a.swiglu ? 3 : 2;
     const double expert_ffn = static_cast<double>(a.moe_ffn_hidden_size.value_or(static_cast<int64_t>(ffn)));
     const double shared = static_cast<double>(a.moe_shared_expert_intermediate_size.value_or(0));
