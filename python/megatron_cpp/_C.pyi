@@ -97,6 +97,14 @@ class Arguments:
     def account_for_loss_in_pipeline_split(self, arg0: bool) -> None:
         ...
     @property
+    def accumulate_allreduce_grads_in_fp32(self) -> bool:
+        """
+        accumulate and reduce gradients in fp32: always so here unless --grad-reduce-in-bf16
+        """
+    @accumulate_allreduce_grads_in_fp32.setter
+    def accumulate_allreduce_grads_in_fp32(self, arg0: bool) -> None:
+        ...
+    @property
     def adam_beta1(self) -> float:
         """
         Adam beta1
@@ -257,6 +265,14 @@ class Arguments:
     def ckpt_assume_constant_structure(self, arg0: bool) -> None:
         ...
     @property
+    def ckpt_drop_redundant_extra_state(self) -> bool:
+        """
+        accepted, no effect: checkpoints hold no Transformer Engine _extra_state
+        """
+    @ckpt_drop_redundant_extra_state.setter
+    def ckpt_drop_redundant_extra_state(self, arg0: bool) -> None:
+        ...
+    @property
     def ckpt_format(self) -> str:
         """
         the format --save writes: torch (default), Megatron-LM's per-rank model_optim_rng.pt files; torch_dist, megatron-core's sharded files, which load at any TP/PP/DP. --load reads either
@@ -271,6 +287,14 @@ class Arguments:
         """
     @ckpt_fully_parallel_load.setter
     def ckpt_fully_parallel_load(self, arg0: bool) -> None:
+        ...
+    @property
+    def ckpt_fully_parallel_load_per_rank_objects(self) -> bool:
+        """
+        accepted, no effect: an option of megatron-core's torch_dist writer; torch_dist saves here are fully parallel, loads strict
+        """
+    @ckpt_fully_parallel_load_per_rank_objects.setter
+    def ckpt_fully_parallel_load_per_rank_objects(self, arg0: bool) -> None:
         ...
     @property
     def ckpt_fully_parallel_save(self) -> bool:
@@ -377,6 +401,14 @@ class Arguments:
     def data_path(self, arg0: collections.abc.Sequence[str]) -> None:
         ...
     @property
+    def dataloader_type(self) -> str:
+        """
+        single: consecutive global batches (default); cyclic: a permutation seeded by the epoch, repeated without end; external is refused (pretrain_gpt builds its own loader)
+        """
+    @dataloader_type.setter
+    def dataloader_type(self, arg0: str) -> None:
+        ...
+    @property
     def ddp_average_in_collective(self) -> bool:
         """
         accepted, no effect: data-parallel gradients are always averaged in the collective (ReduceOp AVG)
@@ -391,6 +423,22 @@ class Arguments:
         """
     @ddp_bucket_size.setter
     def ddp_bucket_size(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
+    def ddp_num_buckets(self) -> int | None:
+        """
+        split each data-parallel gradient buffer into about N buckets instead of by --ddp-bucket-size
+        """
+    @ddp_num_buckets.setter
+    def ddp_num_buckets(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
+    def ddp_pad_buckets_for_high_nccl_busbw(self) -> bool:
+        """
+        accepted, no effect: buckets are cut by --ddp-bucket-size only
+        """
+    @ddp_pad_buckets_for_high_nccl_busbw.setter
+    def ddp_pad_buckets_for_high_nccl_busbw(self, arg0: bool) -> None:
         ...
     @property
     def decoder_first_pipeline_num_layers(self) -> int | None:
@@ -457,6 +505,14 @@ class Arguments:
     def defer_embedding_wgrad_compute(self, arg0: bool) -> None:
         ...
     @property
+    def delay_wgrad_compute(self) -> bool:
+        """
+        accepted, no effect: weight gradients are computed in each layer's backward, not deferred
+        """
+    @delay_wgrad_compute.setter
+    def delay_wgrad_compute(self, arg0: bool) -> None:
+        ...
+    @property
     def deterministic_mode(self) -> bool:
         """
         only deterministic algorithms (ATen's, cuDNN's, cuBLAS with a fixed workspace): reruns are bit-identical
@@ -471,6 +527,14 @@ class Arguments:
         """
     @device.setter
     def device(self, arg0: str) -> None:
+        ...
+    @property
+    def disable_bf16_reduced_precision_matmul(self) -> bool:
+        """
+        cuBLAS bf16 GEMMs without reduced-precision reductions (fp32 throughout), on CUDA
+        """
+    @disable_bf16_reduced_precision_matmul.setter
+    def disable_bf16_reduced_precision_matmul(self, arg0: bool) -> None:
         ...
     @property
     def disable_bias_linear(self) -> bool:
@@ -553,6 +617,14 @@ class Arguments:
     def empty_unused_memory_level(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
+    def enable_experimental(self) -> bool:
+        """
+        accepted, no effect: no feature here is gated by it
+        """
+    @enable_experimental.setter
+    def enable_experimental(self, arg0: bool) -> None:
+        ...
+    @property
     def eod_mask_loss(self) -> bool:
         """
         no loss on EOD tokens
@@ -599,6 +671,22 @@ class Arguments:
         """
     @exit_signal_handler.setter
     def exit_signal_handler(self, arg0: bool) -> None:
+        ...
+    @property
+    def exp_avg_dtype(self) -> str:
+        """
+        fp32: the only one here
+        """
+    @exp_avg_dtype.setter
+    def exp_avg_dtype(self, arg0: str) -> None:
+        ...
+    @property
+    def exp_avg_sq_dtype(self) -> str:
+        """
+        fp32: the only one here
+        """
+    @exp_avg_sq_dtype.setter
+    def exp_avg_sq_dtype(self, arg0: str) -> None:
         ...
     @property
     def expert_model_parallel_size(self) -> int:
@@ -697,12 +785,44 @@ class Arguments:
     def fp8_recipe(self, arg0: str) -> None:
         ...
     @property
+    def fsdp_db_use_persist_buf_on_alloc_fail(self) -> bool:
+        """
+        accepted, no effect: ZeRO-3 gathers into the caching allocator's blocks
+        """
+    @fsdp_db_use_persist_buf_on_alloc_fail.setter
+    def fsdp_db_use_persist_buf_on_alloc_fail(self, arg0: bool) -> None:
+        ...
+    @property
+    def fsdp_double_buffer(self) -> bool:
+        """
+        accepted, no effect: ZeRO-3 gathers into the caching allocator's blocks
+        """
+    @fsdp_double_buffer.setter
+    def fsdp_double_buffer(self, arg0: bool) -> None:
+        ...
+    @property
+    def fsdp_manual_registration(self) -> bool:
+        """
+        accepted, no effect: NCCL user buffers are not registered
+        """
+    @fsdp_manual_registration.setter
+    def fsdp_manual_registration(self, arg0: bool) -> None:
+        ...
+    @property
     def global_batch_size(self) -> int | None:
         """
         samples per iteration over all ranks (default micro x data-parallel)
         """
     @global_batch_size.setter
     def global_batch_size(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
+    def grad_reduce_in_bf16(self) -> bool:
+        """
+        reduce the data-parallel gradient buckets as bfloat16 copies (half the traffic); gradients still accumulate in fp32
+        """
+    @grad_reduce_in_bf16.setter
+    def grad_reduce_in_bf16(self, arg0: bool) -> None:
         ...
     @property
     def group_query_attention(self) -> bool:
@@ -731,10 +851,18 @@ class Arguments:
     @property
     def hierarchical_context_parallel_sizes(self) -> list[int]:
         """
-        refused: the inner and outer sizes of cp-comm-type a2a+p2p, which is not implemented
+        with --cp-comm-type a2a+p2p: the inner (all-to-all) and outer (ring) sizes, inner first
         """
     @hierarchical_context_parallel_sizes.setter
     def hierarchical_context_parallel_sizes(self, arg0: collections.abc.Sequence[typing.SupportsInt]) -> None:
+        ...
+    @property
+    def high_priority_stream_groups(self) -> list[str]:
+        """
+        accepted, no effect: communicators are created without NCCL stream priorities
+        """
+    @high_priority_stream_groups.setter
+    def high_priority_stream_groups(self, arg0: collections.abc.Sequence[str]) -> None:
         ...
     @property
     def hysteresis(self) -> int:
@@ -759,6 +887,14 @@ class Arguments:
         """
     @init_method_std.setter
     def init_method_std(self, arg0: typing.SupportsFloat) -> None:
+        ...
+    @property
+    def init_model_with_meta_device(self) -> bool:
+        """
+        accepted, no effect: parameters are initialised on the device they train on, as without it
+        """
+    @init_model_with_meta_device.setter
+    def init_model_with_meta_device(self, arg0: bool) -> None:
         ...
     @property
     def initial_loss_scale(self) -> float:
@@ -847,6 +983,14 @@ class Arguments:
         """
     @log_interval.setter
     def log_interval(self, arg0: typing.SupportsInt) -> None:
+        ...
+    @property
+    def log_memory_interval(self) -> int | None:
+        """
+        the memory report (allocated, reserved, peaks) every N iterations, a multiple of --log-interval
+        """
+    @log_memory_interval.setter
+    def log_memory_interval(self, arg0: typing.SupportsInt | None) -> None:
         ...
     @property
     def log_memory_to_tensorboard(self) -> bool:
@@ -1001,12 +1145,36 @@ class Arguments:
     def lr_wsd_decay_iters(self, arg0: typing.SupportsInt | None) -> None:
         ...
     @property
+    def lr_wsd_decay_samples(self) -> int | None:
+        """
+        final decay samples of WSD
+        """
+    @lr_wsd_decay_samples.setter
+    def lr_wsd_decay_samples(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
     def lr_wsd_decay_style(self) -> str:
         """
         exponential | linear | cosine
         """
     @lr_wsd_decay_style.setter
     def lr_wsd_decay_style(self, arg0: str) -> None:
+        ...
+    @property
+    def main_grads_dtype(self) -> str:
+        """
+        fp32: the only one here
+        """
+    @main_grads_dtype.setter
+    def main_grads_dtype(self, arg0: str) -> None:
+        ...
+    @property
+    def main_params_dtype(self) -> str:
+        """
+        fp32: the only one here
+        """
+    @main_params_dtype.setter
+    def main_params_dtype(self, arg0: str) -> None:
         ...
     @property
     def make_vocab_size_divisible_by(self) -> int:
@@ -1063,6 +1231,14 @@ class Arguments:
         """
     @megatron_fsdp_main_params_dtype.setter
     def megatron_fsdp_main_params_dtype(self, arg0: str) -> None:
+        ...
+    @property
+    def megatron_fsdp_max_pool_double_buffer(self) -> bool:
+        """
+        accepted, no effect: ZeRO-3 gathers into the caching allocator's blocks
+        """
+    @megatron_fsdp_max_pool_double_buffer.setter
+    def megatron_fsdp_max_pool_double_buffer(self, arg0: bool) -> None:
         ...
     @property
     def merge_file(self) -> str:
@@ -1161,12 +1337,28 @@ class Arguments:
     def moe_flex_dispatcher_backend(self, arg0: str) -> None:
         ...
     @property
+    def moe_flex_dispatcher_num_sms(self) -> int | None:
+        """
+        accepted, no effect: DeepEP / HybridEP kernels are not in this build
+        """
+    @moe_flex_dispatcher_num_sms.setter
+    def moe_flex_dispatcher_num_sms(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
     def moe_grouped_gemm(self) -> bool:
         """
         the local experts' GEMMs grouped into one call each (at::_grouped_mm)
         """
     @moe_grouped_gemm.setter
     def moe_grouped_gemm(self, arg0: bool) -> None:
+        ...
+    @property
+    def moe_hybridep_num_sms(self) -> int | None:
+        """
+        accepted, no effect: HybridEP kernels are not in this build
+        """
+    @moe_hybridep_num_sms.setter
+    def moe_hybridep_num_sms(self, arg0: typing.SupportsInt | None) -> None:
         ...
     @property
     def moe_layer_freq(self) -> str:
@@ -1361,6 +1553,14 @@ class Arguments:
     def no_ckpt_fully_parallel_save(self, arg0: bool) -> None:
         ...
     @property
+    def no_ckpt_load_validate_sharding_integrity(self) -> bool:
+        """
+        accepted, no effect: an option of megatron-core's torch_dist writer; torch_dist saves here are fully parallel, loads strict
+        """
+    @no_ckpt_load_validate_sharding_integrity.setter
+    def no_ckpt_load_validate_sharding_integrity(self, arg0: bool) -> None:
+        ...
+    @property
     def no_cpu_allocator_cache(self) -> bool:
         """
         return freed host memory to the OS at once instead of keeping it for the next allocation of the same size
@@ -1375,6 +1575,14 @@ class Arguments:
         """
     @no_create_attention_mask_in_dataloader.setter
     def no_create_attention_mask_in_dataloader(self, arg0: bool) -> None:
+        ...
+    @property
+    def no_data_sharding(self) -> bool:
+        """
+        cyclic: deal one permutation of the whole epoch round-robin, not each rank's own bucket shuffled
+        """
+    @no_data_sharding.setter
+    def no_data_sharding(self, arg0: bool) -> None:
         ...
     @property
     def no_fp8_wgrad(self) -> bool:
@@ -1617,6 +1825,14 @@ class Arguments:
     def overlap_grad_reduce(self, arg0: bool) -> None:
         ...
     @property
+    def overlap_moe_expert_parallel_comm(self) -> bool:
+        """
+        accepted, no effect: the expert all-to-alls are not overlapped with another micro-batch's compute
+        """
+    @overlap_moe_expert_parallel_comm.setter
+    def overlap_moe_expert_parallel_comm(self, arg0: bool) -> None:
+        ...
+    @property
     def overlap_p2p_communication_warmup_flush(self) -> bool:
         """
         accepted, no effect: the pipeline's sends and receives are not split from its warm-up and flush
@@ -1777,6 +1993,14 @@ class Arguments:
     def recompute_method(self, arg0: str) -> None:
         ...
     @property
+    def recompute_modules(self) -> list[str]:
+        """
+        with --recompute-granularity selective: core_attn (default), mlp (dense MLPs), shared_experts; the rest are refused with the reason
+        """
+    @recompute_modules.setter
+    def recompute_modules(self, arg0: collections.abc.Sequence[str]) -> None:
+        ...
+    @property
     def recompute_num_layers(self) -> int:
         """
         layers per recompute unit
@@ -1927,6 +2151,14 @@ class Arguments:
         """
     @skip_nan_iterations.setter
     def skip_nan_iterations(self, arg0: bool) -> None:
+        ...
+    @property
+    def spec(self) -> list[str]:
+        """
+        local, or a GPT layer spec of megatron.core.models.gpt.gpt_layer_specs: accepted, no effect (the layers follow the flags); other specs are refused
+        """
+    @spec.setter
+    def spec(self, arg0: collections.abc.Sequence[str]) -> None:
         ...
     @property
     def split(self) -> str:
@@ -2177,6 +2409,14 @@ class Arguments:
     def use_flash_attn(self, arg0: bool) -> None:
         ...
     @property
+    def use_fused_weighted_squared_relu(self) -> bool:
+        """
+        accepted, no effect: the experts' squared ReLU and routing weights are LibTorch's kernels, same result
+        """
+    @use_fused_weighted_squared_relu.setter
+    def use_fused_weighted_squared_relu(self, arg0: bool) -> None:
+        ...
+    @property
     def use_mcore_models(self) -> bool:
         """
         accepted, no effect: there is one model implementation
@@ -2193,12 +2433,28 @@ class Arguments:
     def use_megatron_fsdp(self, arg0: bool) -> None:
         ...
     @property
+    def use_nccl_ub(self) -> bool:
+        """
+        accepted, no effect: NCCL user buffers are not registered
+        """
+    @use_nccl_ub.setter
+    def use_nccl_ub(self, arg0: bool) -> None:
+        ...
+    @property
     def use_persistent_ckpt_worker(self) -> bool:
         """
         accepted, no effect: --async-save always writes on a background thread of the training process
         """
     @use_persistent_ckpt_worker.setter
     def use_persistent_ckpt_worker(self, arg0: bool) -> None:
+        ...
+    @property
+    def use_precision_aware_optimizer(self) -> bool:
+        """
+        accepted, no effect: the optimizer states are fp32 (the only dtype of --main-*-dtype, --exp-avg*-dtype here)
+        """
+    @use_precision_aware_optimizer.setter
+    def use_precision_aware_optimizer(self, arg0: bool) -> None:
         ...
     @property
     def use_pytorch_profiler(self) -> bool:
@@ -2239,6 +2495,14 @@ class Arguments:
         """
     @use_tp_pp_dp_mapping.setter
     def use_tp_pp_dp_mapping(self, arg0: bool) -> None:
+        ...
+    @property
+    def use_transformer_engine_op_fuser(self) -> bool:
+        """
+        accepted, no effect: kernels are LibTorch's
+        """
+    @use_transformer_engine_op_fuser.setter
+    def use_transformer_engine_op_fuser(self, arg0: bool) -> None:
         ...
     @property
     def valid_num_workers(self) -> int:
@@ -3636,6 +3900,7 @@ class TransformerConfig:
     qk_layernorm_across_heads: typing.Any
     recompute_granularity: typing.Any
     recompute_method: typing.Any
+    recompute_modules: typing.Any
     recompute_num_layers: typing.Any
     rng_tracker: typing.Any
     rotary_interleaved: typing.Any

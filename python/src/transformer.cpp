@@ -136,6 +136,7 @@ void init_transformer(py::module_& m) {
   MEGATRON_CONFIG_FIELD(recompute_granularity)
   MEGATRON_CONFIG_FIELD(recompute_method)
   MEGATRON_CONFIG_FIELD(recompute_num_layers)
+  MEGATRON_CONFIG_FIELD(recompute_modules)
   MEGATRON_CONFIG_FIELD(num_moe_experts)
   MEGATRON_CONFIG_FIELD(moe_layer_pattern)
   MEGATRON_CONFIG_FIELD(moe_ffn_hidden_size)

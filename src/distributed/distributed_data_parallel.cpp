@@ -140,7 +140,8 @@ void DistributedDataParallel::add_buffer(const std::vector<size_t>& indices, con
     std::vector<int64_t> shard_numel;
     if (sharded_)
       for (const auto& region : buffer.regions()) shard_numel.push_back(region.padded / group->size());
-    buckets_.push_back(std::make_unique<GradBuckets>(buffer, tensors, config_.bucket_size, shard_numel, shared));
+    buckets_.push_back(std::make_unique<GradBuckets>(buffer, tensors, config_.bucket_size, shard_numel, shared,
+                                                     config_.grad_reduce_in_fp32 ? at::kFloat : at::kBFloat16));
     bucket_buffer_.push_back(b);
     if (config_.overlap_grad_reduce) buckets_.back()->enable_overlap();
   }

@@ -26,6 +26,8 @@ struct GradBuckets::State {
   std::vector<int64_t> seen;                        // backward passes per parameter
   std::vector<size_t> missing;                      // per bucket: parameters not yet complete
   std::vector<std::vector<comm::WorkHandle>> work;  // per bucket, once launched
+  at::ScalarType reduce_dtype = at::kFloat;
+  std::vector<std::vector<std::pair<at::Tensor, at::Tensor>>> copies;  // per bucket: (range, its reduced copy)
   int64_t launched = 0;
   std::vector<size_t> ready;                              // complete while paused, in completion order
   std::vector<std::vector<comm::WorkHandle>> param_work;  // per bucket: its pending broadcasts
@@ -33,8 +35,13 @@ struct GradBuckets::State {
   void launch(size_t b) {
     for (const auto& p : buckets[b].pieces) {
       at::Tensor range = grads.narrow(0, p.offset, p.numel);
-      work[b].push_back(p.owner < 0 ? group->all_reduce_async(range, comm::ReduceOp::kAvg)
-                                    : group->reduce_async(range, p.owner, comm::ReduceOp::kAvg));
+      at::Tensor wire = range;
+      if (reduce_dtype != range.scalar_type()) {
+        wire = range.to(reduce_dtype);
+        if (p.owner < 0 || p.owner == group->rank()) copies[b].emplace_back(range, wire);  // where the sum lands
+      }
+      work[b].push_back(p.owner < 0 ? group->all_reduce_async(wire, comm::ReduceOp::kAvg)
+                                    : group->reduce_async(wire, p.owner, comm::ReduceOp::kAvg));
     }
     ++launched;
   }
@@ -57,12 +64,14 @@ struct GradBuckets::State {
 };
 
 GradBuckets::GradBuckets(const ParamAndGradBuffer& buffer, const std::vector<at::Tensor>& params, int64_t bucket_numel,
-                         const std::vector<int64_t>& shard_numel, const std::vector<bool>& all_reduced)
+                         const std::vector<int64_t>& shard_numel, const std::vector<bool>& all_reduced,
+                         at::ScalarType reduce_dtype)
     : state_(std::make_shared<State>()), params_(params) {
   TORCH_CHECK(bucket_numel > 0, "[grad_buckets] the bucket size must be positive, got ", bucket_numel);
   TORCH_CHECK(shard_numel.empty() || shard_numel.size() == buffer.regions().size(), "[grad_buckets] ",
               shard_numel.size(), " shard sizes for ", buffer.regions().size(), " regions");
   auto& s = *state_;
+  s.reduce_dtype = reduce_dtype;
   s.grads = buffer.grads();
   s.params = buffer.params();
   s.bucket_of.assign(params.size(), 0);
@@ -133,6 +142,7 @@ void GradBuckets::start(std::shared_ptr<comm::ProcessGroup> group, int64_t accum
   s.missing.clear();
   for (const auto& b : s.buckets) s.missing.push_back(b.params.size());
   s.work.assign(s.buckets.size(), {});
+  s.copies.assign(s.buckets.size(), {});
   s.launched = 0;
   s.ready.clear();
 }
@@ -153,6 +163,7 @@ void GradBuckets::finish(const std::shared_ptr<comm::ProcessGroup>& group) {
     // No overlap this step: every bucket now, with the collective the overlap would have used.
     s.group = group;
     s.work.assign(s.buckets.size(), {});
+    s.copies.assign(s.buckets.size(), {});
     s.launched = 0;
   }
   s.armed = false;
@@ -164,7 +175,10 @@ void GradBuckets::finish(const std::shared_ptr<comm::ProcessGroup>& group) {
   }
   for (auto& bucket : s.work)
     for (auto& w : bucket) w->wait();
+  for (auto& bucket : s.copies)
+    for (auto& [range, wire] : bucket) range.copy_(wire);
   s.work.assign(s.buckets.size(), {});
+  s.copies.assign(s.buckets.size(), {});
 }
 
 bool GradBuckets::launched_with(size_t param) const {

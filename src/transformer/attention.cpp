@@ -156,7 +156,7 @@ at::Tensor SelfAttentionImpl::context(const at::Tensor& mixed_qkv, const at::Ten
     k = apply_rotary_pos_emb(k, rotary_pos_emb, config.rotary_interleaved());
   }
   at::Tensor context;
-  if (config.recompute_granularity() == RecomputeGranularity::kSelective && is_training()) {
+  if (config.recomputes("core_attn") && is_training()) {
     auto outs = tp::checkpoint(
         [this](const std::vector<at::Tensor>& in) {
           return std::vector<at::Tensor>{core_attention(in[0], in[1], in[2], in[3])};

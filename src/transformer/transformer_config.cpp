@@ -29,6 +29,11 @@ bool TransformerConfig::is_moe_layer(int64_t layer) const {
   return moe_layer_pattern_.empty() || moe_layer_pattern_.at(static_cast<size_t>(layer)) != 0;
 }
 
+bool TransformerConfig::recomputes(const std::string& module) const {
+  return recompute_granularity_ == RecomputeGranularity::kSelective &&
+         std::find(recompute_modules_.begin(), recompute_modules_.end(), module) != recompute_modules_.end();
+}
+
 std::shared_ptr<const tensor_parallel::Fp8Config> TransformerConfig::fp8_of(int64_t layer) const {
   if (first_last_layers_bf16_ &&
       (layer < num_layers_at_start_in_bf16_ || layer >= num_layers_ - num_layers_at_end_in_bf16_))
@@ -220,6 +225,15 @@ TransformerConfig TransformerConfig::finalize() const {
                 "[transformer_config] recompute_num_layers (", c.recompute_num_layers_, ") must be in [1, num_layers (",
                 c.num_layers_, ")] with full recompute");
   }
+  for (const auto& m : c.recompute_modules_)
+    TORCH_CHECK(m == "core_attn" || m == "mlp" || m == "shared_experts", "[transformer_config] recompute_modules: ", m,
+                " is not one of core_attn, mlp, shared_experts");
+  TORCH_CHECK(!c.domino_ || !c.recomputes("mlp"),
+              "[transformer_config] domino (--domino) does not support recomputing the mlp module");
+  // A recomputed FP8 GEMM would record its amax a second time in the same step.
+  TORCH_CHECK(!c.fp8_ || !c.recomputes("mlp"),
+              "[transformer_config] recomputing the mlp module is not implemented "
+              "with FP8 GEMMs (--fp8-format)");
   finalize_moe(c);
   if (c.fp8_) finalize_fp8(c);
   TORCH_CHECK(c.cp_comm_type_.size() == 1 || static_cast<int64_t>(c.cp_comm_type_.size()) == c.num_layers_,

@@ -4,6 +4,8 @@
 
 #include <torch/nn/module.h>
 
+#include "megatron/tensor_parallel/random.h"
+
 #include "hidden_dropout.h"
 
 namespace megatron::transformer {
@@ -33,7 +35,13 @@ at::Tensor TransformerLayerImpl::forward(const at::Tensor& hidden, const at::Ten
                                          const at::Tensor& rotary_pos_emb) {
   at::Tensor attn = self_attention(input_layernorm(hidden), attention_mask, rotary_pos_emb);
   auto [x, normed] = pre_mlp_layernorm->forward_add(hidden, detail::hidden_dropout(attn, config, is_training()));
-  at::Tensor out = moe_mlp ? moe_mlp(normed) : mlp(normed);
+  at::Tensor out;
+  if (mlp && config.recomputes("mlp") && is_training()) {
+    out = tensor_parallel::checkpoint([this](const std::vector<at::Tensor>& in) { return std::vector{mlp(in[0])}; },
+                                      {normed}, config.rng_tracker(), normed.device())[0];
+  } else {
+    out = moe_mlp ? moe_mlp(normed) : mlp(normed);
+  }
   return x + detail::hidden_dropout(out, config, is_training());
 }
 

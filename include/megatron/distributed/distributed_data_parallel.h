@@ -63,6 +63,9 @@ struct MEGATRON_API DistributedDataParallelConfig {
   bool fsdp_prefetch = true;
   // Elements per gradient bucket (Megatron-LM's default: max(40M, 1M x DP)).
   int64_t bucket_size = 40'000'000;
+  // false: each bucket is reduced as a bfloat16 copy (half the traffic), written back into the fp32
+  // gradients, which still accumulate micro-batches in fp32 (--grad-reduce-in-bf16).
+  bool grad_reduce_in_fp32 = true;
 
   bool shards_grads() const {
     return data_parallel_sharding_strategy == ShardingStrategy::kOptimGrads || shards_params();

@@ -49,8 +49,10 @@ class MEGATRON_API GradBuckets {
   // region, the elements of each data-parallel rank's contiguous shard (the distributed
   // optimizer's); empty: buckets are all-reduced. all_reduced[i]: parameter i's bucket is
   // all-reduced even so (its gradient is summed across other ranks afterwards).
+  // reduce_dtype: the type the collectives carry (the fp32 gradients are copied to it and back).
   GradBuckets(const ParamAndGradBuffer& buffer, const std::vector<at::Tensor>& params, int64_t bucket_numel,
-              const std::vector<int64_t>& shard_numel = {}, const std::vector<bool>& all_reduced = {});
+              const std::vector<int64_t>& shard_numel = {}, const std::vector<bool>& all_reduced = {},
+              at::ScalarType reduce_dtype = at::kFloat);
   ~GradBuckets();
 
   const std::vector<Bucket>& buckets() const;

@@ -86,6 +86,8 @@ struct MEGATRON_API Arguments {
   std::string recompute_granularity;         // "" | full | selective
   std::string recompute_method = "uniform";
   int64_t recompute_num_layers = 1;
+  // With selective granularity: what is recomputed (Megatron-LM's names; default core_attn).
+  std::vector<std::string> recompute_modules;
   // The CUDA kernels of fusions/ (on by default, as Megatron-LM's fusions are); no effect on the CPU.
   bool no_persist_layer_norm = false;  // ATen's LayerNorm / RMSNorm and a separate residual add
   bool no_bias_gelu_fusion = false;    // ATen's bias add, GELU and bias-gradient reduction
@@ -117,7 +119,10 @@ struct MEGATRON_API Arguments {
   std::string outer_dp_sharding_strategy = "no_shard";  // HSDP's outer level: not sharded
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
-  std::optional<int64_t> ddp_bucket_size;  // elements; default max(40M, 1M x data-parallel size)
+  std::optional<int64_t> ddp_bucket_size;           // elements; default max(40M, 1M x data-parallel size)
+  std::optional<int64_t> ddp_num_buckets;           // or: this many buckets per gradient buffer
+  bool grad_reduce_in_bf16 = false;                 // buckets reduced as bf16 copies (accumulated in fp32)
+  bool accumulate_allreduce_grads_in_fp32 = false;  // fp32 accumulation and reduction: always so here
   bool domino = false;
   bool domino_intra_layer_overlap = false;
   double distributed_timeout_minutes = 10;
@@ -146,7 +151,9 @@ struct MEGATRON_API Arguments {
   bool reset_position_ids = false;
   bool reset_attention_mask = false;
   bool eod_mask_loss = false;
-  int64_t num_workers = 1;  // batches prefetched on a background thread (0: none)
+  int64_t num_workers = 1;        // batches prefetched on a background thread (0: none)
+  std::string dataloader_type;    // single (default) | cyclic (a seeded shuffle per epoch) | external
+  bool no_data_sharding = false;  // cyclic: one permutation dealt round-robin, not one bucket per rank
 
   // --- training
   int64_t micro_batch_size = 0;
@@ -171,6 +178,7 @@ struct MEGATRON_API Arguments {
   double lr_warmup_init = 0.0;
   std::string lr_wsd_decay_style = "exponential";  // exponential | linear | cosine
   std::optional<int64_t> lr_wsd_decay_iters;
+  std::optional<int64_t> lr_wsd_decay_samples;
   bool override_opt_param_scheduler = false;        // on resume: this run's schedule, not the checkpoint's
   bool use_checkpoint_opt_param_scheduler = false;  // on resume: the checkpoint's schedule
   double weight_decay = 0.01;
@@ -188,6 +196,12 @@ struct MEGATRON_API Arguments {
   double min_loss_scale = 1.0;
   int64_t loss_scale_window = 1000;
   int64_t hysteresis = 2;
+  // The precision-aware optimizer's state types: fp32 (the only ones here).
+  bool use_precision_aware_optimizer = false;
+  std::string main_grads_dtype = "fp32";
+  std::string main_params_dtype = "fp32";
+  std::string exp_avg_dtype = "fp32";
+  std::string exp_avg_sq_dtype = "fp32";
 
   // --- logging and evaluation
   int64_t log_interval = 100;
@@ -201,6 +215,7 @@ struct MEGATRON_API Arguments {
   bool no_log_loss_scale_to_tensorboard = false;
   bool log_validation_ppl_to_tensorboard = false;
   bool log_memory_to_tensorboard = false;
+  std::optional<int64_t> log_memory_interval;  // the memory report every N iterations too
   bool log_world_size_to_tensorboard = false;
   bool log_throughput = false;               // a TensorBoard scalar; the iteration line always has it
   bool log_params_norm = false;              // the updated parameters' norm: iteration line and TensorBoard
@@ -256,9 +271,10 @@ struct MEGATRON_API Arguments {
   int64_t num_layers_at_end_in_bf16 = 1;
 
   // --- device
-  std::string device;                     // cpu | cuda; default cuda when a GPU is visible
-  bool tf32 = false;                      // TF32 for fp32 matmuls on CUDA
-  bool no_cpu_allocator_cache = false;    // freed host blocks go back to the OS at once (memory.h)
+  std::string device;                                  // cpu | cuda; default cuda when a GPU is visible
+  bool tf32 = false;                                   // TF32 for fp32 matmuls on CUDA
+  bool disable_bf16_reduced_precision_matmul = false;  // cuBLAS bf16 GEMMs reduce in fp32 throughout
+  bool no_cpu_allocator_cache = false;                 // freed host blocks go back to the OS at once (memory.h)
   bool deterministic_mode = false;        // deterministic algorithms only (bit-identical reruns on a GPU too)
   int64_t empty_unused_memory_level = 0;  // 1: allocator caches emptied after forward-backward; 2: also after the step
 
@@ -276,6 +292,7 @@ struct MEGATRON_API Arguments {
   // collectives are MPI/Gloo and NCCL, and there is no Python garbage collector.
   bool use_mcore_models = false;
   std::string transformer_impl = "local";  // local | transformer_engine
+  std::vector<std::string> spec;           // a GPT layer spec (local or Transformer Engine's); others refused
   bool use_flash_attn = false;
   std::string attention_backend = "auto";  // flash | fused | unfused | local | auto
   bool no_masked_softmax_fusion = false;
@@ -326,6 +343,24 @@ struct MEGATRON_API Arguments {
   bool log_batch_size_to_tensorboard = false;
   int64_t valid_num_workers = 0;
   std::string data_impl = "mmap";
+  bool enable_experimental = false;
+  bool overlap_moe_expert_parallel_comm = false;
+  bool delay_wgrad_compute = false;
+  bool use_transformer_engine_op_fuser = false;
+  bool use_fused_weighted_squared_relu = false;
+  std::optional<int64_t> moe_flex_dispatcher_num_sms;
+  std::optional<int64_t> moe_hybridep_num_sms;
+  bool ddp_pad_buckets_for_high_nccl_busbw = false;
+  std::vector<std::string> high_priority_stream_groups;
+  bool use_nccl_ub = false;
+  bool fsdp_double_buffer = false;
+  bool fsdp_db_use_persist_buf_on_alloc_fail = false;
+  bool megatron_fsdp_max_pool_double_buffer = false;
+  bool fsdp_manual_registration = false;
+  bool init_model_with_meta_device = false;
+  bool ckpt_fully_parallel_load_per_rank_objects = false;
+  bool no_ckpt_load_validate_sharding_integrity = false;
+  bool ckpt_drop_redundant_extra_state = false;
 
   // --- set by validate()
   int64_t world_size = 1;

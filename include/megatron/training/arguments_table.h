@@ -165,6 +165,10 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(training, recompute_granularity, kSaved, one_of("full|selective"), "full | selective")                          \
   X(training, recompute_method, kSaved, one_of("uniform|block"), "uniform | block")                                 \
   X(training, recompute_num_layers, kSaved, positive(), "layers per recompute unit")                                \
+  X(training, recompute_modules, kNotSaved,                                                                            \
+    one_of("core_attn|mlp|shared_experts|moe|moe_act|layernorm|mla_up_proj|gdn_norm_out|gdp_in_proj|gdp_qkv|mhc"),     \
+    "with --recompute-granularity selective: core_attn (default), mlp (dense MLPs), shared_experts; the rest are "     \
+    "refused with the reason")                                                                                         \
   X(training, no_persist_layer_norm, kNotSaved, any(),                                                              \
     "CUDA: ATen's LayerNorm / RMSNorm kernels and a separate residual add instead of the fused kernels")            \
   X(training, no_bias_gelu_fusion, kNotSaved, any(),                                                                \
@@ -177,7 +181,7 @@ enum class ArgSaved { kSaved, kNotSaved };
     "p2p (a ring, overlapped) | all_gather | a2a (all-to-all over heads): how attention exchanges keys and "        \
     "values over the context-parallel ranks; one value, or one per layer")                                          \
   X(distributed, hierarchical_context_parallel_sizes, kSaved, positive(),                                           \
-    "refused: the inner and outer sizes of cp-comm-type a2a+p2p, which is not implemented")                         \
+    "with --cp-comm-type a2a+p2p: the inner (all-to-all) and outer (ring) sizes, inner first")                         \
   X(distributed, use_tp_pp_dp_mapping, kNotSaved, any(),                                                            \
     "order the ranks TP, CP, PP, DP instead of TP, CP, DP, PP (a pipeline's stages on adjacent ranks)")             \
   X(distributed, num_layers_per_virtual_pipeline_stage, kSaved, positive(),                                         \
@@ -219,6 +223,13 @@ enum class ArgSaved { kSaved, kNotSaved };
     "forward pass, each bucket waited for by the first layer that reads it (optim_grads_params prefetches anyway)") \
   X(distributed, ddp_bucket_size, kNotSaved, positive(),                                                            \
     "elements per data-parallel gradient bucket (default max(40M, 1M x data-parallel size))")                      \
+  X(distributed, ddp_num_buckets, kNotSaved, positive(),                                                               \
+    "split each data-parallel gradient buffer into about N buckets instead of by --ddp-bucket-size")                   \
+  X(distributed, grad_reduce_in_bf16, kNotSaved, any(),                                                                \
+    "reduce the data-parallel gradient buckets as bfloat16 copies (half the traffic); gradients still accumulate "     \
+    "in fp32")                                                                                                         \
+  X(distributed, accumulate_allreduce_grads_in_fp32, kNotSaved, any(),                                                 \
+    "accumulate and reduce gradients in fp32: always so here unless --grad-reduce-in-bf16")                            \
   X(distributed, domino, kNotSaved, any(),                                                                          \
     "DeepSpeed-Domino: split each micro-batch in two along the batch, one half's tensor-parallel all-reduces "      \
     "under the other half's compute (even --micro-batch-size; no --sequence-parallel, no full recompute)")         \
@@ -262,6 +273,11 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(data, reset_attention_mask, kSaved, any(), "no attention across EOD")                                           \
   X(data, eod_mask_loss, kSaved, any(), "no loss on EOD tokens")                                                    \
   X(data, num_workers, kNotSaved, non_negative(), "batches prefetched in the background")                           \
+  X(data, dataloader_type, kNotSaved, one_of("single|cyclic|external"),                                                \
+    "single: consecutive global batches (default); cyclic: a permutation seeded by the epoch, repeated without "       \
+    "end; external is refused (pretrain_gpt builds its own loader)")                                                   \
+  X(data, no_data_sharding, kNotSaved, any(),                                                                          \
+    "cyclic: deal one permutation of the whole epoch round-robin, not each rank's own bucket shuffled")                \
   X(training, micro_batch_size, kSaved, required(), "samples per micro-batch per rank")                             \
   X(training, global_batch_size, kSaved, positive(),                                                                \
     "samples per iteration over all ranks (default micro x data-parallel)")                                         \
@@ -285,6 +301,7 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(learning_rate, lr_warmup_init, kSaved, non_negative(), "learning rate at the start of warm-up")                 \
   X(learning_rate, lr_wsd_decay_style, kSaved, one_of("exponential|linear|cosine"), "exponential | linear | cosine") \
   X(learning_rate, lr_wsd_decay_iters, kSaved, non_negative(), "final decay iterations of WSD")                     \
+  X(learning_rate, lr_wsd_decay_samples, kSaved, non_negative(), "final decay samples of WSD")                         \
   X(learning_rate, override_opt_param_scheduler, kNotSaved, any(),                                                  \
     "on resume, keep this run's learning-rate schedule where the checkpoint's differs")                            \
   X(learning_rate, use_checkpoint_opt_param_scheduler, kNotSaved, any(),                                            \
@@ -302,6 +319,12 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(mixed_precision, min_loss_scale, kSaved, positive(), "dynamic loss scale floor")                                \
   X(mixed_precision, loss_scale_window, kSaved, positive(), "good iterations before the scale grows")               \
   X(mixed_precision, hysteresis, kSaved, positive(), "overflows tolerated before the scale shrinks")                \
+  X(ignored, use_precision_aware_optimizer, kNotSaved, any(),                                                          \
+    "accepted, no effect: the optimizer states are fp32 (the only dtype of --main-*-dtype, --exp-avg*-dtype here)")    \
+  X(mixed_precision, main_grads_dtype, kNotSaved, one_of("fp32|bf16"), "fp32: the only one here")                      \
+  X(mixed_precision, main_params_dtype, kNotSaved, one_of("fp32|fp16"), "fp32: the only one here")                     \
+  X(mixed_precision, exp_avg_dtype, kNotSaved, one_of("fp32|fp16|bf16|fp8"), "fp32: the only one here")                \
+  X(mixed_precision, exp_avg_sq_dtype, kNotSaved, one_of("fp32|fp16|bf16|fp8"), "fp32: the only one here")             \
   X(logging, log_interval, kSaved, positive(), "iterations between log lines")                                      \
   X(validation, eval_interval, kSaved, positive(), "iterations between evaluations")                                \
   X(validation, eval_iters, kSaved, non_negative(), "iterations per evaluation")                                    \
@@ -315,6 +338,8 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(logging, no_log_loss_scale_to_tensorboard, kNotSaved, any(), "no loss-scale scalars")                            \
   X(logging, log_validation_ppl_to_tensorboard, kNotSaved, any(), "validation PPL scalars too")                     \
   X(logging, log_memory_to_tensorboard, kNotSaved, any(), "the CUDA caching allocator's counters (GPU runs)")       \
+  X(logging, log_memory_interval, kNotSaved, positive(),                                                               \
+    "the memory report (allocated, reserved, peaks) every N iterations, a multiple of --log-interval")                 \
   X(logging, log_world_size_to_tensorboard, kNotSaved, any(), "world-size scalars")                                 \
   X(logging, log_throughput, kNotSaved, any(),                                                                      \
     "with --log-timers-to-tensorboard, a throughput scalar (the iteration line always reports it)")                 \
@@ -403,6 +428,8 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(mixed_precision, num_layers_at_end_in_bf16, kSaved, non_negative(), "with --first-last-layers-bf16: last layers kept") \
   X(training, device, kNotSaved, one_of("cpu|cuda"), "cpu | cuda (default cuda when a GPU is visible)")             \
   X(mixed_precision, tf32, kNotSaved, any(), "TF32 tensor cores for fp32 matmuls and convolutions on CUDA")         \
+  X(mixed_precision, disable_bf16_reduced_precision_matmul, kNotSaved, any(),                                          \
+    "cuBLAS bf16 GEMMs without reduced-precision reductions (fp32 throughout), on CUDA")                               \
   X(training, no_cpu_allocator_cache, kNotSaved, any(),                                                             \
     "return freed host memory to the OS at once instead of keeping it for the next allocation of the same size")    \
   X(training, deterministic_mode, kNotSaved, any(),                                                                 \
@@ -422,6 +449,9 @@ enum class ArgSaved { kSaved, kNotSaved };
     "= --recompute-granularity full (each layer's activations recomputed in backward)")                              \
   X(ignored, use_mcore_models, kNotSaved, any(), "accepted, no effect: there is one model implementation")          \
   X(ignored, transformer_impl, kNotSaved, one_of("local|transformer_engine"), "accepted, no effect: kernels are LibTorch's") \
+  X(ignored, spec, kNotSaved, any(),                                                                                   \
+    "local, or a GPT layer spec of megatron.core.models.gpt.gpt_layer_specs: accepted, no effect (the layers "         \
+    "follow the flags); other specs are refused")                                                                      \
   X(ignored, use_flash_attn, kNotSaved, any(), "accepted, no effect: " MEGATRON_ARG_SDPA)                           \
   X(ignored, attention_backend, kNotSaved, one_of("flash|fused|unfused|local|auto"),                                \
     "accepted, no effect: " MEGATRON_ARG_SDPA)                                                                      \
@@ -508,6 +538,36 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(ignored, valid_num_workers, kNotSaved, non_negative(), "accepted, no effect: validation reads as --num-workers says") \
   X(ignored, data_impl, kNotSaved, one_of("mmap|infer"),                                                            \
     "accepted, no effect: .bin/.idx files are read memory-mapped (--no-mmap-bin-files: with reads)")                \
+  X(ignored, enable_experimental, kNotSaved, any(), "accepted, no effect: no feature here is gated by it")             \
+  X(ignored, overlap_moe_expert_parallel_comm, kNotSaved, any(),                                                       \
+    "accepted, no effect: the expert all-to-alls are not overlapped with another micro-batch's compute")               \
+  X(ignored, delay_wgrad_compute, kNotSaved, any(),                                                                    \
+    "accepted, no effect: weight gradients are computed in each layer's backward, not deferred")                       \
+  X(ignored, use_transformer_engine_op_fuser, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")         \
+  X(ignored, use_fused_weighted_squared_relu, kNotSaved, any(),                                                        \
+    "accepted, no effect: the experts' squared ReLU and routing weights are LibTorch's kernels, same result")          \
+  X(ignored, moe_flex_dispatcher_num_sms, kNotSaved, positive(),                                                       \
+    "accepted, no effect: DeepEP / HybridEP kernels are not in this build")                                            \
+  X(ignored, moe_hybridep_num_sms, kNotSaved, positive(), "accepted, no effect: HybridEP kernels are not in this build") \
+  X(ignored, ddp_pad_buckets_for_high_nccl_busbw, kNotSaved, any(),                                                    \
+    "accepted, no effect: buckets are cut by --ddp-bucket-size only")                                                  \
+  X(ignored, high_priority_stream_groups, kNotSaved, any(),                                                            \
+    "accepted, no effect: communicators are created without NCCL stream priorities")                                   \
+  X(ignored, use_nccl_ub, kNotSaved, any(), "accepted, no effect: NCCL user buffers are not registered")               \
+  X(ignored, fsdp_double_buffer, kNotSaved, any(),                                                                     \
+    "accepted, no effect: ZeRO-3 gathers into the caching allocator's blocks")                                         \
+  X(ignored, fsdp_db_use_persist_buf_on_alloc_fail, kNotSaved, any(),                                                  \
+    "accepted, no effect: ZeRO-3 gathers into the caching allocator's blocks")                                         \
+  X(ignored, megatron_fsdp_max_pool_double_buffer, kNotSaved, any(),                                                   \
+    "accepted, no effect: ZeRO-3 gathers into the caching allocator's blocks")                                         \
+  X(ignored, fsdp_manual_registration, kNotSaved, any(), "accepted, no effect: NCCL user buffers are not registered")  \
+  X(ignored, init_model_with_meta_device, kNotSaved, any(),                                                            \
+    "accepted, no effect: parameters are initialised on the device they train on, as without it")                      \
+  X(ignored, ckpt_fully_parallel_load_per_rank_objects, kNotSaved, any(), "accepted, no effect: " MEGATRON_ARG_DIST_CKPT) \
+  X(ignored, no_ckpt_load_validate_sharding_integrity, kNotSaved, any(),                                               \
+    "accepted, no effect: " MEGATRON_ARG_DIST_CKPT)                                                                    \
+  X(ignored, ckpt_drop_redundant_extra_state, kNotSaved, any(),                                                        \
+    "accepted, no effect: checkpoints hold no Transformer Engine _extra_state")                                        \
   X(derived, world_size, kSaved, positive(), "ranks in the job")                                                    \
   X(derived, data_parallel_size, kSaved, positive(), "world size / (TP x PP)")                                      \
   X(derived, num_microbatches, kNotSaved, positive(), "global batch / (micro batch x DP)")                           \

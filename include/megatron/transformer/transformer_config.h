@@ -117,6 +117,9 @@ struct MEGATRON_API TransformerConfig {
   TORCH_ARG(RecomputeGranularity, recompute_granularity) = RecomputeGranularity::kNone;
   TORCH_ARG(RecomputeMethod, recompute_method) = RecomputeMethod::kUniform;
   TORCH_ARG(int64_t, recompute_num_layers) = 1;
+  // With selective granularity, the parts recomputed in backward (Megatron-Core's names): core_attn,
+  // mlp (a dense layer's MLP), shared_experts.
+  TORCH_ARG(std::vector<std::string>, recompute_modules) = {"core_attn"};
 
   // --- mixture of experts: Megatron-Core's MoE layer in place of the MLP (moe/moe_layer.h)
   TORCH_ARG(std::optional<int64_t>, num_moe_experts) = std::nullopt;
@@ -189,6 +192,8 @@ struct MEGATRON_API TransformerConfig {
   PipelineSplit pipeline_split() const;
   // Whether layer `layer` (0-based, of the whole model) holds an MoE layer.
   bool is_moe_layer(int64_t layer) const;
+  // Whether selective recompute covers `module` (a recompute_modules name).
+  bool recomputes(const std::string& module) const;
   // The FP8 config layer `layer` (0-based, of the whole model) runs its GEMMs with, or nullptr.
   std::shared_ptr<const tensor_parallel::Fp8Config> fp8_of(int64_t layer) const;
   // The context-parallel ranks (1 without a cp_group), this rank's place among them, and how

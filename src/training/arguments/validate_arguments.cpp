@@ -20,6 +20,7 @@
 #include "training/arguments/argument_ranges.h"
 #include "training/arguments/context_parallel_arguments.h"
 #include "training/arguments/fp8_arguments.h"
+#include "training/arguments/implementation_arguments.h"
 #include "training/arguments/moe_arguments.h"
 
 namespace megatron::training {
@@ -285,6 +286,8 @@ void validate_logging(const Arguments& a) {
               a.log_world_size_to_tensorboard) ||
                 !a.tensorboard_dir.empty(),
             "the --log-*-to-tensorboard flags need --tensorboard-dir");
+  ARG_CHECK(!a.log_memory_interval || *a.log_memory_interval % a.log_interval == 0, "--log-memory-interval (",
+            a.log_memory_interval.value_or(0), ") must be a multiple of --log-interval (", a.log_interval, ")");
   if (!a.profile) return;
   ARG_CHECK(a.profile_step_end > a.profile_step_start, "--profile-step-end (", a.profile_step_end,
             ") must be after --profile-step-start (", a.profile_step_start, ")");
@@ -303,6 +306,7 @@ void Arguments::validate(int64_t world) {
   validate_distributed(*this, world);
   detail::validate_context_parallel(*this);
   detail::validate_moe(*this);  // after the data-parallel size, which the experts fold into
+  detail::validate_implementation_choices(*this);
   // The groups the job would build, so that --check-args reports what initialization would refuse.
   ParallelState::rank_layout(static_cast<int>(world), static_cast<int>(tensor_model_parallel_size),
                              static_cast<int>(pipeline_model_parallel_size), static_cast<int>(context_parallel_size),

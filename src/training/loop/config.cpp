@@ -64,6 +64,7 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
         .recompute_num_layers(a.recompute_num_layers);
   } else if (a.recompute_granularity == "selective") {
     c.recompute_granularity(transformer::RecomputeGranularity::kSelective);
+    if (!a.recompute_modules.empty()) c.recompute_modules(a.recompute_modules);
   }
   if (!a.fp8_format.empty()) {
     c.fp8(std::make_shared<const tensor_parallel::Fp8Config>(
@@ -138,6 +139,7 @@ distributed::DistributedDataParallelConfig ddp_config_from_args(const Arguments&
   c.data_parallel_sharding_strategy = distributed::sharding_strategy_from_string(args.data_parallel_sharding_strategy);
   c.fsdp_prefetch = !args.no_fsdp_prefetch;
   c.bucket_size = args.ddp_bucket_size.value_or(std::max<int64_t>(40'000'000, 1'000'000 * args.data_parallel_size));
+  c.grad_reduce_in_fp32 = !args.grad_reduce_in_bf16;
   return c;
 }
 
@@ -165,7 +167,10 @@ optimizer::ParamSchedulerConfig scheduler_config_from_args(const Arguments& args
   } else {
     c.lr_warmup_steps = args.lr_warmup_iters * gbs;
   }
-  if (args.lr_wsd_decay_iters) c.wsd_decay_steps = *args.lr_wsd_decay_iters * gbs;
+  if (args.lr_wsd_decay_samples)
+    c.wsd_decay_steps = *args.lr_wsd_decay_samples;
+  else if (args.lr_wsd_decay_iters)
+    c.wsd_decay_steps = *args.lr_wsd_decay_iters * gbs;
   return c;
 }
 

@@ -49,6 +49,8 @@ c10::Device choose_device(const Arguments& args, int local_rank) {
   // TF32 tensor cores for fp32 matmuls and convolutions only when asked (--tf32).
   at::globalContext().setAllowTF32CuBLAS(args.tf32);
   at::globalContext().setAllowTF32CuDNN(args.tf32);
+  // cuBLAS may reduce bf16 GEMMs' partial sums in bf16 unless told not to (as torch.backends' switch).
+  at::globalContext().setAllowBF16ReductionCuBLAS(!args.disable_bf16_reduced_precision_matmul);
   return c10::Device(c10::kCUDA, index);
 }
 

@@ -145,7 +145,9 @@ std::unique_ptr<distributed::DistributedDataParallel> wrap_with_ddp(const Traini
                               std::to_string(ps.get_tensor_model_parallel_rank()) + ", " +
                               std::to_string(ps.get_pipeline_model_parallel_rank()) +
                               "): " + std::to_string(local_params));
-  const auto config = ddp_config_from_args(ctx.args);
+  auto config = ddp_config_from_args(ctx.args);
+  // --ddp-num-buckets: Megatron-LM's bucket size, this rank's parameters over the count.
+  if (ctx.args.ddp_num_buckets) config.bucket_size = std::max<int64_t>(1, local_params / *ctx.args.ddp_num_buckets);
   const bool several = ps.get_world_group().size() > 1;
   const int64_t instances = ctx.args.num_distributed_optimizer_instances;
   const auto dense = instance_groups(several ? ps.data_parallel_group_ptr(true) : nullptr, instances, "data-parallel");

@@ -62,9 +62,15 @@ std::unique_ptr<datasets::DataIterator> build_iterator(const TrainingContext& ct
   const auto& ps = ctx.parallel_state;
   // Every rank of a TP group has the same DP rank, so it draws the same samples itself; a resumed
   // run starts after the samples its checkpoint consumed.
-  auto sampler = std::make_unique<datasets::MegatronPretrainingSampler>(
-      ds->size(), consumed_samples, args.micro_batch_size, ps.get_data_parallel_rank(),
-      ps.get_data_parallel_world_size());
+  std::unique_ptr<datasets::BatchSampler> sampler;
+  if (args.dataloader_type == "cyclic")
+    sampler = std::make_unique<datasets::MegatronPretrainingRandomSampler>(
+        ds->size(), consumed_samples, args.micro_batch_size, ps.get_data_parallel_rank(),
+        ps.get_data_parallel_world_size(), /*data_sharding=*/!args.no_data_sharding);
+  else
+    sampler = std::make_unique<datasets::MegatronPretrainingSampler>(ds->size(), consumed_samples,
+                                                                     args.micro_batch_size, ps.get_data_parallel_rank(),
+                                                                     ps.get_data_parallel_world_size());
   datasets::BatchOptions options;
   options.eod_token = eod_token;
   options.sequence_length = args.seq_length;  // a dataset of another sample length is refused

@@ -121,9 +121,9 @@ void Trainer::training_log(int64_t iteration, const std::vector<IterationRecord>
   log_rank_last(LogLevel::kInfo, line.str());
   log_rank_last(LogLevel::kInfo,
                 timers_.report(ps_.get_world_group(), static_cast<double>(window.size()), args_.timing_log_option));
-  // Megatron-LM's report_memory, once, after the first logged iterations (ranks of the first
-  // data-parallel replica), written by the last rank with the iteration line so that one rank writes.
-  if (!memory_reported_) {
+  // Megatron-LM's report_memory, after the first logged iterations and every --log-memory-interval
+  // (ranks of the first data-parallel replica), written by the last rank with the iteration line.
+  if (!memory_reported_ || (args_.log_memory_interval && iteration % *args_.log_memory_interval == 0)) {
     std::string report;
     const double mb = 1024.0 * 1024.0;
     const std::string head = "[Rank " + std::to_string(ps_.get_rank()) + "] (after " + std::to_string(iteration);

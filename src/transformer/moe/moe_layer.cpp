@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "megatron/tensor_parallel/random.h"
 #include "megatron/transformer/moe/token_dispatcher.h"
 
 namespace megatron::transformer {
@@ -103,7 +104,14 @@ void MoELayerImpl::reset() {
 }
 
 at::Tensor MoELayerImpl::forward(const at::Tensor& hidden) {
-  const at::Tensor shared = shared_experts ? shared_experts(hidden) : at::Tensor();
+  at::Tensor shared;
+  if (shared_experts && config.recomputes("shared_experts") && is_training()) {
+    shared = tensor_parallel::checkpoint(
+        [this](const std::vector<at::Tensor>& in) { return std::vector{shared_experts(in[0])}; }, {hidden},
+        config.rng_tracker(), hidden.device())[0];
+  } else if (shared_experts) {
+    shared = shared_experts(hidden);
+  }
   auto [probs, routing_map] = router(hidden);
   const auto dispatcher = make_token_dispatcher(config);
   const auto in = dispatcher->token_dispatch(hidden.reshape({-1, hidden.size(-1)}), probs, routing_map);
