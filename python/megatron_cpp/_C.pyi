@@ -1489,6 +1489,14 @@ class Arguments:
     def moe_shared_expert_intermediate_size(self, arg0: typing.SupportsInt | None) -> None:
         ...
     @property
+    def moe_shared_expert_overlap(self) -> bool:
+        """
+        accepted, no effect: the shared experts run before the routed ones, not under their token exchange
+        """
+    @moe_shared_expert_overlap.setter
+    def moe_shared_expert_overlap(self, arg0: bool) -> None:
+        ...
+    @property
     def moe_token_dispatcher_type(self) -> str:
         """
         how tokens reach their experts (flex: alltoall's exchange; DeepEP / HybridEP kernels are not in this build)
@@ -1887,6 +1895,14 @@ class Arguments:
         """
     @persistent_save_interval.setter
     def persistent_save_interval(self, arg0: typing.SupportsInt | None) -> None:
+        ...
+    @property
+    def pipeline_model_parallel_layout(self) -> str:
+        """
+        each virtual stage's layers, as Megatron-Core's layout string: '|' between stages (virtual rank major), E embedding, t transformer layer, L loss, (...)*n and x*n repeat; sets the virtual stages per rank
+        """
+    @pipeline_model_parallel_layout.setter
+    def pipeline_model_parallel_layout(self, arg0: str) -> None:
         ...
     @property
     def pipeline_model_parallel_size(self) -> int:
@@ -3895,6 +3911,7 @@ class TransformerConfig:
     num_moe_experts: typing.Any
     num_query_groups: typing.Any
     perform_initialization: typing.Any
+    pipeline_model_parallel_layout: typing.Any
     pipeline_model_parallel_size: typing.Any
     qk_layernorm: typing.Any
     qk_layernorm_across_heads: typing.Any

@@ -130,6 +130,7 @@ void init_transformer(py::module_& m) {
   MEGATRON_CONFIG_FIELD(num_layers_in_last_pipeline_stage)
   MEGATRON_CONFIG_FIELD(account_for_embedding_in_pipeline_split)
   MEGATRON_CONFIG_FIELD(account_for_loss_in_pipeline_split)
+  MEGATRON_CONFIG_FIELD(pipeline_model_parallel_layout)
   MEGATRON_CONFIG_FIELD(tp_group)
   MEGATRON_CONFIG_FIELD(sequence_parallel)
   MEGATRON_CONFIG_FIELD(rng_tracker)

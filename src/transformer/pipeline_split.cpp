@@ -1,6 +1,10 @@
 #include "megatron/transformer/pipeline_split.h"
 
+#include <algorithm>
+#include <cctype>
+#include <regex>
 #include <sstream>
+#include <vector>
 
 namespace megatron::transformer {
 namespace {
@@ -29,7 +33,80 @@ int64_t counted_layers(const PipelineSplit& s) {
   return s.num_layers + (s.account_for_embedding ? 1 : 0) + (s.account_for_loss ? 1 : 0);
 }
 
+// A layout string's virtual stages, each as its layer letters, or the reason it cannot be read.
+// As PipelineParallelLayerLayout.parse_str_to_list: commas are cosmetic, then "(...)*n" and
+// "x*n" are unrolled, each pattern in one left-to-right pass.
+std::vector<std::string> layout_parts(const std::string& layout, std::string& problem) {
+  std::string text;
+  for (char c : layout)
+    if (c != ',' && !std::isspace(static_cast<unsigned char>(c))) text += c;
+  for (const std::regex pattern : {std::regex(R"(\(([^)]+)\)\*(\d+))"), std::regex(R"((.)\*(\d+))")}) {
+    std::string unrolled;
+    size_t last = 0;
+    for (auto m = std::sregex_iterator(text.begin(), text.end(), pattern); m != std::sregex_iterator(); ++m) {
+      unrolled += text.substr(last, static_cast<size_t>(m->position(0)) - last);
+      const std::string times = (*m)[2].str();
+      if (times.size() > 6) {
+        problem = "--pipeline-model-parallel-layout repeats a part " + times + " times";
+        return {};
+      }
+      for (int64_t k = std::stoll(times); k > 0; --k) unrolled += (*m)[1].str();
+      last = static_cast<size_t>(m->position(0) + m->length(0));
+    }
+    text = unrolled + text.substr(last);
+  }
+  std::vector<std::string> parts(1);
+  for (char c : text) {
+    if (c == '|') {
+      parts.emplace_back();
+    } else if (c == 'E' || c == 't' || c == 'L') {
+      parts.back() += c;
+    } else {
+      problem = c == 'm' ? "--pipeline-model-parallel-layout places an MTP layer (m): multi-token prediction is "
+                           "not implemented"
+                         : std::string("--pipeline-model-parallel-layout ") + layout + ": '" + c +
+                               "' is not a layer (E embedding, t transformer layer, L loss)";
+      return {};
+    }
+  }
+  return parts;
+}
+
+// The layout's problem given the split's sizes: E opening the first stage and L closing the last,
+// once each (the model builds the embedding on the first chunk and the loss on the last), and
+// as many transformer layers as --num-layers.
+std::string layout_problem(const PipelineSplit& s) {
+  std::string problem;
+  const auto parts = layout_parts(s.layout, problem);
+  if (!problem.empty()) return problem;
+  std::ostringstream why;
+  std::string all;
+  for (const auto& p : parts) all += p;
+  const auto count = [&all](char c) { return std::count(all.begin(), all.end(), c); };
+  if (s.first_stage_layers || s.last_stage_layers || s.account_for_embedding || s.account_for_loss)
+    why << "--pipeline-model-parallel-layout excludes --decoder-first/last-pipeline-num-layers and "
+           "--account-for-embedding/loss-in-pipeline-split";
+  else if (static_cast<int64_t>(parts.size()) != s.pipeline_size * s.virtual_size)
+    why << "--pipeline-model-parallel-layout names " << parts.size() << " stages, not --pipeline-model-parallel-size ("
+        << s.pipeline_size << ") x the virtual stages per rank (" << s.virtual_size << ")";
+  else if (count('E') != 1 || parts.front().rfind('E', 0) != 0 || count('L') != 1 || parts.back().empty() ||
+           parts.back().back() != 'L')
+    why << "--pipeline-model-parallel-layout " << s.layout
+        << ": the embedding (E) must open the first stage and the loss (L) close the last, once each";
+  else if (count('t') != s.num_layers)
+    why << "--pipeline-model-parallel-layout " << s.layout << " places " << count('t')
+        << " transformer layers (t), not --num-layers (" << s.num_layers << ")";
+  return why.str();
+}
+
 }  // namespace
+
+int64_t PipelineSplit::layout_stages(const std::string& layout, std::string* problem) {
+  std::string why;
+  const auto parts = layout_parts(layout, why);
+  if (problem) *problem = why;
+  return static_cast<int64_t>(parts.size());
+}
 
 std::string PipelineSplit::problem() const {
   std::ostringstream why;
@@ -37,6 +114,8 @@ std::string PipelineSplit::problem() const {
   if (pp < 1 || vpp < 1 || num_layers < 1) {
     why << "--num-layers (" << num_layers << "), --pipeline-model-parallel-size (" << pp
         << ") and the virtual stages per rank (" << vpp << ") must be positive";
+  } else if (!layout.empty()) {
+    why << layout_problem(*this);
   } else if (uneven(*this)) {
     const int64_t middle = middle_layers(*this), stages = middle_stages(*this);
     if (account_for_embedding || account_for_loss) {
@@ -71,6 +150,17 @@ std::string PipelineSplit::problem() const {
 
 PipelineSplit::Range PipelineSplit::layers(int64_t pp_rank, int64_t vp_rank) const {
   const int64_t pp = pipeline_size, vpp = virtual_size;
+  if (!layout.empty()) {  // the stages in order, virtual rank major, number the layers
+    std::string unused;
+    const auto parts = layout_parts(layout, unused);
+    Range r;
+    for (int64_t stage = 0; stage <= vp_rank * pp + pp_rank; ++stage) {
+      const auto& part = parts.at(static_cast<size_t>(stage));
+      r.offset += r.count;
+      r.count = std::count(part.begin(), part.end(), 't');
+    }
+    return r;
+  }
   if (uneven(*this)) {
     const int64_t first = first_stage_layers.value_or(0), last = last_stage_layers.value_or(0);
     const int64_t stages = middle_stages(*this), per_middle = stages ? middle_layers(*this) / stages : 0;

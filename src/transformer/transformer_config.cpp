@@ -175,7 +175,8 @@ PipelineSplit TransformerConfig::pipeline_split() const {
           num_layers_in_first_pipeline_stage_,
           num_layers_in_last_pipeline_stage_,
           account_for_embedding_in_pipeline_split_,
-          account_for_loss_in_pipeline_split_};
+          account_for_loss_in_pipeline_split_,
+          pipeline_model_parallel_layout_};
 }
 
 TransformerConfig TransformerConfig::finalize() const {
@@ -188,6 +189,12 @@ TransformerConfig TransformerConfig::finalize() const {
   TORCH_CHECK(tp >= 1, "[transformer_config] tensor_model_parallel_size must be >= 1, got ", tp);
   TORCH_CHECK(c.pipeline_model_parallel_size_ >= 1,
               "[transformer_config] pipeline_model_parallel_size must be >= 1, got ", c.pipeline_model_parallel_size_);
+  if (!c.pipeline_model_parallel_layout_.empty() && !c.virtual_pipeline_model_parallel_size_) {
+    // As Megatron-LM: the layout's stages over the pipeline size are the chunks per rank.
+    const int64_t stages = PipelineSplit::layout_stages(c.pipeline_model_parallel_layout_);
+    if (stages > c.pipeline_model_parallel_size_ && stages % c.pipeline_model_parallel_size_ == 0)
+      c.virtual_pipeline_model_parallel_size_ = stages / c.pipeline_model_parallel_size_;
+  }
   const int64_t vpp = c.virtual_pipeline_model_parallel_size_.value_or(1);
   TORCH_CHECK(vpp >= 1, "[transformer_config] virtual_pipeline_model_parallel_size must be >= 1, got ", vpp);
   const std::string split = c.pipeline_split().problem();

@@ -136,3 +136,70 @@ def test_splits_that_do_not_divide_are_refused_naming_the_flags():
     for flags, message in bad:
         proc = check_args(six(1, *flags), int(flags[1]))
         assert proc.returncode == 2 and message in proc.stdout, (flags, proc.stdout[-1500:])
+
+
+# --- --pipeline-model-parallel-layout: megatron-core's layout strings, functional-test forms included
+
+LAYOUT_CASES = [  # (layout, pipeline size, transformer layers)
+    ("Et*3|(tt|)*6L", 4, 15), ("Et*2|(tt|)*5t|tL", 4, 14), ("Et*2|(tt|)*5t|tL", 8, 14), ("Et|tt|tt|tL", 2, 6), ("E|tttt|tt|L", 4, 6),
+    ("Ettt|tt,t|L", 3, 6), ("(Et|t|)*1tt|ttL", 2, 6), ("Et*6L", 1, 6), ("E|t*6|L", 3, 6),
+]
+
+
+def test_each_layout_chunk_holds_the_layers_megatron_core_gives_it():
+    from megatron.core import parallel_state
+    from megatron.core.transformer.enums import LayerType
+    from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
+    for layout, pp, n in LAYOUT_CASES:
+        theirs = PipelineParallelLayerLayout(layout, pp)
+        theirs.validate_layer_layout(n, None)
+        vpp = theirs.virtual_pipeline_model_parallel_size
+        parallel_state.set_virtual_pipeline_model_parallel_world_size(vpp if vpp > 1 else None)
+        try:
+            expected = {(p, v): (theirs.get_layer_offset(vp_stage=v, pp_rank=p),
+                                 theirs.get_num_layers_to_build(LayerType.decoder, vp_stage=v, pp_rank=p))
+                        for p in range(pp) for v in range(vpp)}
+        finally:
+            parallel_state.set_virtual_pipeline_model_parallel_world_size(None)
+        ours = megatron_cpp.TransformerConfig(hidden_size=8, num_attention_heads=1, num_layers=n,
+                                              pipeline_model_parallel_size=pp,
+                                              pipeline_model_parallel_layout=layout).finalize()
+        assert (ours.virtual_pipeline_model_parallel_size or 1) == vpp, layout
+        assert {(p, v): tuple(ours.pipeline_layers(p, v)) for p in range(pp) for v in range(vpp)} == expected, layout
+
+
+def test_a_layout_trains_as_one_rank_and_its_checkpoint_converts(tmp_path):
+    # Two stages of two chunks each, the first chunk of each stage thinner than the second.
+    flags = ["--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "Et|t|tt|ttL"]
+    one = tmp_path / "one.jsonl"
+    run([PRETRAIN, *six(6, "--metrics-file", str(one))])
+    ck, converted = tmp_path / "ck", tmp_path / "converted"
+    run([PRETRAIN, *six(3, *flags, "--save", str(ck), "--metrics-file", str(tmp_path / "split.jsonl"))], np=2)
+    whole = losses(one)
+    assert losses(tmp_path / "split.jsonl") == pytest.approx({i: whole[i] for i in (1, 2, 3)}, rel=1e-5)
+    other = ["--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "Ett|t|t|ttL"]
+    refused = run([PRETRAIN, *six(4, *other, "--load", str(ck))], np=2, check=False)
+    assert refused.returncode != 0 and "was saved with --pipeline-model-parallel-layout" in refused.stderr, \
+        refused.stderr[-2000:]
+    resumed = tmp_path / "resumed.jsonl"
+    run([PRETRAIN, *six(6, *flags, "--load", str(ck), "--metrics-file", str(resumed))], np=2)
+    assert losses(resumed) == pytest.approx({i: whole[i] for i in (4, 5, 6)}, rel=1e-5)
+    run([CONVERT, "--load", str(ck), "--save", str(converted), "--target-tensor-parallel-size", "1",
+         "--target-pipeline-model-parallel-size", "1"])
+    resumed = tmp_path / "converted.jsonl"
+    run([PRETRAIN, *six(6, "--load", str(converted), "--metrics-file", str(resumed))])
+    assert losses(resumed) == pytest.approx({i: whole[i] for i in (4, 5, 6)}, rel=1e-5)
+
+
+def test_layouts_that_do_not_fit_are_refused_naming_the_flag():
+    pp2 = ["--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout"]
+    bad = [(pp2 + ["Ett|ttt|L"], "names 3 stages, not a multiple of --pipeline-model-parallel-size (2)"),
+           (pp2 + ["Ettt|tttmL"], "multi-token prediction is not implemented"),
+           (pp2 + ["Ettt|ttxL"], "'x' is not a layer"),
+           (pp2 + ["Ettt|ttL"], "places 5 transformer layers (t), not --num-layers (6)"),
+           (pp2 + ["tEtt|tttL"], "the embedding (E) must open the first stage and the loss (L) close the last"),
+           (pp2 + ["Ettt|tttL", "--num-virtual-stages-per-pipeline-rank", "2"],
+            "--pipeline-model-parallel-layout sets the virtual stages itself")]
+    for flags, message in bad:
+        proc = check_args(six(1, *flags), 2)
+        assert proc.returncode == 2 and message in proc.stdout, (flags, proc.stdout[-1500:])

@@ -107,6 +107,7 @@ struct MEGATRON_API Arguments {
   std::optional<int64_t> decoder_last_pipeline_num_layers;   // and the last's; the rest evenly between
   bool account_for_embedding_in_pipeline_split = false;      // the embedding counts as a layer
   bool account_for_loss_in_pipeline_split = false;           // the loss counts as a layer
+  std::string pipeline_model_parallel_layout;                // each virtual stage's layers, e.g. "Et|tt|tL"
   bool sequence_parallel = false;
   bool use_distributed_optimizer = false;
   bool use_megatron_fsdp = false;
@@ -348,6 +349,7 @@ struct MEGATRON_API Arguments {
   bool delay_wgrad_compute = false;
   bool use_transformer_engine_op_fuser = false;
   bool use_fused_weighted_squared_relu = false;
+  bool moe_shared_expert_overlap = false;
   std::optional<int64_t> moe_flex_dispatcher_num_sms;
   std::optional<int64_t> moe_hybridep_num_sms;
   bool ddp_pad_buckets_for_high_nccl_busbw = false;

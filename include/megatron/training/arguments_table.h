@@ -197,6 +197,9 @@ enum class ArgSaved { kSaved, kNotSaved };
     "count the embedding as a layer when splitting the layers over the stages: the first chunk holds one fewer")   \
   X(distributed, account_for_loss_in_pipeline_split, kSaved, any(),                                                 \
     "count the output layer and loss as a layer when splitting: the last chunk holds one fewer")                   \
+  X(distributed, pipeline_model_parallel_layout, kSaved, any(),                                                        \
+    "each virtual stage's layers, as Megatron-Core's layout string: '|' between stages (virtual rank major), E "       \
+    "embedding, t transformer layer, L loss, (...)*n and x*n repeat; sets the virtual stages per rank")                \
   X(distributed, sequence_parallel, kSaved, any(), "split norms and dropout along the sequence over TP")            \
   X(distributed, use_distributed_optimizer, kSaved, any(), "shard optimizer state over data-parallel ranks (ZeRO-1)") \
   X(distributed, use_megatron_fsdp, kNotSaved, any(),                                                               \
@@ -546,6 +549,8 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(ignored, use_transformer_engine_op_fuser, kNotSaved, any(), "accepted, no effect: kernels are LibTorch's")         \
   X(ignored, use_fused_weighted_squared_relu, kNotSaved, any(),                                                        \
     "accepted, no effect: the experts' squared ReLU and routing weights are LibTorch's kernels, same result")          \
+  X(ignored, moe_shared_expert_overlap, kNotSaved, any(),                                                              \
+    "accepted, no effect: the shared experts run before the routed ones, not under their token exchange")              \
   X(ignored, moe_flex_dispatcher_num_sms, kNotSaved, positive(),                                                       \
     "accepted, no effect: DeepEP / HybridEP kernels are not in this build")                                            \
   X(ignored, moe_hybridep_num_sms, kNotSaved, positive(), "accepted, no effect: HybridEP kernels are not in this build") \

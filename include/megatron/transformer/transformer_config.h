@@ -92,6 +92,8 @@ struct MEGATRON_API TransformerConfig {
   TORCH_ARG(std::optional<int64_t>, num_layers_in_last_pipeline_stage) = std::nullopt;
   TORCH_ARG(bool, account_for_embedding_in_pipeline_split) = false;
   TORCH_ARG(bool, account_for_loss_in_pipeline_split) = false;
+  // Megatron-Core's layout string (pipeline_split.h); it sets the virtual stages per rank.
+  TORCH_ARG(std::string, pipeline_model_parallel_layout) = "";
   // The TP group (nullptr: no tensor parallelism); its size must equal tensor_model_parallel_size.
   TORCH_ARG(std::shared_ptr<comm::ProcessGroup>, tp_group) = nullptr;
   TORCH_ARG(bool, sequence_parallel) = false;

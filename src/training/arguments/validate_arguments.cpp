@@ -73,7 +73,8 @@ void validate_distributed(Arguments& a, int64_t world) {
             "give only one of --num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank");
   // An uneven split checks its own counts below; an even one counts the embedding and loss as
   // layers if asked.
-  const bool uneven = a.decoder_first_pipeline_num_layers || a.decoder_last_pipeline_num_layers;
+  const bool uneven = a.decoder_first_pipeline_num_layers || a.decoder_last_pipeline_num_layers ||
+                      !a.pipeline_model_parallel_layout.empty();
   ARG_CHECK(!uneven || !a.num_layers_per_virtual_pipeline_stage,
             "with --decoder-first/last-pipeline-num-layers give the virtual stages as "
             "--num-virtual-stages-per-pipeline-rank (the stages hold different numbers of layers)");
@@ -96,6 +97,17 @@ void validate_distributed(Arguments& a, int64_t world) {
               ") does not divide the ", stage_layers, " layers of each pipeline stage (--num-layers ", a.num_layers,
               " / --pipeline-model-parallel-size ", pp, ")");
     a.virtual_pipeline_model_parallel_size = chunks;
+  }
+  if (!a.pipeline_model_parallel_layout.empty()) {  // the layout's stages give the chunks per rank
+    ARG_CHECK(!a.num_layers_per_virtual_pipeline_stage && !a.num_virtual_stages_per_pipeline_rank,
+              "--pipeline-model-parallel-layout sets the virtual stages itself; drop --num-virtual-stages-per-pipeline-"
+              "rank");
+    std::string why;
+    const int64_t stages = transformer::PipelineSplit::layout_stages(a.pipeline_model_parallel_layout, &why);
+    ARG_CHECK(why.empty(), why);
+    ARG_CHECK(stages % pp == 0, "--pipeline-model-parallel-layout names ", stages,
+              " stages, not a multiple of --pipeline-model-parallel-size (", pp, ")");
+    if (stages > pp) a.virtual_pipeline_model_parallel_size = stages / pp;
   }
   ARG_CHECK(!a.virtual_pipeline_model_parallel_size || pp > 1,
             "the interleaved schedule (--num-layers-per-virtual-pipeline-stage) needs "

@@ -151,6 +151,7 @@ void write_full(const FullCheckpoint& f, const ConvertOptions& o) {
   a.decoder_first_pipeline_num_layers.reset();
   a.decoder_last_pipeline_num_layers.reset();
   a.account_for_embedding_in_pipeline_split = a.account_for_loss_in_pipeline_split = false;
+  a.pipeline_model_parallel_layout.clear();
   TORCH_CHECK(a.num_layers % pp == 0, "[convert_checkpoint] --num-layers (", a.num_layers,
               ") is not divisible by --target-pipeline-model-parallel-size (", pp, ")");
   a.virtual_pipeline_model_parallel_size.reset();

@@ -78,6 +78,7 @@ void check_arguments(const Arguments& args, const TrainingState& state, const Ra
        saved.account_for_embedding_in_pipeline_split);
   same("--account-for-loss-in-pipeline-split", args.account_for_loss_in_pipeline_split,
        saved.account_for_loss_in_pipeline_split);
+  same("--pipeline-model-parallel-layout", args.pipeline_model_parallel_layout, saved.pipeline_model_parallel_layout);
   if (ck.padded_vocab_size > 0 && state.padded_vocab_size > 0)
     same("a padded vocabulary of", state.padded_vocab_size, ck.padded_vocab_size);
 }

@@ -14,7 +14,8 @@ transformer::PipelineSplit pipeline_split_from_args(const Arguments& a) {
           a.decoder_first_pipeline_num_layers,
           a.decoder_last_pipeline_num_layers,
           a.account_for_embedding_in_pipeline_split,
-          a.account_for_loss_in_pipeline_split};
+          a.account_for_loss_in_pipeline_split,
+          a.pipeline_model_parallel_layout};
 }
 
 transformer::TransformerConfig core_transformer_config_from_args(const TrainingContext& ctx) {
@@ -47,6 +48,7 @@ transformer::TransformerConfig core_transformer_config_from_args(const TrainingC
       .num_layers_in_last_pipeline_stage(a.decoder_last_pipeline_num_layers)
       .account_for_embedding_in_pipeline_split(a.account_for_embedding_in_pipeline_split)
       .account_for_loss_in_pipeline_split(a.account_for_loss_in_pipeline_split)
+      .pipeline_model_parallel_layout(a.pipeline_model_parallel_layout)
       .tp_group(ctx.parallel_state.tensor_model_parallel_group_ptr())
       .sequence_parallel(a.sequence_parallel)
       .cp_group(ctx.parallel_state.context_parallel_group_ptr())
