@@ -8,7 +8,7 @@ import numpy.typing
 import torch
 import torch._C.cpp.nn
 import typing
-__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'Fp8Config', 'Fp8Meta', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'HuggingFaceTokenizer', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'MoELayer', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'SentencePieceTokenizer', 'ShardLayout', 'ShardedParameter', 'Split', 'TikTokenizer', 'Tokenizer', 'TopKRouter', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'check_args', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'fp8_current_scale', 'fp8_linear', 'fp8_quantize', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_batch_on_this_cp_rank', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
+__all__: list[str] = ['Activation', 'Arguments', 'BatchIterator', 'BatchOptions', 'BatchSampler', 'BlendedDataset', 'BpeTrainer', 'ColumnParallelLinear', 'DType', 'DataIterator', 'Datasets', 'EvaluationRecord', 'Fp8Config', 'Fp8Meta', 'GPT2BPETokenizer', 'GPTDataset', 'GPTDatasetConfig', 'GPTModel', 'HuggingFaceTokenizer', 'IndexedDataset', 'IndexedDatasetBuilder', 'IterationRecord', 'Launcher', 'LauncherEnv', 'MegatronDataset', 'MegatronPretrainingRandomSampler', 'MegatronPretrainingSampler', 'MoELayer', 'Normalization', 'NullTokenizer', 'ParallelState', 'ParamInit', 'ProcessGroup', 'RecomputeGranularity', 'RecomputeMethod', 'ReduceOp', 'RngTracker', 'RowParallelLinear', 'SentencePieceTokenizer', 'ShardLayout', 'ShardedParameter', 'Split', 'TikTokenizer', 'Tokenizer', 'TopKRouter', 'TrainingContext', 'TrainingResult', 'TransformerConfig', 'VocabParallelEmbedding', 'abort_job', 'arguments_help', 'build_batch', 'build_gpt_datasets', 'build_gpt_datasets_on_ranks', 'build_gpt_datasets_per_split_on_ranks', 'build_mock_gpt_datasets', 'build_tokenizer', 'check_args', 'checkpoint_arguments', 'convert_checkpoint', 'copy_to_tensor_model_parallel_region', 'core_transformer_config_from_args', 'cpu_allocator_cache_stats', 'empty_cpu_allocator_cache', 'enable_cpu_allocator_cache', 'fp8_current_scale', 'fp8_linear', 'fp8_quantize', 'gather_from_sequence_parallel_region', 'gather_from_tensor_model_parallel_region', 'get_batch_on_this_cp_rank', 'get_ltor_masks_and_position_ids', 'gpt_loss_func', 'host_readback_count', 'indexed_dataset_exists', 'init_distributed', 'init_logging', 'iteration_dir_name', 'list_iterations', 'model_parallel_manual_seed', 'num_floating_point_operations', 'optimal_dtype', 'parse_and_normalize_split', 'parse_arguments', 'parse_data_path', 'rank_dir_name', 'rank_layout', 'read_checkpoint_file', 'read_tracker', 'reduce_from_tensor_model_parallel_region', 'reduce_scatter_to_sequence_parallel_region', 'scatter_to_sequence_parallel_region', 'scatter_to_tensor_model_parallel_region', 'torch_version', 'train_valid_test_num_samples', 'vocab_parallel_cross_entropy', 'vocab_size_with_padding', 'warm_up_cpu_math']
 class Activation:
     """
     Members:
@@ -359,6 +359,14 @@ class Arguments:
         """
     @cross_entropy_loss_fusion.setter
     def cross_entropy_loss_fusion(self, arg0: bool) -> None:
+        ...
+    @property
+    def data_args_path(self) -> str:
+        """
+        a file holding --data-path's words (for long blends)
+        """
+    @data_args_path.setter
+    def data_args_path(self, arg0: str) -> None:
         ...
     @property
     def data_cache_path(self) -> str:
@@ -1889,6 +1897,14 @@ class Arguments:
     def pad_vocab_size_to(self, arg0: typing.SupportsInt | None) -> None:
         ...
     @property
+    def per_split_data_args_path(self) -> str:
+        """
+        a JSON file of the three: {"train": [...], "valid": [...], "test": [...]}, each a list or one string
+        """
+    @per_split_data_args_path.setter
+    def per_split_data_args_path(self, arg0: str) -> None:
+        ...
+    @property
     def persistent_save_interval(self) -> int | None:
         """
         = --save-interval
@@ -2249,6 +2265,14 @@ class Arguments:
     def tensorboard_queue_size(self, arg0: typing.SupportsInt) -> None:
         ...
     @property
+    def test_data_path(self) -> list[str]:
+        """
+        the test split's own blend, as --data-path
+        """
+    @test_data_path.setter
+    def test_data_path(self, arg0: collections.abc.Sequence[str]) -> None:
+        ...
+    @property
     def test_mode(self) -> bool:
         """
         check each iteration that every parameter is bit-identical on its data-parallel replicas and its tensor-parallel copies (norms, biases); stop with the parameter and the ranks if not
@@ -2361,6 +2385,14 @@ class Arguments:
     def tp_only_amax_red(self, arg0: bool) -> None:
         ...
     @property
+    def train_data_path(self) -> list[str]:
+        """
+        the training split's own blend, as --data-path (no --split)
+        """
+    @train_data_path.setter
+    def train_data_path(self, arg0: collections.abc.Sequence[str]) -> None:
+        ...
+    @property
     def train_iters(self) -> int | None:
         """
         iterations to train
@@ -2467,7 +2499,7 @@ class Arguments:
     @property
     def use_precision_aware_optimizer(self) -> bool:
         """
-        accepted, no effect: the optimizer states are fp32 (the only dtype of --main-*-dtype, --exp-avg*-dtype here)
+        accepted, no effect: the main parameters, gradients and Adam moments are fp32 (what their dtype flags take here)
         """
     @use_precision_aware_optimizer.setter
     def use_precision_aware_optimizer(self, arg0: bool) -> None:
@@ -2519,6 +2551,14 @@ class Arguments:
         """
     @use_transformer_engine_op_fuser.setter
     def use_transformer_engine_op_fuser(self, arg0: bool) -> None:
+        ...
+    @property
+    def valid_data_path(self) -> list[str]:
+        """
+        the validation split's own blend, as --data-path
+        """
+    @valid_data_path.setter
+    def valid_data_path(self, arg0: collections.abc.Sequence[str]) -> None:
         ...
     @property
     def valid_num_workers(self) -> int:
@@ -3979,6 +4019,10 @@ def build_gpt_datasets(data_path: typing.Any, sizes: collections.abc.Sequence[ty
 def build_gpt_datasets_on_ranks(data_path: typing.Any, sizes: collections.abc.Sequence[typing.SupportsInt | None], config: GPTDatasetConfig, group: ProcessGroup, mid_level_surplus: typing.SupportsFloat = 0.005) -> tuple:
     """
     The same in a job: group rank 0 builds the index caches, then the others load them (collective over group).
+    """
+def build_gpt_datasets_per_split_on_ranks(data_paths: collections.abc.Sequence[typing.Any], sizes: collections.abc.Sequence[typing.SupportsInt | None], config: GPTDatasetConfig, group: ProcessGroup = None, mid_level_surplus: typing.SupportsFloat = 0.005) -> tuple:
+    """
+    Megatron-LM's blend_per_split: each split from its own data path (None: none) over its datasets' whole documents; with a group, its rank 0 builds the index caches first.
     """
 def build_mock_gpt_datasets(vocab_size: typing.SupportsInt, eod_token: typing.SupportsInt, sizes: collections.abc.Sequence[typing.SupportsInt | None], config: GPTDatasetConfig) -> tuple:
     """

@@ -463,6 +463,34 @@ void init_datasets(py::module_& m) {
       "The same in a job: group rank 0 builds the index caches, then the others load them "
       "(collective over group).");
   m.def(
+      "build_gpt_datasets_per_split_on_ranks",
+      [](const std::vector<py::object>& data_paths, const std::vector<std::optional<int64_t>>& sizes,
+         const ds::GPTDatasetConfig& config, std::shared_ptr<megatron::comm::ProcessGroup> group,
+         double mid_level_surplus) {
+        TORCH_CHECK_VALUE(data_paths.size() == 3,
+                          "[datasets] build_gpt_datasets_per_split_on_ranks: expected 3 "
+                          "data paths (train, valid, test; None for none), found ",
+                          data_paths.size());
+        std::array<std::optional<ds::DataBlend>, 3> blends;
+        for (size_t s = 0; s < 3; ++s)
+          if (!data_paths[s].is_none()) blends[s] = ds::parse_data_path(words_of(data_paths[s]));
+        DatasetArray out;
+        {
+          py::gil_scoped_release release;
+          out = ds::build_gpt_datasets_per_split_on_ranks(
+              blends, sizes_from(sizes), config, group ? group->rank() : 0,
+              [&] {
+                if (group) group->barrier();
+              },
+              mid_level_surplus);
+        }
+        return datasets_tuple(out);
+      },
+      py::arg("data_paths"), py::arg("sizes"), py::arg("config"), py::arg("group") = nullptr,
+      py::arg("mid_level_surplus") = 0.005,
+      "Megatron-LM's blend_per_split: each split from its own data path (None: none) over its datasets' whole "
+      "documents; with a group, its rank 0 builds the index caches first.");
+  m.def(
       "build_mock_gpt_datasets",
       [](int64_t vocab_size, int64_t eod_token, const std::vector<std::optional<int64_t>>& sizes,
          const ds::GPTDatasetConfig& config) {

@@ -201,6 +201,23 @@ std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets_on_rank
   return out;
 }
 
+std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets_per_split_on_ranks(
+    const std::array<std::optional<DataBlend>, 3>& blends, const std::array<std::optional<int64_t>, 3>& sizes,
+    const GPTDatasetConfig& config, int rank, const std::function<void()>& barrier, double mid_level_surplus) {
+  // Megatron-LM's split spoof: the split's whole range, no samples asked of the other two.
+  static const char* const kWhole[3] = {"1,0,0", "0,1,0", "0,0,1"};
+  std::array<std::shared_ptr<const MegatronDataset>, 3> out;
+  for (int s = 0; s < 3; ++s) {
+    if (!blends[s] || sizes[s] == 0) continue;
+    GPTDatasetConfig whole = config;
+    whole.split = kWhole[s];
+    std::array<std::optional<int64_t>, 3> only = {0, 0, 0};
+    only[s] = sizes[s];
+    out[s] = build_gpt_datasets_on_ranks(*blends[s], only, whole, rank, barrier, mid_level_surplus)[s];
+  }
+  return out;
+}
+
 std::array<std::optional<int64_t>, 3> train_valid_test_num_samples(int64_t train_iters, int64_t global_batch_size,
                                                                    int64_t eval_interval, int64_t eval_iters) {
   TORCH_CHECK(train_iters >= 0 && global_batch_size > 0 && eval_interval > 0 && eval_iters >= 0,

@@ -40,7 +40,7 @@ std::vector<std::string> layout_parts(const std::string& layout, std::string& pr
   std::string text;
   for (char c : layout)
     if (c != ',' && !std::isspace(static_cast<unsigned char>(c))) text += c;
-  for (const std::regex pattern : {std::regex(R"(\(([^)]+)\)\*(\d+))"), std::regex(R"((.)\*(\d+))")}) {
+  for (const std::regex& pattern : {std::regex(R"(\(([^)]+)\)\*(\d+))"), std::regex(R"((.)\*(\d+))")}) {
     std::string unrolled;
     size_t last = 0;
     for (auto m = std::sregex_iterator(text.begin(), text.end(), pattern); m != std::sregex_iterator(); ++m) {

@@ -61,6 +61,12 @@ MEGATRON_API std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_dat
     const DataBlend& blend, const std::array<std::optional<int64_t>, 3>& sizes, const GPTDatasetConfig& config,
     int rank, const std::function<void()>& barrier, double mid_level_surplus = 0.005);
 
+// Megatron-LM's blend_per_split (--train/valid/test-data-path): each split from a blend of its own
+// (nullopt: no such split), over its datasets' whole documents, built as build_gpt_datasets_on_ranks.
+MEGATRON_API std::array<std::shared_ptr<const MegatronDataset>, 3> build_gpt_datasets_per_split_on_ranks(
+    const std::array<std::optional<DataBlend>, 3>& blends, const std::array<std::optional<int64_t>, 3>& sizes,
+    const GPTDatasetConfig& config, int rank, const std::function<void()>& barrier, double mid_level_surplus = 0.005);
+
 // Megatron's sample request per split: train_iters * gbs, (train_iters / eval_interval + 1) *
 // eval_iters * gbs, eval_iters * gbs.
 MEGATRON_API std::array<std::optional<int64_t>, 3> train_valid_test_num_samples(int64_t train_iters,

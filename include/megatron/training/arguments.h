@@ -135,6 +135,12 @@ struct MEGATRON_API Arguments {
 
   // --- data and tokenizer
   std::vector<std::string> data_path;  // prefix, or weight prefix weight prefix ...
+  std::string data_args_path;          // a file holding --data-path's words
+  // A blend per split instead (Megatron-LM's blend_per_split), or a JSON file of the three.
+  std::vector<std::string> train_data_path;
+  std::vector<std::string> valid_data_path;
+  std::vector<std::string> test_data_path;
+  std::string per_split_data_args_path;
   std::string split = "969, 30, 1";
   bool mock_data = false;
   std::string tokenizer_type;  // arguments_table.h lists the types

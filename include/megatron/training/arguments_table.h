@@ -249,6 +249,12 @@ enum class ArgSaved { kSaved, kNotSaved };
     "Megatron-DeepSpeed's ZeRO stage: 0-3 = --data-parallel-sharding-strategy no_shard, optim, optim_grads, "      \
     "optim_grads_params")                                                                                           \
   X(data, data_path, kSaved, any(), "dataset prefix, or weight prefix weight prefix ...")                           \
+  X(data, data_args_path, kSaved, any(), "a file holding --data-path's words (for long blends)")                       \
+  X(data, train_data_path, kSaved, any(), "the training split's own blend, as --data-path (no --split)")               \
+  X(data, valid_data_path, kSaved, any(), "the validation split's own blend, as --data-path")                          \
+  X(data, test_data_path, kSaved, any(), "the test split's own blend, as --data-path")                                 \
+  X(data, per_split_data_args_path, kSaved, any(),                                                                     \
+    "a JSON file of the three: {\"train\": [...], \"valid\": [...], \"test\": [...]}, each a list or one string")      \
   X(data, split, kSaved, any(), "train, valid, test proportions")                                                   \
   X(data, mock_data, kSaved, any(), "synthetic data instead of --data-path")                                        \
   X(tokenizer, tokenizer_type, kSaved,                                                                              \
@@ -323,7 +329,7 @@ enum class ArgSaved { kSaved, kNotSaved };
   X(mixed_precision, loss_scale_window, kSaved, positive(), "good iterations before the scale grows")               \
   X(mixed_precision, hysteresis, kSaved, positive(), "overflows tolerated before the scale shrinks")                \
   X(ignored, use_precision_aware_optimizer, kNotSaved, any(),                                                          \
-    "accepted, no effect: the optimizer states are fp32 (the only dtype of --main-*-dtype, --exp-avg*-dtype here)")    \
+    "accepted, no effect: the main parameters, gradients and Adam moments are fp32 (what their dtype flags take here)")    \
   X(mixed_precision, main_grads_dtype, kNotSaved, one_of("fp32|bf16"), "fp32: the only one here")                      \
   X(mixed_precision, main_params_dtype, kNotSaved, one_of("fp32|fp16"), "fp32: the only one here")                     \
   X(mixed_precision, exp_avg_dtype, kNotSaved, one_of("fp32|fp16|bf16|fp8"), "fp32: the only one here")                \

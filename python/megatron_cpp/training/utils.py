@@ -28,10 +28,23 @@ def get_batch_on_this_cp_rank(batch):
 
 
 def get_blend_and_blend_per_split(args):
-    """(blend, blend_per_split) of the flags: the --data-path blend, and None (separate
-    train/valid/test data paths are not implemented)."""
+    """(blend, blend_per_split) of the flags, as Megatron-LM's: the --data-path (or --data-args-path)
+    blend, or one per split from --train/valid/test-data-path (or --per-split-data-args-path)."""
+    import json
     from ..core.datasets.utils import get_blend_from_list
-    return get_blend_from_list(args.data_path), None
+    if args.data_path or args.data_args_path:
+        words = args.data_path or open(args.data_args_path).read().split()
+        return get_blend_from_list(words), None
+    if args.per_split_data_args_path:
+        with open(args.per_split_data_args_path) as f:
+            per_split = json.load(f)
+        lists = [per_split[k].split() if isinstance(per_split[k], str) else per_split[k]
+                 for k in ("train", "valid", "test")]
+    else:
+        lists = [args.train_data_path, args.valid_data_path, args.test_data_path]
+    if not any(lists):
+        return None, None
+    return None, [get_blend_from_list(words) if words else None for words in lists]
 
 
 def get_batch_on_this_tp_rank(data_iterator):

@@ -29,8 +29,8 @@ def get_batch_on_this_tp_rank(data_iterator):
     """
 def get_blend_and_blend_per_split(args):
     """
-    (blend, blend_per_split) of the flags: the --data-path blend, and None (separate
-        train/valid/test data paths are not implemented).
+    (blend, blend_per_split) of the flags, as Megatron-LM's: the --data-path (or --data-args-path)
+        blend, or one per split from --train/valid/test-data-path (or --per-split-data-args-path).
     """
 def is_last_rank():
     """

@@ -19,6 +19,7 @@
 #include "training/arguments/aliases.h"
 #include "training/arguments/argument_ranges.h"
 #include "training/arguments/context_parallel_arguments.h"
+#include "training/arguments/data_blends.h"
 #include "training/arguments/fp8_arguments.h"
 #include "training/arguments/implementation_arguments.h"
 #include "training/arguments/moe_arguments.h"
@@ -251,16 +252,8 @@ void validate_mixed_precision(const Arguments& a) {
 }
 
 void validate_data(const Arguments& a) {
-  ARG_CHECK(a.mock_data != !a.data_path.empty(),
-            a.mock_data ? "--mock-data and --data-path exclude each other" : "give --data-path (or --mock-data)");
-  // The dataset code parses these again when it builds; checking here makes a typo a parse error.
-  try {
-    if (!a.data_path.empty()) (void)datasets::parse_data_path(a.data_path);
-    (void)datasets::parse_and_normalize_split(a.split);
-  } catch (const c10::Error& e) {
-    ARG_CHECK(false, e.what_without_backtrace());
-  }
-  ARG_CHECK(a.data_path.empty() || !a.tokenizer_type.empty(), "--tokenizer-type is required with --data-path");
+  detail::validate_data_sources(a);
+  ARG_CHECK(a.mock_data || !a.tokenizer_type.empty(), "--tokenizer-type is required with --data-path");
   if (a.tokenizer_type == "GPT2BPETokenizer") {
     ARG_CHECK(!a.vocab_file.empty() && !a.merge_file.empty(),
               "--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");

@@ -18,6 +18,7 @@
 #include "megatron/optimizer/param_scheduler.h"
 #include "megatron/tensor_parallel/fp8.h"
 #include "megatron/tensor_parallel/random.h"
+#include "training/arguments/data_blends.h"
 #include "training/loop/initialize.h"
 
 namespace megatron::training::detail {
@@ -136,19 +137,31 @@ RankCheckpoint rank_checkpoint(const Arguments& args, const ParallelState& ps, c
   return c;
 }
 
+namespace {
+
+void write_blend(std::ostream& s, const datasets::DataBlend& blend) {
+  for (size_t i = 0; i < blend.prefixes.size(); ++i) {
+    const std::string& prefix = blend.prefixes[i];
+    std::error_code missing;
+    const auto idx = std::filesystem::file_size(datasets::idx_path(prefix), missing);
+    const auto bin = std::filesystem::file_size(datasets::bin_path(prefix), missing);
+    s << (i ? ", " : "") << (blend.weights.empty() ? "" : std::to_string(blend.weights[i]) + " x ")
+      << std::filesystem::path(prefix).filename().string() << " (" << idx << " + " << bin << " bytes)";
+  }
+}
+
+}  // namespace
+
 std::string data_fingerprint(const Arguments& a) {
   std::ostringstream s;
   if (a.mock_data) s << "mock data, vocabulary " << a.vocab_size.value_or(0);
-  if (!a.data_path.empty()) {
-    const auto blend = datasets::parse_data_path(a.data_path);
-    for (size_t i = 0; i < blend.prefixes.size(); ++i) {
-      const std::string& prefix = blend.prefixes[i];
-      std::error_code missing;
-      const auto idx = std::filesystem::file_size(datasets::idx_path(prefix), missing);
-      const auto bin = std::filesystem::file_size(datasets::bin_path(prefix), missing);
-      s << (i ? ", " : "") << (blend.weights.empty() ? "" : std::to_string(blend.weights[i]) + " x ")
-        << std::filesystem::path(prefix).filename().string() << " (" << idx << " + " << bin << " bytes)";
-    }
+  const auto blends = detail::data_blends_from_args(a);
+  if (blends.blend) write_blend(s, *blends.blend);
+  const char* const names[3] = {"train", "valid", "test"};
+  for (int i = 0, written = 0; i < 3; ++i) {
+    if (!blends.per_split[i]) continue;
+    s << (written++ ? "; " : "") << names[i] << ": ";
+    write_blend(s, *blends.per_split[i]);
   }
   s << ", split " << a.split << ", sequence length " << a.seq_length << ", seed " << a.seed;
   return s.str();

@@ -10,6 +10,7 @@
 #include "megatron/models/gpt/gpt_model.h"
 #include "megatron/training/config.h"
 #include "megatron/transformer/context_parallel.h"
+#include "training/arguments/data_blends.h"
 
 namespace megatron::training {
 
@@ -66,9 +67,12 @@ Datasets gpt_datasets_provider(const TrainingContext& ctx, const std::array<int6
   // Rank 0 builds the index caches, the others load them after it (a failure on rank 0 reaches
   // every rank through the barrier).
   auto& world = ctx.parallel_state.get_world_group();
+  auto barrier = [&world] { world.barrier(); };
+  const auto blends = detail::data_blends_from_args(args);
   auto ds = args.mock_data ? datasets::build_mock_gpt_datasets(tokenizer.vocab_size(), tokenizer.eod(), sizes, config)
-                           : datasets::build_gpt_datasets_on_ranks(datasets::parse_data_path(args.data_path), sizes,
-                                                                   config, world.rank(), [&] { world.barrier(); });
+            : blends.blend ? datasets::build_gpt_datasets_on_ranks(*blends.blend, sizes, config, world.rank(), barrier)
+                           : datasets::build_gpt_datasets_per_split_on_ranks(blends.per_split, sizes, config,
+                                                                             world.rank(), barrier);
   return {ds[0], ds[1], ds[2], tokenizer.eod()};
 }
 

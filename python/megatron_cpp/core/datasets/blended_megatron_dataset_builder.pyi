@@ -10,8 +10,8 @@ __all__: list[str] = ['BlendedMegatronDatasetBuilder', 'GPTDataset', 'MockGPTDat
 class BlendedMegatronDatasetBuilder:
     """
     BlendedMegatronDatasetBuilder(cls, sizes, is_built_on_rank, config).build() -> (train, valid,
-        test), as megatron-core's: GPTDataset over config.blend (weighted blends included), or
-        MockGPTDataset. Every rank builds its datasets (the library's loop draws batches on every rank;
+        test), as megatron-core's: GPTDataset over config.blend (weighted blends included) or
+        config.blend_per_split, or MockGPTDataset. Every rank builds its datasets (the library's loop draws batches on every rank;
         group rank 0 writes the index caches first), so is_built_on_rank is not consulted.
     """
     def __init__(self, cls, sizes, is_built_on_rank, config):
@@ -20,3 +20,7 @@ class BlendedMegatronDatasetBuilder:
         ...
     def build(self):
         ...
+def _data_path(blend):
+    """
+    A (prefixes, weights) blend as --data-path's words.
+    """

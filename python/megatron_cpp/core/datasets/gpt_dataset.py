@@ -27,9 +27,11 @@ class GPTDatasetConfig:
         unknown = sorted(set(kwargs) - set(_LIBRARY_FIELDS) - set(_FROM_FLAGS) - set(_NO_EFFECT))
         if unknown:
             raise TypeError(f"GPTDatasetConfig: unknown keyword(s) {', '.join(unknown)}")
-        if blend_per_split is not None and any(b is not None for b in blend_per_split):
-            raise NotImplementedError("GPTDatasetConfig: blend_per_split (separate train/valid/test data paths) is "
-                                      "not implemented; give one blend and a split")
+        per_split = blend_per_split is not None and any(b is not None for b in blend_per_split)
+        if per_split and blend is not None:
+            raise ValueError("GPTDatasetConfig: give blend (with a split) or blend_per_split, not both")
+        if per_split:
+            split = None  # each split is its blend's whole documents (Megatron-LM's args leave --split unset)
         if blend is not None and split is None:
             raise ValueError("GPTDatasetConfig: a blend needs a split (e.g. '969,30,1')")
         self.blend = blend
@@ -46,7 +48,7 @@ class GPTDatasetConfig:
     @property
     def mock(self):
         """No blend: the builder makes mock datasets (as megatron-core's config.mock)."""
-        return self.blend is None
+        return self.blend is None and not (self.blend_per_split and any(b is not None for b in self.blend_per_split))
 
     def __getattr__(self, name):  # random_seed, sequence_length, split, path_to_cache, ...
         return getattr(self.__dict__["library_config"], name)
