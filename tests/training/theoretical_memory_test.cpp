@@ -86,6 +86,12 @@ TEST(TheoreticalMemory, RecomputeAndSequenceParallelismShrinkActivations) {
   const double sp = theoretical_memory(a, 0, 50257).activations;
   a.recompute_granularity = "selective";
   const double selective = theoretical_memory(a, 0, 50257).activations;
+  a.recompute_modules = {"core_attn", "mlp"};
+  const double both = theoretical_memory(a, 0, 50257).activations;
+  EXPECT_LT(both, selective);  // the MLP's hidden activations go too
+  a.recompute_modules = {"mlp"};
+  EXPECT_GT(theoretical_memory(a, 0, 50257).activations, both);  // the attention scores stay
+  a.recompute_modules.clear();
   a.recompute_granularity = "full";
   const double full = theoretical_memory(a, 0, 50257).activations;
   EXPECT_LT(sp, none);

@@ -26,6 +26,12 @@ std::string gib(double bytes) {
 }  // namespace
 
 MemoryEstimate theoretical_memory(const Arguments& a, int64_t pipeline_rank, int64_t vocab_size) {
+  // What selective recompute covers (--recompute-modules; core_attn when none is named).
+  auto recomputes = [&a](const std::string& module) {
+    const auto& m = a.recompute_modules;
+    return a.recompute_granularity == "selective" &&
+           (m.empty() ? module == "core_attn" : std::find(m.begin(), m.end(), module) != m.end());
+  };
   const double h = static_cast<double>(a.hidden_size), heads = static_cast<double>(a.num_attention_heads);
   const double t = static_cast<double>(a.tensor_model_parallel_size);
   const double pp = static_cast<double>(a.pipeline_model_parallel_size);
@@ -64,7 +70,8 @@ MemoryEstimate theoretical_memory(const Arguments& a, int64_t pipeline_rank, int
     moe_extra = experts * unit * expert_ffn * h + experts * h + unit * shared * h + (a.moe_shared_expert_gate ? h : 0) -
                 (fc1 + ffn) * h;
     // Each token passes through top-k experts (and the shared one) instead of one MLP.
-    moe_mlp_activations = 4 * (static_cast<double>(a.moe_router_topk) * expert_ffn + shared) / h;
+    moe_mlp_activations =
+        4 * (static_cast<double>(a.moe_router_topk) * expert_ffn + (recomputes("shared_experts") ? 0 : shared)) / h;
   }
   m.parameters = layers * layer + moe_layers * moe_extra;
   if (first)
@@ -87,14 +94,16 @@ MemoryEstimate theoretical_memory(const Arguments& a, int64_t pipeline_rank, int
 
   // Activations of one layer for one micro-batch, in 2-byte units (Korthikanti et al., Table 2,
   // with the MLP's 4h generalised to ffn): sequence parallelism splits all of it over TP,
-  // selective recompute drops the attention scores, full recompute keeps only the layer input.
+  // selective recompute drops the attention scores (core_attn) or the MLP's hidden activations
+  // (mlp, shared_experts), full recompute keeps only the layer input.
   const double scores = 5 * heads * s / h;
-  const double mlp = (4 * ffn / h * (layers - moe_layers) + moe_mlp_activations * moe_layers) / layers;
+  const double dense_mlp = recomputes("mlp") ? 0 : 4 * ffn / h;
+  const double mlp = (dense_mlp * (layers - moe_layers) + moe_mlp_activations * moe_layers) / layers;
   double per_layer;
   if (a.recompute_granularity == "full") {
     per_layer = a.sequence_parallel ? 2 / t : 2;
   } else {
-    const double attention = a.recompute_granularity == "selective" ? 0 : scores / t;
+    const double attention = recomputes("core_attn") ? 0 : scores / t;
     per_layer = a.sequence_parallel ? (18 + mlp) / t + attention : 10 + (8 + mlp) / t + attention;
   }
   const double unit = s * b * h * (mixed ? 2 : 4) / 2;
