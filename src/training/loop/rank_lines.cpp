@@ -25,6 +25,21 @@ std::vector<std::string> all_gather_strings(comm::ProcessGroup& group, const std
   return out;
 }
 
+std::optional<DifferingColumn> first_differing_column(comm::ProcessGroup& group, const std::vector<int64_t>& mine) {
+  const int n = group.size();
+  const auto count = static_cast<int64_t>(mine.size());
+  at::Tensor all = at::empty({n * count}, at::kLong);
+  group.all_gather(all, at::tensor(mine, at::kLong));
+  const at::Tensor by_rank = all.view({n, count});
+  const at::Tensor differs = (by_rank != by_rank[0]).any(0);
+  if (!differs.any().item<bool>()) return std::nullopt;
+  DifferingColumn out;
+  out.column = differs.nonzero()[0][0].item<int64_t>();
+  const at::Tensor column = by_rank.select(1, out.column).contiguous();
+  out.by_rank.assign(column.data_ptr<int64_t>(), column.data_ptr<int64_t>() + n);
+  return out;
+}
+
 void log_in_rank_order(comm::ProcessGroup& group, int writer, LogLevel level, const std::string& line) {
   const auto lines = all_gather_strings(group, line);
   if (group.rank() != writer) return;

@@ -4,6 +4,8 @@
 // with one rank writing, chunks stay in order and lines stay whole.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,15 @@ namespace megatron::training::detail {
 
 // Collective over `group`: every rank's `s`, in group rank order, on every rank.
 std::vector<std::string> all_gather_strings(comm::ProcessGroup& group, const std::string& s);
+
+// Collective over `group`: every rank's `mine` (the same length on all), compared column by
+// column; the first column where some rank differs from rank 0, with each rank's value there, or
+// nullopt when all agree. The same answer on every rank.
+struct DifferingColumn {
+  int64_t column = 0;
+  std::vector<int64_t> by_rank;  // the column's value on each group rank
+};
+std::optional<DifferingColumn> first_differing_column(comm::ProcessGroup& group, const std::vector<int64_t>& mine);
 
 // Collective over `group`: `writer` (a group rank) logs every rank's `line` in rank order; empty
 // lines are left out.

@@ -10,6 +10,7 @@
 #include "megatron/models/common/language_module.h"
 #include "megatron/training/checkpoint_schema.h"
 #include "megatron/training/fault_injection.h"
+#include "training/loop/rank_lines.h"
 
 namespace megatron::training::detail {
 namespace {
@@ -39,20 +40,14 @@ std::string first_difference(const ReplicaCopies& c, int64_t iteration) {
   if (n == 1 || count == 0) return "";  // every rank of a group has the same parameters
   log(LogLevel::kDebug, "[training] comparing " + std::to_string(count) + " parameter hashes over " +
                             std::to_string(n) + " " + c.kind + " ranks");
-  at::Tensor mine = at::tensor(c.hashes, at::kLong);
-  at::Tensor all = at::empty({n * count}, at::kLong);
-  c.group->all_gather(all, mine);
-  const at::Tensor by_rank = all.view({n, count});
-  const at::Tensor differs = (by_rank != by_rank[0]).any(0);
-  if (!differs.any().item<bool>()) return "";
-  const int64_t first = differs.nonzero()[0][0].item<int64_t>();
-  const at::Tensor column = by_rank.select(1, first);
+  const auto differs = first_differing_column(*c.group, c.hashes);
+  if (!differs) return "";
   std::ostringstream msg;
-  msg << "[training] parameter " << c.names[first] << " differs between its " << c.kind << " copies at iteration "
-      << iteration << ": rank " << c.group->global_rank(0) << " holds one copy, rank";
+  msg << "[training] parameter " << c.names[differs->column] << " differs between its " << c.kind
+      << " copies at iteration " << iteration << ": rank " << c.group->global_rank(0) << " holds one copy, rank";
   std::vector<int> other;
   for (int r = 1; r < n; ++r)
-    if (column[r].item<int64_t>() != column[0].item<int64_t>()) other.push_back(c.group->global_rank(r));
+    if (differs->by_rank[r] != differs->by_rank[0]) other.push_back(c.group->global_rank(r));
   msg << (other.size() > 1 ? "s " : " ");
   for (size_t i = 0; i < other.size(); ++i) msg << (i ? ", " : "") << other[i];
   msg << " another (" << other.size() << " of " << n - 1

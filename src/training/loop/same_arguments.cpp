@@ -24,16 +24,12 @@ void check_ranks_have_the_same_arguments(const Arguments& args, comm::ProcessGro
     names.push_back(e.key().toStringRef());
     values.push_back(value.str());
   }
-  const auto fields = static_cast<int64_t>(names.size());
-  at::Tensor mine = at::empty({fields}, at::kLong);
-  for (int64_t i = 0; i < fields; ++i)
-    mine[i] = static_cast<int64_t>(std::hash<std::string>{}(names[i] + "=" + values[i]));
-  at::Tensor all = at::empty({n * fields}, at::kLong);
-  world.all_gather(all, mine);
-  const at::Tensor by_rank = all.view({n, fields});
-  const at::Tensor differs = (by_rank != by_rank[0]).any(0);  // the same on every rank
-  if (!differs.any().item<bool>()) return;
-  const int64_t first = differs.nonzero()[0][0].item<int64_t>();
+  std::vector<int64_t> mine;
+  for (size_t i = 0; i < names.size(); ++i)
+    mine.push_back(static_cast<int64_t>(std::hash<std::string>{}(names[i] + "=" + values[i])));
+  const auto differs = first_differing_column(world, mine);
+  if (!differs) return;
+  const auto first = static_cast<size_t>(differs->column);
   // Which ranks have which value of that setting, in the order the values first appear.
   const auto seen = all_gather_strings(world, values[first]);
   std::vector<std::string> order;
