@@ -32,9 +32,11 @@ def get_blend_and_blend_per_split(args):
     blend, or one per split from --train/valid/test-data-path (or --per-split-data-args-path)."""
     import json
     from ..core.datasets.utils import get_blend_from_list
-    if args.data_path or args.data_args_path:
-        words = args.data_path or open(args.data_args_path).read().split()
-        return get_blend_from_list(words), None
+    if args.data_args_path:
+        with open(args.data_args_path) as f:
+            return get_blend_from_list(f.read().split()), None
+    if args.data_path:
+        return get_blend_from_list(args.data_path), None
     if args.per_split_data_args_path:
         with open(args.per_split_data_args_path) as f:
             per_split = json.load(f)

@@ -27,10 +27,11 @@ class GPTDatasetConfig:
         unknown = sorted(set(kwargs) - set(_LIBRARY_FIELDS) - set(_FROM_FLAGS) - set(_NO_EFFECT))
         if unknown:
             raise TypeError(f"GPTDatasetConfig: unknown keyword(s) {', '.join(unknown)}")
-        per_split = blend_per_split is not None and any(b is not None for b in blend_per_split)
-        if per_split and blend is not None:
+        if blend_per_split is not None and all(b is None for b in blend_per_split):
+            blend_per_split = None  # megatron-core's [None, None, None]: no per-split data
+        if blend_per_split is not None and blend is not None:
             raise ValueError("GPTDatasetConfig: give blend (with a split) or blend_per_split, not both")
-        if per_split:
+        if blend_per_split is not None:
             split = None  # each split is its blend's whole documents (Megatron-LM's args leave --split unset)
         if blend is not None and split is None:
             raise ValueError("GPTDatasetConfig: a blend needs a split (e.g. '969,30,1')")
@@ -48,7 +49,7 @@ class GPTDatasetConfig:
     @property
     def mock(self):
         """No blend: the builder makes mock datasets (as megatron-core's config.mock)."""
-        return self.blend is None and not (self.blend_per_split and any(b is not None for b in self.blend_per_split))
+        return self.blend is None and self.blend_per_split is None
 
     def __getattr__(self, name):  # random_seed, sequence_length, split, path_to_cache, ...
         return getattr(self.__dict__["library_config"], name)
