@@ -76,23 +76,28 @@ def save(model: GPTModel, spec: dict, iter_dir: str) -> None:
             f.write(str(iteration))
 
 
-def main() -> None:
-    iter_dir, ids_path, out, model_json = sys.argv[1:5]
-    saving = sys.argv[5:] == ["save"]
-    spec = json.loads(open(model_json).read())
+def build_model(spec: dict, **config_fields) -> GPTModel:
+    """gloo over torchrun's ranks, all of them tensor-parallel, and MODEL_JSON's GPTModel."""
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     torch.distributed.init_process_group("gloo")
     tp = torch.distributed.get_world_size()
     mpu.initialize_model_parallel(tensor_model_parallel_size=tp)
     fields = dict(spec["config"])
     fields["activation_func"] = ACTIVATIONS[fields.pop("activation", "gelu")]
-    config = TransformerConfig(**fields, tensor_model_parallel_size=tp, use_cpu_initialization=True,
+    config = TransformerConfig(**fields, **config_fields, tensor_model_parallel_size=tp, use_cpu_initialization=True,
                                hidden_dropout=0.0, attention_dropout=0.0, bias_activation_fusion=False,
                                masked_softmax_fusion=False, persist_layer_norm=False, bias_dropout_fusion=False,
                                gradient_accumulation_fusion=False, apply_rope_fusion=False,
                                moe_token_dispatcher_type="allgather")
     layers = get_gpt_decoder_block_spec(config, use_transformer_engine=False, normalization=config.normalization)
-    model = GPTModel(config=config, transformer_layer_spec=layers, **spec["model"])
+    return GPTModel(config=config, transformer_layer_spec=layers, **spec["model"])
+
+
+def main() -> None:
+    iter_dir, ids_path, out, model_json = sys.argv[1:5]
+    saving = sys.argv[5:] == ["save"]
+    spec = json.loads(open(model_json).read())
+    model = build_model(spec)
     rank = mpu.get_tensor_model_parallel_rank()
     if saving:  # its own initial weights, the replicated ones rank 0's (as training keeps them)
         for param in model.parameters():

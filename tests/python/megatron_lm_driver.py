@@ -1,6 +1,7 @@
 """Megatron-LM's own code (a snapshot of its repository, MEGATRON_LM_DIR) on CPU, as a subprocess of
 test_megatron_lm_checkpoints.py: it parses the flags, builds its GPT model with the local layer spec
-and loads or saves a --ckpt-format torch checkpoint with megatron.training.checkpointing.
+and loads or saves a --ckpt-format torch checkpoint (torch_dist where FLAGS say so) with
+megatron.training.checkpointing.
 
     [torchrun --nproc-per-node TP x PP] megatron_lm_driver.py load CKPT_DIR IDS OUT -- FLAGS...
                                                                load, then its logits of IDS into OUT
@@ -15,7 +16,8 @@ and loads or saves a --ckpt-format torch checkpoint with megatron.training.check
     [torchrun --nproc-per-node DP] megatron_lm_driver.py save-distopt CKPT_DIR IDS OUT -- ...
                                                                save-optim's steps with its DistributedOptimizer
                                                                over its DDP's buffers (distrib_optim.pt beside
-                                                               model_optim_rng.pt), the fp32 main parameters and
+                                                               model_optim_rng.pt, or the torch_dist layout FLAGS
+                                                               choose), the fp32 main parameters and
                                                                moments gathered over DP by name into OUT
 """
 from __future__ import annotations
@@ -23,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import types
 import typing
 
 if not hasattr(typing, "override"):  # Python < 3.12; Megatron-LM's hybrid model imports it
@@ -66,15 +67,10 @@ def stepped_scheduler(optimizer, args):
 
 
 def adam_steps(model, args):
-    """Megatron-LM's parameter groups (its own _get_param_groups and standard overrides) under
-    torch's AdamW, which it uses without Transformer Engine and apex, after two steps on random
-    gradients; its scheduler; the state by parameter name."""
-    from megatron.core.optimizer import OptimizerConfig, _get_param_groups, get_standard_config_overrides
-    config = OptimizerConfig(optimizer="adam", lr=args.lr, min_lr=args.min_lr, weight_decay=args.weight_decay,
-                             decoupled_lr=args.decoupled_lr, decoupled_min_lr=args.decoupled_min_lr)
-    adam = torch.optim.AdamW(_get_param_groups([model], config, get_standard_config_overrides(config)), lr=args.lr,
-                             weight_decay=args.weight_decay, betas=(args.adam_beta1, args.adam_beta2),
-                             eps=args.adam_eps)
+    """fp32_optimizer's FP32Optimizer after two steps of its AdamW on random gradients; its
+    scheduler; the state by parameter name."""
+    optimizer, _ = fp32_optimizer(model, args)
+    adam = optimizer.optimizer
     generator = torch.Generator().manual_seed(1234 + torch.distributed.get_rank())
     for _ in range(2):
         for p in model.parameters():
@@ -83,7 +79,7 @@ def adam_steps(model, args):
     scheduler = stepped_scheduler(adam, args)
     names = {p: n for n, p in model.named_parameters()}
     state = {names[p]: {k: v.clone() for k, v in adam.state[p].items()} for p in names}
-    return types.SimpleNamespace(is_stub_optimizer=False, state_dict=adam.state_dict), scheduler, state
+    return optimizer, scheduler, state
 
 
 def fp32_optimizer(model, args):
@@ -98,8 +94,15 @@ def fp32_optimizer(model, args):
     adam = torch.optim.AdamW(_get_param_groups([model], config, get_standard_config_overrides(config)), lr=args.lr,
                              weight_decay=args.weight_decay, betas=(args.adam_beta1, args.adam_beta2),
                              eps=args.adam_eps)
+    def init_state_fn(opt, config=None):  # get_megatron_optimizer's, for torch's Adam (torch_dist loads call it)
+        for group in opt.param_groups:
+            for p in group["params"]:
+                if len(opt.state[p]) == 0:
+                    opt.state[p]["exp_avg"] = torch.zeros_like(p.data)
+                    opt.state[p]["exp_avg_sq"] = torch.zeros_like(p.data)
+
     optimizer = FP32Optimizer.__new__(FP32Optimizer)  # its __init__ puts the loss scale on a GPU
-    MegatronOptimizer.__init__(optimizer, adam, config)
+    MegatronOptimizer.__init__(optimizer, adam, config, init_state_fn)
     optimizer.is_stub_optimizer = False
     scheduler = OptimizerParamScheduler(optimizer, init_lr=0.0, max_lr=args.lr, min_lr=args.min_lr, lr_warmup_steps=0,
                                         lr_decay_steps=1, lr_decay_style="cosine", start_wd=args.weight_decay,

@@ -525,12 +525,14 @@ def test_a_torch_dist_checkpoint_megatron_lm_saves_resumes_here_with_its_logits(
 
 
 @megatron_lm
-def test_megatron_lm_optimizer_state_resumes_here(tmp_path):
+@pytest.mark.parametrize("fmt", ["torch", "torch_dist"])
+def test_megatron_lm_optimizer_state_resumes_here(tmp_path, fmt):
     """Its optimizer state, from its own parameter groups under torch's AdamW after two steps,
     resumes here and carries each parameter's moments to the parameter of the same name."""
     torch.save(torch.zeros(2, 16, dtype=torch.long), tmp_path / "ids.pt")
     theirs = megatron_lm_driver("save-optim", tmp_path / "mlm", tmp_path / "ids.pt", tmp_path / "theirs.pt",
-                                *MEGATRON_SHAPE, "--train-iters", "5", "--save-interval", "5", "--min-lr", "2e-4")
+                                *MEGATRON_SHAPE, "--train-iters", "5", "--save-interval", "5", "--min-lr", "2e-4",
+                                "--ckpt-format", fmt)
     # Its driver's schedule is not this run's: kept as this run's, as Megatron-LM would need too.
     resumed = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "mlm"), "--override-opt_param-scheduler", *NO_DROPOUT)])
     assert "[ iter_0000005 ] at iteration 5" in resumed.stdout
@@ -538,18 +540,25 @@ def test_megatron_lm_optimizer_state_resumes_here(tmp_path):
     assert_moments_carried(tmp_path / "back", theirs["optimizer_state"], 5, 2)
 
 
+# Its torch_dist layouts of the distributed optimizer: the model-space one (its gather over gloo on
+# a CPU run); its default bucket layout is refused below.
+TORCH_DIST_FULLY_RESHARDABLE = ["--ckpt-format", "torch_dist", "--dist-ckpt-optim-fully-reshardable",
+                                "--distrib-optim-fully-reshardable-mem-efficient"]
+
+
 @megatron_lm
-@pytest.mark.parametrize("bf16", [False, True])
-def test_megatron_lm_distributed_optimizer_state_resumes_here(tmp_path, bf16):
+@pytest.mark.parametrize("bf16, fmt", [(False, "torch"), (True, "torch"), (False, "torch_dist"), (True, "torch_dist")])
+def test_megatron_lm_distributed_optimizer_state_resumes_here(tmp_path, bf16, fmt):
     """Its distributed optimizer (its own DDP buffers and DistributedOptimizer at DP 2, buckets of
-    --ddp-bucket-size 100, two AdamW steps) saves distrib_optim.pt; ours resumes it, and every
-    parameter's moments, step and (bf16) fp32 main copy arrive under its name as its optimizer
-    held them."""
+    --ddp-bucket-size 100, two AdamW steps) saves distrib_optim.pt, or torch_dist's model-space
+    layout; ours resumes it, and every parameter's moments, step and (bf16) fp32 main copy arrive
+    under its name as its optimizer held them."""
     torch.save(torch.zeros(2, 16, dtype=torch.long), tmp_path / "ids.pt")
     precision = ["--bf16"] if bf16 else []
+    layout = TORCH_DIST_FULLY_RESHARDABLE if fmt == "torch_dist" else []
     theirs = megatron_lm_driver("save-distopt", tmp_path / "mlm", tmp_path / "ids.pt", tmp_path / "theirs.pt",
                                 *MEGATRON_SHAPE, "--train-iters", "5", "--save-interval", "5", "--min-lr", "2e-4",
-                                "--overlap-grad-reduce", "--ddp-bucket-size", "100", *precision, dp=2)
+                                "--overlap-grad-reduce", "--ddp-bucket-size", "100", *precision, *layout, dp=2)
     resumed = run([PRETRAIN, *tiny(6, "--load", str(tmp_path / "mlm"), "--override-opt_param-scheduler", *precision,
                               *NO_DROPOUT)])
     assert "[ iter_0000005 ] at iteration 5" in resumed.stdout
@@ -561,16 +570,43 @@ def test_megatron_lm_distributed_optimizer_state_resumes_here(tmp_path, bf16):
 
 
 @megatron_lm
-def test_megatron_lm_resumes_our_optimizer_state(tmp_path):
+@pytest.mark.parametrize("bf16", [False, True])
+def test_megatron_lm_distributed_optimizer_bucket_layout_resumes_as_its_model_space_one(tmp_path, bf16):
+    """Its distributed optimizer's default torch_dist layout (dp_reshardable: its buckets' flat
+    state) and its model-space one, saved from the same steps, resume here to the same losses; at
+    another TP size the bucket layout is one error naming the way through."""
+    torch.save(torch.zeros(2, 16, dtype=torch.long), tmp_path / "ids.pt")
+    precision = ["--bf16"] if bf16 else []
+    out = {}
+    for name, layout in (("buckets", ["--ckpt-format", "torch_dist"]), ("model_space", TORCH_DIST_FULLY_RESHARDABLE)):
+        megatron_lm_driver("save-distopt", tmp_path / name, tmp_path / "ids.pt", tmp_path / "theirs.pt",
+                           *MEGATRON_SHAPE, "--train-iters", "5", "--save-interval", "5", "--min-lr", "2e-4",
+                           "--overlap-grad-reduce", "--ddp-bucket-size", "100", *precision, *layout, dp=2)
+        out[name] = run([PRETRAIN, *tiny(7, "--load", str(tmp_path / name), "--override-opt_param-scheduler",
+                                         *precision, *NO_DROPOUT)]).stdout
+    assert "[ iter_0000005 ] at iteration 5" in out["buckets"]
+    assert [lm_loss(out["buckets"], i) for i in (6, 7)] == [lm_loss(out["model_space"], i) for i in (6, 7)]
+    refused = run([PRETRAIN, *tiny(7, "--load", str(tmp_path / "buckets"), "--tensor-model-parallel-size", "2",
+                                   *precision, *NO_DROPOUT)], np=2, check=False)
+    assert refused.returncode != 0 and "'dp_reshardable' layout, saved at TP 1" in refused.stderr
+
+
+@megatron_lm
+@pytest.mark.parametrize("fmt", ["torch", "torch_dist"])
+def test_megatron_lm_resumes_our_optimizer_state(tmp_path, fmt):
     """Its load_checkpoint, with its FP32Optimizer over its own groups under torch's AdamW and no
     --no-load-optim, takes our optimizer state: each parameter's moments and step by name, its
     groups matched by their keys (--decoupled-lr's too), the schedule where ours left it."""
     run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "ck"), "--decoupled-lr", "1e-3", *NO_DROPOUT)])
     ours = torch.load(rank_file(tmp_path / "ck", 2), weights_only=True)["optimizer"]
+    if fmt == "torch_dist":  # the same run's twin, in that format
+        run([PRETRAIN, *tiny(2, "--save", str(tmp_path / "dist"), "--decoupled-lr", "1e-3", "--ckpt-format",
+                             "torch_dist", *NO_DROPOUT)])
     torch.save(torch.zeros(2, 16, dtype=torch.long), tmp_path / "ids.pt")
-    theirs = megatron_lm_driver("load-optim", tmp_path / "ck", tmp_path / "ids.pt", tmp_path / "theirs.pt",
+    theirs = megatron_lm_driver("load-optim", tmp_path / ("dist" if fmt == "torch_dist" else "ck"),
+                                tmp_path / "ids.pt", tmp_path / "theirs.pt",
                                 *MEGATRON_SHAPE, "--train-iters", "4", "--min-lr", "2e-4", "--decoupled-lr", "1e-3",
-                                "--no-load-rng")
+                                "--no-load-rng", "--ckpt-format", fmt)
     assert theirs["iteration"] == 2 and theirs["scheduler_steps"] == 16
     assert theirs["optimizer_state"].keys() == ours["param_state"].keys()
     for name, state in theirs["optimizer_state"].items():
@@ -600,7 +636,7 @@ def test_megatron_lm_convert_reads_ours_and_what_it_saves_resumes_here(tmp_path,
                            "--target-tensor-parallel-size", str(target)],
                           capture_output=True, text=True, timeout=600,
                           env={**os.environ, "MEGATRON_LM_DIR": MEGATRON_LM, "OMP_NUM_THREADS": "1",
-                               "TMPDIR": str(out.parent)})  # torchrun's folders go with the test's
+                               "TMPDIR": str(tmp_path)})  # torchrun's folders go with the test's
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     flags = ["--no-load-optim", "--tensor-model-parallel-size", str(target), *NO_DROPOUT]
     theirs = run([PRETRAIN, *tiny(3, "--load", str(tmp_path / "theirs"), *flags)], np=target).stdout

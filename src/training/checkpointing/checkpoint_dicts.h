@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,9 @@ struct ModelDictParam {
   std::string local;  // within the chunk
 };
 std::vector<ModelDictParam> model_dict_params(const GenericDict& d, const std::string& file);
+// Whether Megatron-LM's modules register parameter `a` before `b` (its named_parameters() order,
+// which our model dicts are written in).
+bool registered_before(const std::string& a, const std::string& b);
 // The learning rates of Megatron-LM's groups (a list of its param_groups) into o.lr and, for the
 // --decoupled-lr group, o.decoupled_lr.
 void read_group_lrs(const c10::IValue& groups, RankCheckpoint::OptimizerState& o, const std::string& file);
@@ -84,8 +88,25 @@ RankCheckpoint::OptimizerState read_megatron_lm_optimizer(const GenericDict& d, 
 // Its distributed optimizer's: the groups in `file` (model_optim_rng.pt), the state in the
 // distrib_optim.pt beside it (megatron_lm_distrib_optim.cpp).
 RankCheckpoint::OptimizerState read_megatron_lm_distrib_optim(const GenericDict& d, const std::string& file);
+// Its flat state of one (TP, PP) rank's gradient buffers (one per model chunk: its buckets back to
+// back, each without its padding to a data-parallel multiple) onto `params` (that rank's, in
+// named_parameters() order) by name: flat(chunk, key) is buffer chunk's "param", "exp_avg" or
+// "exp_avg_sq" (undefined: missing); `args` the saved args, which say where buckets close.
+void read_distrib_optim_buffers(const std::vector<ModelDictParam>& params, const GenericDict& args, double step,
+                                const std::function<at::Tensor(size_t, const char*)>& flat,
+                                RankCheckpoint::OptimizerState& o, const std::string& file, const std::string& way_out);
 // The same layout written into `opt` from o's state by name, for the model dicts already in `main`.
 void add_megatron_lm_optimizer(GenericDict& opt, const GenericDict& main, const RankCheckpoint::OptimizerState& o,
                                const Arguments& args, const std::string& file);
+// torch_dist_optimizer.cpp: a torch_dist common state's optimizer in megatron-core's form (no
+// tensors): the learning rates, grad scaler and scheduler; the step (megatron_core_optimizer_step);
+// and why its layout cannot be mapped ("" when it can).
+RankCheckpoint::OptimizerState read_megatron_core_optimizer_common(const GenericDict& d, const std::string& file);
+std::optional<at::Tensor> megatron_core_optimizer_step(const GenericDict& d);
+std::string unmapped_optimizer_layout(const GenericDict& d, const std::string& file);
+// Our common state (a checkpoint dict without tensors) turned into megatron-core's: the optimizer
+// entry as its non-distributed optimizers or (`distributed`) its DistributedOptimizer's
+// fully_reshardable layout leave it, `step` the one all parameters share; its content_metadata.
+void to_megatron_core_common(GenericDict& common, const std::optional<at::Tensor>& step, bool distributed);
 
 }  // namespace megatron::training::detail

@@ -38,6 +38,11 @@ GenericDict tensor_dict(const TensorMap& tensors) {
   for (const auto& [k, v] : tensors) d.insert(k, v.detach());
   return d;
 }
+}  // namespace
+
+namespace detail {
+namespace {
+
 // Megatron-LM's modules register their parameters in this order, which its state_dict() and
 // named_parameters() (so its optimizer's parameter indices) follow; our model dicts are written
 // in it. Names it does not have (the embedding's own norm) go after their siblings.
@@ -55,6 +60,8 @@ int registration_rank(const std::string& part) {
       return static_cast<int>(it - children.begin());
   return 100;  // after the known ones
 }
+
+}  // namespace
 
 bool registered_before(const std::string& a, const std::string& b) {
   size_t i = 0, j = 0;
@@ -74,10 +81,14 @@ bool registered_before(const std::string& a, const std::string& b) {
   return a.size() < b.size();
 }
 
+}  // namespace detail
+
+namespace {
+
 GenericDict model_dict(const TensorMap& tensors) {
   std::vector<std::string> names;
   for (const auto& [k, v] : tensors) names.push_back(k);
-  std::stable_sort(names.begin(), names.end(), registered_before);
+  std::stable_sort(names.begin(), names.end(), detail::registered_before);
   GenericDict d(c10::StringType::get(), c10::TensorType::get());
   for (const auto& name : names) d.insert(name, tensors.at(name).detach());
   return d;
@@ -305,7 +316,10 @@ RankCheckpoint RankCheckpoint::from_dict(const c10::impl::GenericDict& d, const 
     // Megatron-LM's own optimizer state (torch's by parameter index, no "distributed" key).
     const bool megatron_lm = !d.at("optimizer").toGenericDict().contains("distributed");
     if (read_optimizer_state && !megatron_lm) c.optimizer = read_optimizer(d, rank_dir, file);
-    if (read_optimizer_state && megatron_lm) {
+    if (read_optimizer_state && megatron_lm && sharded) {  // a torch_dist common state: its tensors are elsewhere
+      c.optimizer_unread = detail::unmapped_optimizer_layout(d, file);
+      if (c.optimizer_unread.empty()) c.optimizer = detail::read_megatron_core_optimizer_common(d, file);
+    } else if (read_optimizer_state && megatron_lm) {
       try {
         c.optimizer = detail::read_megatron_lm_optimizer(d, file);
       } catch (const c10::Error& e) {  // the weights stay readable (conversion carries them without it)

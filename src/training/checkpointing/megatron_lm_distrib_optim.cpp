@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -78,8 +79,34 @@ RankCheckpoint::OptimizerState read_megatron_lm_distrib_optim(const GenericDict&
   o.grad_scaler = read_grad_scaler(top, file, /*stateless_allowed=*/true);
   o.scheduler = read_scheduler(d, file);
 
+  const auto dist_value = read_checkpoint_file(dist_file);
+  TORCH_CHECK(dist_value.isGenericDict(), "[checkpointing] ", dist_file,
+              " is not one optimizer's state (a list: several, as expert-parallel runs save)", way_out);
+  const auto dist = dist_value.toGenericDict();
+  TORCH_CHECK(dist.contains("buckets_coalesced"), "[checkpointing] ", dist_file,
+              " is in the older per-bucket layout (before buckets_coalesced)", way_out);
+  // The buffers hold the buckets back to back, each without its padding to a data-parallel multiple.
+  read_distrib_optim_buffers(
+      model_dict_params(d, file), get_dict(d, "args", file), *step,
+      [&](size_t c, const char* key) {
+        auto it = dist.find(static_cast<int64_t>(c));
+        TORCH_CHECK(it != dist.end() && it->value().isGenericDict() && it->value().toGenericDict().size() == 1,
+                    "[checkpointing] ", dist_file, " has no state of gradient buffer ", c,
+                    " (one buffer per model chunk, of one dtype, is read)", way_out);
+        const auto state = it->value().toGenericDict().begin()->value();
+        TORCH_CHECK(state.isGenericDict(), "[checkpointing] ", dist_file, ": buffer ", c, " is not a dict");
+        const auto* flat = find(state.toGenericDict(), key);
+        return flat && flat->isTensor() ? flat->toTensor() : at::Tensor();
+      },
+      o, dist_file, way_out);
+  return o;
+}
+
+void read_distrib_optim_buffers(const std::vector<ModelDictParam>& params, const GenericDict& args, double step,
+                                const std::function<at::Tensor(size_t, const char*)>& flat,
+                                RankCheckpoint::OptimizerState& o, const std::string& file,
+                                const std::string& way_out) {
   // Its bucket size (megatron/training: resolve_ddp_bucket_size and the per-chunk rule).
-  const auto args = get_dict(d, "args", file);
   auto flag = [&](const char* key) {
     return find(args, key) && find(args, key)->isBool() && find(args, key)->toBool();
   };
@@ -100,14 +127,6 @@ RankCheckpoint::OptimizerState read_megatron_lm_distrib_optim(const GenericDict&
   const bool tied_across_stages =
       integer("pipeline_model_parallel_size", 1) > 1 && !flag("untie_embeddings_and_output_weights");
 
-  const auto dist_value = read_checkpoint_file(dist_file);
-  TORCH_CHECK(dist_value.isGenericDict(), "[checkpointing] ", dist_file,
-              " is not one optimizer's state (a list: several, as expert-parallel runs save)", way_out);
-  const auto dist = dist_value.toGenericDict();
-  TORCH_CHECK(dist.contains("buckets_coalesced"), "[checkpointing] ", dist_file,
-              " is in the older per-bucket layout (before buckets_coalesced)", way_out);
-
-  const auto params = model_dict_params(d, file);
   const size_t chunks = params.empty() ? 0 : params.back().chunk + 1;
   const bool first_stage = !params.empty() && params.front().local == "embedding.word_embeddings.weight";
   for (size_t c = 0; c < chunks; ++c) {
@@ -127,34 +146,24 @@ RankCheckpoint::OptimizerState read_megatron_lm_distrib_optim(const GenericDict&
     std::vector<int64_t> starts;
     const int64_t numel = buffer_layout(mine, c == 0 && first_stage ? bucket_size : std::nullopt, shared, starts);
 
-    auto it = dist.find(static_cast<int64_t>(c));
-    TORCH_CHECK(it != dist.end() && it->value().isGenericDict() && it->value().toGenericDict().size() == 1,
-                "[checkpointing] ", dist_file, " has no state of gradient buffer ", c,
-                " (one buffer per model chunk, of one dtype, is read)", way_out);
-    const auto state = it->value().toGenericDict().begin()->value();
-    TORCH_CHECK(state.isGenericDict(), "[checkpointing] ", dist_file, ": buffer ", c, " is not a dict");
-    const auto sd = state.toGenericDict();
-    const int64_t saved = get_int(sd, "numel_unpadded", dist_file);
-    TORCH_CHECK(saved == numel, "[checkpointing] ", dist_file, ": buffer ", c, " holds ", saved,
-                " elements, its parameters laid out as Megatron-LM lays them out ", numel,
-                " (a model or bucket size other than the checkpoint's args say)", way_out);
-    for (size_t i = 0; i < mine.size(); ++i) {
-      const ModelDictParam& p = *mine[i];
-      auto& ps = o.param_state[p.name];
-      for (const char* key : {"param", "exp_avg", "exp_avg_sq"}) {
-        const auto* flat = find(sd, key);
-        TORCH_CHECK(flat && flat->isTensor() && flat->toTensor().numel() >= starts[i] + p.tensor.numel(),
-                    "[checkpointing] ", dist_file, ": buffer ", c, " has no '", key, "' for ", p.name, way_out);
-        const at::Tensor value = flat->toTensor().narrow(0, starts[i], p.tensor.numel()).view(p.tensor.sizes());
+    for (const char* key : {"param", "exp_avg", "exp_avg_sq"}) {
+      const at::Tensor buffer = flat(c, key);
+      TORCH_CHECK(buffer.defined(), "[checkpointing] ", file, " has no '", key, "' of gradient buffer ", c, way_out);
+      TORCH_CHECK(buffer.numel() == numel, "[checkpointing] ", file, ": buffer ", c, " holds ", buffer.numel(),
+                  " elements, its parameters laid out as Megatron-LM lays them out ", numel,
+                  " (a model or bucket size other than the checkpoint's args say)", way_out);
+      for (size_t i = 0; i < mine.size(); ++i) {
+        const ModelDictParam& p = *mine[i];
+        auto& ps = o.param_state[p.name];
+        const at::Tensor value = buffer.narrow(0, starts[i], p.tensor.numel()).view(p.tensor.sizes());
         if (std::string(key) != "param")
           ps[key] = value;
         else if (p.tensor.scalar_type() != at::kFloat)
           ps["main_param"] = value;
+        ps["step"] = at::scalar_tensor(step, at::kFloat);
       }
-      ps["step"] = at::scalar_tensor(*step, at::kFloat);
     }
   }
-  return o;
 }
 
 }  // namespace megatron::training::detail

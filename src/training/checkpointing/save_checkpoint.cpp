@@ -67,9 +67,15 @@ PendingSave begin_save(const Arguments& args, const ParallelState& ps, const Tra
                                               /*non_blocking=*/false, /*copy=*/true);
     if (world.rank() != 0) {
       save.rank.reset();
-    } else {  // rank 0 keeps what common.pt needs
+    } else {  // rank 0 keeps what common.pt needs: of the optimizer state, the step all parameters share
       for (auto& m : save.rank->model) m.clear();
-      if (save.rank->optimizer) save.rank->optimizer->param_state.clear();
+      if (save.rank->optimizer) {
+        std::map<std::string, RankCheckpoint::TensorMap> step;
+        for (const auto& [name, s] : save.rank->optimizer->param_state)
+          if (auto it = s.find("step"); step.empty() && it != s.end())
+            step[name]["step"] = it->second.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+        save.rank->optimizer->param_state = std::move(step);
+      }
     }
   } else if (ps.get_expert_data_parallel_rank() == 0) {
     // One writer per (TP, PP, EP) rank: the first of its expert-data-parallel replicas (with one

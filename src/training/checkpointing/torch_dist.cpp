@@ -25,10 +25,6 @@ namespace {
 using models::common::LanguageModule;
 using models::common::ShardedParameter;
 
-// What megatron-core's metadata.json says of its files.
-constexpr const char* kShardedMetadata =
-    R"({"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", )"
-    R"("common_backend_version": 1})";
 // The local layers' linear modules megatron-core keeps an _extra_state object for.
 constexpr const char* kExtraStateModules[] = {"self_attention.linear_qkv", "self_attention.linear_proj",
                                               "mlp.linear_fc1", "mlp.linear_fc2"};
@@ -111,19 +107,6 @@ at::Tensor box_part(const at::Tensor& local, const Placement& pl, const Box& b) 
   return t.reshape(b.sizes);
 }
 
-// megatron-core stores a ShardedObject as the list of this rank's shards of it: one.
-c10::IValue sharded_object(const c10::IValue& value) {
-  c10::impl::GenericList shards(c10::AnyType::get());
-  shards.push_back(value);
-  return shards;
-}
-c10::IValue read_sharded_object(const std::string& dir, const DcpMetadata& md, const std::string& key) {
-  const auto shards = read_dcp_object(dir, md, key);
-  TORCH_CHECK(shards.isList() && shards.toListRef().size() == 1, "[checkpointing] ", dir, ": object '", key,
-              "' is not megatron-core's list of one shard");
-  return shards.toListRef()[0];
-}
-
 std::string rng_key(const TorchDistPlacement& at) {  // Megatron-LM's ShardedObject over (PP, TP)
   return "rng_state/shard_" + std::to_string(at.pp_rank) + "." + std::to_string(at.tp_rank) + "_" +
          std::to_string(at.pp_size) + "." + std::to_string(at.tp_size);
@@ -165,7 +148,6 @@ std::vector<DcpItem> torch_dist_items(const Arguments& args, const TrainingState
       if (mine) items.push_back({key, global_shape(pl, local.sizes()), b.offsets, box_part(local, pl, b), {}});
     }
   };
-  std::optional<at::Tensor> step;
   const auto& model = *state.model;
   for (size_t v = 0; v < model.size(); ++v) {
     const auto params = language_module(model[v]).sharded_parameters();
@@ -188,13 +170,15 @@ std::vector<DcpItem> torch_dist_items(const Arguments& args, const TrainingState
       }
       if (!c.optimizer || params[i].buffer) continue;
       const auto& state_of = c.optimizer->param_state.at(model_chunk_prefix(v, model.size()) + params[i].name);
+      const bool distributed = args.use_distributed_optimizer;
       for (const auto& [ours, theirs] : kTorchDistOptimizerStates)
         if (auto s = state_of.find(ours); s != state_of.end())
-          add(pl, std::string("optimizer.state.") + theirs + "." + pl.key, s->second);
-      if (auto s = state_of.find("step"); s != state_of.end() && !step) step = s->second;
+          add(pl, "optimizer.state." + torch_dist_state_name(ours, distributed) + "." + pl.key, s->second);
+      if (distributed && !state_of.empty() && !state_of.count("main_param"))
+        add(pl, std::string("optimizer.state.") + kDistributedMainParamName + "." + pl.key,
+            c.model[v].at(params[i].name));
     }
   }
-  if (step && at.rank == 0) items.push_back({kTorchDistStepKey, {1}, {0}, step->reshape({1}), {}});
   if (c.rng_state && at.dp_rank == 0) {
     c10::impl::GenericList list(c10::AnyType::get());
     for (const auto& r : *c.rng_state) list.push_back(rng_dict(r));
@@ -204,61 +188,18 @@ std::vector<DcpItem> torch_dist_items(const Arguments& args, const TrainingState
   return items;
 }
 
-void write_torch_dist_global(const std::string& dir, const DcpMetadata& md, const RankCheckpoint& c) {
-  write_text_file(join(dir, kDcpMetadataFileName), dcp_metadata_pickle(md));
-  RankCheckpoint head = c;  // its tensors are in the .distcp files
-  for (auto& m : head.model) m.clear();
-  if (head.optimizer) {
-    head.optimizer->param_state.clear();
-    head.optimizer->distributed = false;
-  }
-  head.rng_state.reset();
-  head.fp8_state.clear();
-  write_checkpoint_file(join(dir, kCommonFileName), head.to_files().at(kModelFileName));
-  write_text_file(join(dir, kShardedMetadataFileName), kShardedMetadata);
-}
-
-bool is_torch_dist(const std::string& iter_dir) {
-  const std::string path = join(iter_dir, kShardedMetadataFileName);
-  if (!std::filesystem::exists(path)) return false;
-  const auto json = megatron::detail::parse_json(
-      megatron::detail::read_whole_file(path, "[checkpointing] " + path, 1 << 20), "[checkpointing] " + path);
-  auto field = [&](const char* name) {
-    TORCH_CHECK(json.is_object() && json.contains(name), "[checkpointing] ", path, " has no '", name, "'");
-    return json.at(name);
-  };
-  TORCH_CHECK(field("sharded_backend") == "torch_dist", "[checkpointing] ", path, ": sharded_backend ",
-              field("sharded_backend").dump(), " is not one read here (torch_dist)");
-  TORCH_CHECK(field("sharded_backend_version") == 1, "[checkpointing] ", path, ": sharded_backend_version ",
-              field("sharded_backend_version").dump(), " is not one read here (1)");
-  // Newer megatron-core keeps the common state among the sharded objects and names no common backend.
-  TORCH_CHECK(!json.contains("common_backend") || json.at("common_backend") == "torch", "[checkpointing] ", path,
-              ": common_backend ", json.value("common_backend", nlohmann::json()).dump(),
-              " is not one read here (torch)");
-  return true;
-}
-
-RankCheckpoint read_torch_dist_common(const std::string& iter_dir, const DcpMetadata& md, bool read_optimizer) {
-  std::string where = join(iter_dir, kCommonFileName);
-  c10::IValue common;
-  if (auto object = md.objects.find(kCommonStateKey); object != md.objects.end() && !std::filesystem::exists(where)) {
-    where = join(iter_dir, object->second.file) + " '" + kCommonStateKey + "'";
-    common = read_sharded_object(iter_dir, md, kCommonStateKey);
-  } else {
-    common = read_checkpoint_file(where);
-  }
-  TORCH_CHECK(common.isGenericDict(), "[checkpointing] ", where, " does not hold a dict");
-  return RankCheckpoint::from_dict(common.toGenericDict(), where, iter_dir, read_optimizer, /*sharded=*/true);
-}
-
 RankCheckpoint read_torch_dist(const std::string& iter_dir, const Arguments& args, const ParallelState& ps,
                                const TrainingState& state, bool read_optimizer) {
   const DcpMetadata md = read_dcp_metadata(iter_dir);
-  bool has_optimizer = md.tensors.count(kTorchDistStepKey) > 0;
-  RankCheckpoint c = read_torch_dist_common(iter_dir, md, read_optimizer && has_optimizer);
+  const bool has_optimizer = holds_optimizer_state(md);
+  std::optional<at::Tensor> step;
+  c10::IValue common;
+  RankCheckpoint c = read_torch_dist_common(iter_dir, md, read_optimizer && has_optimizer, &step, &common);
   if (!has_optimizer) c.optimizer.reset();
   if (c.optimizer) c.optimizer->param_state.clear();
   const auto at = TorchDistPlacement::of(ps);
+  if (c.optimizer && is_dp_reshardable(md))
+    read_dp_reshardable(iter_dir, md, common.toGenericDict(), at, state, *c.optimizer);
 
   // This rank's tensor of `key`, its padded vocabulary rows zero past what the checkpoint has.
   auto read = [&](const Placement& pl, const std::string& key, const ShardedParameter& p) {
@@ -286,8 +227,6 @@ RankCheckpoint read_torch_dist(const std::string& iter_dir, const Arguments& arg
     return local;
   };
 
-  at::Tensor step;
-  if (c.optimizer) step = read_dcp_box(iter_dir, md, kTorchDistStepKey, {0}, {1}).reshape({});
   const auto& model = *state.model;
   c.model.assign(model.size(), {});
   for (size_t v = 0; v < model.size(); ++v) {
@@ -298,10 +237,12 @@ RankCheckpoint read_torch_dist(const std::string& iter_dir, const Arguments& arg
       if (!c.optimizer || params[i].buffer) continue;
       auto& s = c.optimizer->param_state[model_chunk_prefix(v, model.size()) + params[i].name];
       for (const auto& [ours, theirs] : kTorchDistOptimizerStates) {
-        const std::string key = std::string("optimizer.state.") + theirs + "." + places[i].key;
+        std::string key = std::string("optimizer.state.") + theirs + "." + places[i].key;
+        if (!md.tensors.count(key) && std::string(ours) == "main_param" && params[i].param.scalar_type() != at::kFloat)
+          key = std::string("optimizer.state.") + kDistributedMainParamName + "." + places[i].key;
         if (md.tensors.count(key)) s[ours] = read(places[i], key, params[i]);
       }
-      s["step"] = step.clone();
+      if (step) s["step"] = step->clone();
     }
   }
   c.rng_state.reset();

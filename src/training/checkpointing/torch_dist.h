@@ -26,12 +26,24 @@ constexpr const char* kCommonFileName = "common.pt";
 constexpr const char* kShardedMetadataFileName = "metadata.json";
 constexpr const char* kCommonStateKey = "common_state/shard_0_1";
 // Our optimizer states by megatron-core's names for them (optimizer.state.<name>.<parameter key>),
-// and the one step of every parameter (they step together), a one-element tensor.
+// as its non-distributed optimizers save them. Its distributed optimizer's model-space layout
+// (fully_reshardable) names the fp32 main copy "param"; both are read.
 inline constexpr std::pair<const char*, const char*> kTorchDistOptimizerStates[] = {
     {"exp_avg", "exp_avg"},
     {"exp_avg_sq", "exp_avg_sq"},
     {"main_param", "fp32_param"},
     {"momentum_buffer", "momentum_buffer"}};
+constexpr const char* kDistributedMainParamName = "param";
+// The name our state `ours` is written under: the distributed optimizer's layout holds an fp32
+// copy of every parameter (of fp32 ones too: the parameter itself) as "param".
+inline std::string torch_dist_state_name(const std::string& ours, bool distributed) {
+  if (distributed && ours == "main_param") return kDistributedMainParamName;
+  for (const auto& [mine, theirs] : kTorchDistOptimizerStates)
+    if (ours == mine) return theirs;
+  return "";
+}
+// The step every parameter shares, which the common state keeps (megatron-core's common_step);
+// earlier versions of this writer kept it as this one-element tensor instead, still read.
 constexpr const char* kTorchDistStepKey = "optimizer.state.step";
 
 // megatron-core's key of a parameter's global name ("decoder.layers.3.input_layernorm.weight" ->
@@ -72,9 +84,10 @@ void add_torch_dist_fp8_items(std::vector<DcpItem>& items, const TrainingState& 
 void read_torch_dist_fp8(RankCheckpoint& c, const std::string& iter_dir, const DcpMetadata& md,
                          const TrainingState& state);
 
-// Rank 0, once every rank's part is in: .metadata, common.pt (c's state but its tensors), and
-// metadata.json last.
-void write_torch_dist_global(const std::string& dir, const DcpMetadata& md, const RankCheckpoint& c);
+// Rank 0, once every rank's part is in: .metadata, common.pt (c's state but its tensors, the
+// optimizer's in megatron-core's form with the shared `step`, by default c's), and metadata.json last.
+void write_torch_dist_global(const std::string& dir, const DcpMetadata& md, const RankCheckpoint& c,
+                             std::optional<at::Tensor> step = std::nullopt);
 
 // convert_checkpoint's: a torch_dist iteration folder whole (every tensor at TP = 1 under its
 // global name), and a FullCheckpoint written as one (one rank's file holding every tensor whole),
@@ -87,7 +100,22 @@ void write_torch_dist_full(const FullCheckpoint& f, const Arguments& a, const st
 bool is_torch_dist(const std::string& iter_dir);
 // What a torch_dist folder keeps besides its tensors, as a RankCheckpoint without them: common.pt,
 // or (newer megatron-core, no common.pt) its common_state object.
-RankCheckpoint read_torch_dist_common(const std::string& iter_dir, const DcpMetadata& md, bool read_optimizer);
+// With read_optimizer, `step` gets the step every parameter shares (none without optimizer state);
+// `raw`, the common state's dict itself.
+RankCheckpoint read_torch_dist_common(const std::string& iter_dir, const DcpMetadata& md, bool read_optimizer,
+                                      std::optional<at::Tensor>* step = nullptr, c10::IValue* raw = nullptr);
+// Whether the folder's tensors include optimizer state (of any layout).
+bool holds_optimizer_state(const DcpMetadata& md);
+// torch_dist_dp_reshardable.cpp: Megatron-LM's distributed optimizer in its default layout, its
+// gradient buckets' flat state, read into o (this rank's parameters by name, learning rates, step)
+// from `common` (the common state's dict) and the folder; the TP and PP sizes must be the saved ones.
+constexpr const char* kDpReshardablePrefix = "optimizer.distributed.dp_group_idx_";
+bool is_dp_reshardable(const DcpMetadata& md);
+void read_dp_reshardable(const std::string& iter_dir, const DcpMetadata& md, const c10::impl::GenericDict& common,
+                         const TorchDistPlacement& at, const TrainingState& state, RankCheckpoint::OptimizerState& o);
+// megatron-core stores a ShardedObject as the list of this rank's shards of it: one.
+c10::IValue sharded_object(const c10::IValue& value);
+c10::IValue read_sharded_object(const std::string& dir, const DcpMetadata& md, const std::string& key);
 // This rank's state from a torch_dist folder, whatever layout wrote it: the tensors this run's
 // parameters (and, with read_optimizer, their optimizer states) need, the RNG state when the
 // TP and PP sizes are the saved ones, the rest from common.pt.

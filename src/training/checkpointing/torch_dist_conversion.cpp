@@ -77,8 +77,9 @@ std::string unstacked_name(const std::string& key, const std::vector<int64_t>& i
 
 FullCheckpoint read_torch_dist_full(const std::string& iter_dir, std::optional<int64_t> iteration) {
   const DcpMetadata md = read_dcp_metadata(iter_dir);
-  const bool optimizer = md.tensors.count(kTorchDistStepKey) > 0;
-  const RankCheckpoint c = read_torch_dist_common(iter_dir, md, optimizer);
+  const bool optimizer = holds_optimizer_state(md);
+  std::optional<at::Tensor> step;
+  const RankCheckpoint c = read_torch_dist_common(iter_dir, md, optimizer, &step);
   auto whole = [&](const std::string& key) {
     const auto& size = md.tensors.at(key).size;
     return read_dcp_box(iter_dir, md, key, std::vector<int64_t>(size.size(), 0), size);
@@ -90,21 +91,32 @@ FullCheckpoint read_torch_dist_full(const std::string& iter_dir, std::optional<i
     if (key.rfind("optimizer.", 0) != 0)
       unstack(key, whole(key), [&](const std::string& n, at::Tensor x) { f.model[n] = x; });
   if (optimizer && c.optimizer) {
-    for (const auto& [ours, theirs] : kTorchDistOptimizerStates) {
-      const std::string prefix = std::string("optimizer.state.") + theirs + ".";
+    auto states = std::vector<std::pair<std::string, std::string>>(std::begin(kTorchDistOptimizerStates),
+                                                                   std::end(kTorchDistOptimizerStates));
+    states.emplace_back("main_param", kDistributedMainParamName);
+    for (const auto& [ours, theirs] : states) {
+      const std::string prefix = "optimizer.state." + theirs + ".";
       for (const auto& [key, t] : md.tensors)
         if (key.rfind(prefix, 0) == 0)
-          unstack(key.substr(prefix.size()), whole(key),
-                  [&, kind = ours](const std::string& n, at::Tensor x) { f.optim[n][kind] = x; });
+          unstack(key.substr(prefix.size()), whole(key), [&, kind = ours](const std::string& n, at::Tensor x) {
+            // The distributed optimizer's copy of an fp32 parameter is the parameter.
+            const auto m = f.model.find(n);
+            if (kind != "main_param" || m == f.model.end() || m->second.scalar_type() != at::kFloat)
+              f.optim[n][kind] = x;
+          });
     }
-    const at::Tensor step = whole(kTorchDistStepKey).reshape({});
-    for (auto& [name, state] : f.optim) state["step"] = step;
+    if (step)
+      for (auto& [name, state] : f.optim) state["step"] = *step;
     f.grad_scaler = c.optimizer->grad_scaler;
     f.scheduler = c.optimizer->scheduler;
     f.lr = c.optimizer->lr;
     f.decoupled_lr = c.optimizer->decoupled_lr;
   }
   f.optimizer_unread = c.optimizer_unread;
+  if (optimizer && c.optimizer && is_dp_reshardable(md))
+    f.optimizer_unread = "[convert_checkpoint] " + iter_dir +
+                         " holds Megatron-LM's distributed-optimizer state in its 'dp_reshardable' layout, which a "
+                         "resume at its TP and PP sizes reads and convert_checkpoint does not";
   auto embedding = f.model.find("embedding.word_embeddings.weight");
   f.padded_vocab = embedding != f.model.end() ? embedding->second.size(0) : c.padded_vocab_size;
   f.true_vocab = c.true_vocab_size > 0 ? c.true_vocab_size : c.args.vocab_size.value_or(f.padded_vocab);
@@ -136,12 +148,13 @@ void write_torch_dist_full(const FullCheckpoint& f, const Arguments& a, const st
         step = t;
         continue;
       }
-      const auto* it = std::find_if(std::begin(kTorchDistOptimizerStates), std::end(kTorchDistOptimizerStates),
-                                    [&k = kind](const auto& p) { return k == p.first; });
-      TORCH_CHECK(it != std::end(kTorchDistOptimizerStates), "[convert_checkpoint] optimizer state '", kind, "' of ",
-                  name, " has no torch_dist name");
-      add(std::string("optimizer.state.") + it->second + ".", name, t);
+      const std::string theirs = torch_dist_state_name(kind, a.use_distributed_optimizer);
+      TORCH_CHECK(!theirs.empty(), "[convert_checkpoint] optimizer state '", kind, "' of ", name,
+                  " has no torch_dist name");
+      add("optimizer.state." + theirs + ".", name, t);
     }
+    if (a.use_distributed_optimizer && !state.empty() && !state.count("main_param"))
+      add(std::string("optimizer.state.") + kDistributedMainParamName + ".", name, f.model.at(name));
   }
   std::vector<DcpItem> items;
   for (auto& [key, stack] : stacks) {
@@ -162,7 +175,6 @@ void write_torch_dist_full(const FullCheckpoint& f, const Arguments& a, const st
     }
     items.push_back({key, shape, std::vector<int64_t>(shape.size(), 0), whole, {}});
   }
-  if (step) items.push_back({kTorchDistStepKey, {1}, {0}, step->reshape({1}), {}});
 
   const std::string final_dir = join(save, iteration_dir_name(f.iteration)), staging = final_dir + ".tmp";
   fs::create_directories(save);
@@ -179,7 +191,7 @@ void write_torch_dist_full(const FullCheckpoint& f, const Arguments& a, const st
     c.optimizer = RankCheckpoint::OptimizerState{false, {}, f.lr, f.decoupled_lr, f.grad_scaler, f.scheduler};
   c.consumed_train_samples = f.consumed_train;
   c.consumed_valid_samples = f.consumed_valid;
-  write_torch_dist_global(staging, md, c);
+  write_torch_dist_global(staging, md, c, step);
   publish_checkpoint(save, f.iteration);
 }
 
