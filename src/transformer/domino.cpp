@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "hidden_dropout.h"
 #include "megatron/tensor_parallel/layers.h"
@@ -39,6 +40,11 @@ at::Tensor row_partial(const tp::RowParallelLinearImpl& layer, const at::Tensor&
   return at::linear(input, layer.weight);
 }
 
+// A half with nothing in flight.
+DominoHalf complete_half(at::Tensor hidden) {
+  return DominoHalf{std::move(hidden), nullptr, at::Tensor(), at::Tensor()};
+}
+
 }  // namespace
 
 at::Tensor DominoHalf::resolve(const TransformerConfig& config, bool train) const {
@@ -52,7 +58,7 @@ void check_domino_micro_batch(int64_t size) {
 DominoHalves split_in_halves(const at::Tensor& hidden) {
   check_domino_micro_batch(hidden.size(1));
   auto halves = hidden.chunk(2, 1);
-  return {DominoHalf{halves[0].contiguous()}, DominoHalf{halves[1].contiguous()}};
+  return {complete_half(halves[0].contiguous()), complete_half(halves[1].contiguous())};
 }
 
 DominoHalves domino_layer_forward(TransformerLayerImpl& layer, const DominoHalves& halves,
@@ -102,7 +108,7 @@ DominoHalves domino_layer_forward(TransformerLayerImpl& layer, const DominoHalve
   DominoHalves out;
   for (int i = 0; i < 2; ++i) {
     out[i] = DominoHalf{partial[i], reduce[i], x[i], tp_size == 1 ? at::Tensor() : mlp.linear_fc2->bias};
-    if (i == 0 || config.domino_intra_layer_overlap()) out[i] = DominoHalf{out[i].resolve(config, train)};
+    if (i == 0 || config.domino_intra_layer_overlap()) out[i] = complete_half(out[i].resolve(config, train));
   }
   return out;
 }
