@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <string>
 #include <utility>
@@ -48,8 +49,11 @@ void read_dp_reshardable(const std::string& iter_dir, const DcpMetadata& md, con
     TORCH_CHECK(value.isGenericDict(), "[checkpointing] ", iter_dir, ": '", key, "' is not a dict");
     const auto& groups = get(value.toGenericDict(), "param_groups", iter_dir + " '" + key + "'");
     read_group_lrs(groups, o, iter_dir);
-    for (const auto& g : groups.toListRef())
+    TORCH_CHECK(groups.isList(), "[checkpointing] ", iter_dir, ": '", key, "' holds no list of parameter groups");
+    for (const auto& g : groups.toListRef()) {
+      TORCH_CHECK(g.isGenericDict(), "[checkpointing] ", iter_dir, ": '", key, "' holds a group that is not a dict");
       if (auto s = g.toGenericDict().find("step"); !step && s != g.toGenericDict().end()) step = step_value(s->value());
+    }
   }
   TORCH_CHECK(step, "[checkpointing] ", iter_dir, " has no parameter groups with a step under '", prefix, "optimizer'",
               way_out);
@@ -59,10 +63,18 @@ void read_dp_reshardable(const std::string& iter_dir, const DcpMetadata& md, con
   for (const auto& [key, t] : md.tensors) {
     if (key.rfind(prefix + "gbuf_idx_", 0) != 0) continue;
     const size_t bucket = key.rfind(".bucket_idx_"), kind = key.rfind('.');
-    TORCH_CHECK(bucket != std::string::npos && kind > bucket, "[checkpointing] ", iter_dir, ": tensor '", key,
-                "' is not named as Megatron-LM names a bucket's state");
-    const size_t buffer = std::stoul(key.substr(prefix.size() + 9));
-    buckets[{buffer, key.substr(kind + 1)}][std::stoll(key.substr(bucket + 12, kind - bucket - 12))] = key;
+    const std::string buffer = key.substr(prefix.size() + 9, key.find('.', prefix.size()) - prefix.size() - 9),
+                      index = bucket == std::string::npos || kind <= bucket
+                                  ? ""
+                                  : key.substr(bucket + 12, kind - bucket - 12);
+    auto number = [](const std::string& s) {
+      return !s.empty() && s.size() < 10 &&
+             std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+    };
+    TORCH_CHECK(
+        number(buffer) && number(index), "[checkpointing] ", iter_dir, ": tensor '", key,
+        "' is not named as Megatron-LM names a bucket's state (...gbuf_idx_<n>.dtype_<..>.bucket_idx_<n>.<state>)");
+    buckets[{std::stoul(buffer), key.substr(kind + 1)}][std::stoll(index)] = key;
   }
   // This rank's parameters in Megatron-LM's named_parameters() order, which its buffers follow.
   std::vector<ModelDictParam> params;
